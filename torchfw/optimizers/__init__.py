@@ -1,0 +1,20 @@
+"""Frank-Wolfe-type optimizers sharing one base class (:class:`ConstrainedOptimizer`)."""
+
+from .away import AwayStepFrankWolfe, PairwiseFrankWolfe
+from .base import ConstrainedOptimizer
+from .frank_wolfe import FrankWolfe
+from .fully_corrective import FullyCorrectiveFrankWolfe
+from .partan import PartanFrankWolfe
+from .sampling import sample_size_for
+from .swap import SwapFrankWolfe
+
+__all__ = [
+    "ConstrainedOptimizer",
+    "FrankWolfe",
+    "AwayStepFrankWolfe",
+    "PairwiseFrankWolfe",
+    "SwapFrankWolfe",
+    "PartanFrankWolfe",
+    "FullyCorrectiveFrankWolfe",
+    "sample_size_for",
+]

@@ -1,0 +1,328 @@
+r"""The shared base of all Frank-Wolfe-type optimizers.
+
+:class:`ConstrainedOptimizer` validates the problem, builds a solver engine, and runs the loop:
+blocks of ``check_every`` iterations separated by *checks*, where the Frank-Wolfe gap
+
+.. math:: g(x) = \max_{v \in \mathcal{C}} \langle \nabla f(x), x - v \rangle \;\ge\; f(x) - f^*
+
+is read, recorded and compared with the tolerance. Variants only implement :meth:`_step` (one
+iteration, in terms of engine moves).
+
+**Tolerance.** ``tol`` is *absolute*: the run stops when :math:`g(x) \le` ``tol``, which
+certifies :math:`f(x) - f^* \le` ``tol`` in the objective's own units. The optional ``rtol``
+stops when :math:`g(x) \le` ``rtol`` :math:`\cdot |f(x)|`. We default to the absolute form
+because the certificate is an absolute bound and because :math:`f^*` may be zero or negative, where
+a relative test means nothing; applications whose scale is known (the SVM dual, the Lasso) set
+``rtol`` themselves.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable
+
+import torch
+from torch import Tensor
+
+from .._scalars import DEVICE, HOST
+from .._validation import check_finite, check_int_at_least, check_nonnegative, check_positive
+from ..linesearch import ExactLineSearch, LineSearch, OpenLoop, default_line_search
+from ..objectives import Quadratic, as_objective
+from ..oracles import LMO
+from ..result import History, IterationInfo, Result, Status
+from ._engine import GenericEngine, QuadraticEngine
+from .sampling import make_sampler
+
+__all__ = ["ConstrainedOptimizer"]
+
+_EXECUTIONS = ("auto", "host", "device", "graph")
+
+
+class ConstrainedOptimizer:
+    r"""Minimize a smooth convex function over a compact convex set given by an LMO.
+
+    Parameters
+    ----------
+    lmo : LMO
+        The constraint set (:class:`~torchfw.Simplex`, :class:`~torchfw.L1Ball`, ...).
+    line_search : LineSearch, optional
+        Step-size strategy. Default: :class:`~torchfw.ExactLineSearch` for a
+        :class:`~torchfw.Quadratic`, else :class:`~torchfw.Backtracking`.
+    tol : float, default 1e-6
+        Absolute tolerance on the Frank-Wolfe gap (see the module docstring).
+    rtol : float, default 0.0
+        Relative tolerance: also stop when ``gap <= rtol * |f(x)|``.
+    max_iter : int, default 10000
+    time_limit : float, optional
+        Wall-clock budget in seconds (checked between blocks).
+    check_every : int, optional
+        Iterations between checks of the gap. Default 10 with host scalars and 50 on a device
+        (where each check is a host synchronization).
+    callback : callable, optional
+        ``callback(info: IterationInfo) -> bool | None`` called at each check; returning
+        ``True`` (or raising ``StopIteration``) stops the run.
+    verbose : bool, default False
+        Show a tqdm progress bar with the current gap.
+    sample_size : int, optional
+        Randomized LMO: the FW atom is the best of ``sample_size`` random atoms (atomic sets).
+        The stopping test keeps using the exact gap.
+    random_state : int, optional
+        Seed of the sampler.
+    execution : {"auto", "host", "device", "graph"}, default "auto"
+        How the incremental quadratic engine runs: ``"host"`` reads scalars to the host and uses
+        fused CPU kernels; ``"device"`` keeps every scalar on the device (no synchronization inside
+        a block); ``"graph"`` additionally captures blocks as CUDA graphs. ``"auto"`` picks
+        ``"graph"`` for CUDA tensors and ``"host"`` otherwise.
+    refresh_every : int, optional
+        Recompute the incremental gradient exactly every that many iterations (host execution).
+    """
+
+    #: Moves may involve two atoms (pairwise, SWAP): both columns are computed on device.
+    uses_pairs = False
+    #: The variant needs indexed atoms (simplex, L1 ball).
+    needs_atoms = False
+    #: The variant keeps the previous iterate (PARTAN).
+    keeps_previous = False
+    #: The variant needs curvature or objective evaluations beyond the line search.
+    needs_quadratic = False
+
+    def __init__(self, lmo: LMO, line_search: LineSearch | None = None, *, tol: float = 1e-6,
+                 rtol: float = 0.0, max_iter: int = 10_000, time_limit: float | None = None,
+                 check_every: int | None = None, callback: Callable | None = None,
+                 verbose: bool = False, sample_size: int | None = None,
+                 random_state: int | None = None, execution: str = "auto",
+                 refresh_every: int | None = None):
+        if not isinstance(lmo, LMO):
+            raise TypeError(f"lmo must be a torchfw LMO (Simplex, L1Ball, ...), got "
+                            f"{type(lmo).__name__}")
+        if line_search is not None and not isinstance(line_search, LineSearch):
+            raise TypeError(f"line_search must be a torchfw LineSearch, got "
+                            f"{type(line_search).__name__}")
+        self.lmo = lmo
+        self.line_search = line_search
+        self.tol = check_positive("tol", tol)
+        self.rtol = check_nonnegative("rtol", rtol)
+        self.max_iter = check_int_at_least("max_iter", max_iter, 1)
+        self.time_limit = None if time_limit is None else check_positive("time_limit",
+                                                                          time_limit)
+        self.check_every = None if check_every is None else check_int_at_least(
+            "check_every", check_every, 1)
+        if callback is not None and not callable(callback):
+            raise TypeError("callback must be callable")
+        self.callback = callback
+        self.verbose = bool(verbose)
+        self.sample_size = None if sample_size is None else check_int_at_least(
+            "sample_size", sample_size, 1)
+        if sample_size is not None and not lmo.is_atomic:
+            raise ValueError(f"sample_size needs a set with indexed atoms (Simplex, L1Ball), got "
+                             f"{type(lmo).__name__}")
+        self.random_state = random_state
+        if execution not in _EXECUTIONS:
+            raise ValueError(f"execution must be one of {_EXECUTIONS}, got {execution!r}")
+        self.execution = execution
+        self.refresh_every = None if refresh_every is None else check_int_at_least(
+            "refresh_every", refresh_every, 1)
+        if self.needs_atoms and not lmo.is_atomic:
+            raise ValueError(f"{type(self).__name__} needs a set with indexed atoms (Simplex, "
+                             f"L1Ball); got {type(lmo).__name__}")
+
+    # -- the variant hook ----------------------------------------------------------------------
+
+    def _step(self, eng) -> None:  # pragma: no cover - abstract
+        """One iteration: choose moves on the engine and apply one."""
+        raise NotImplementedError
+
+    # -- set-up --------------------------------------------------------------------------------
+
+    def _check_objective(self, objective, line_search: LineSearch) -> None:
+        if line_search.needs_curvature and not objective.has_curvature:
+            raise ValueError(
+                f"{type(line_search).__name__} needs an objective with a closed-form line "
+                f"minimizer (torchfw.Quadratic); got {objective!r}. Use Backtracking or "
+                f"ShortStep instead."
+            )
+
+    def _initial_point(self, objective, x0: Tensor | None) -> Tensor:
+        if x0 is None:
+            n = getattr(objective, "n", None)
+            if n is None:
+                raise ValueError("x0 is required when the objective does not state its "
+                                 "dimension (only torchfw.Quadratic does)")
+            dtype = objective.Q.dtype if isinstance(objective, Quadratic) else None
+            device = objective.device if isinstance(objective, Quadratic) else None
+            if dtype is not None and not dtype.is_floating_point:
+                dtype = torch.float64
+            return self.lmo.initial_point(n, dtype=dtype, device=device)
+        if not isinstance(x0, Tensor):
+            raise TypeError(f"x0 must be a tensor, got {type(x0).__name__}")
+        if x0.dim() != 1:
+            raise ValueError(f"x0 must be a 1-d tensor, got shape {tuple(x0.shape)}")
+        if not x0.is_floating_point():
+            raise TypeError(f"x0 must have a floating-point dtype, got {x0.dtype}")
+        check_finite("x0", x0)
+        if isinstance(objective, Quadratic):
+            if x0.shape[0] != objective.n:
+                raise ValueError(f"x0 has {x0.shape[0]} entries but the quadratic has "
+                                 f"dimension {objective.n}")
+            if x0.device != objective.device:
+                raise ValueError(f"x0 is on device {x0.device} but Q is on {objective.device}; "
+                                 f"move them to the same device")
+        self.lmo.check_compatible(x0)
+        scale = max(1.0, float(x0.abs().max()))
+        atol = 1e-6 * scale * max(1.0, math.sqrt(x0.numel()))
+        if not bool(self.lmo.contains(x0, atol=atol)):
+            raise ValueError(f"x0 is not in the constraint set {self.lmo!r}; pass a feasible "
+                             f"point (e.g. lmo.project(x0))")
+        return x0.detach()
+
+    def _make_engine(self, objective, x0: Tensor, line_search: LineSearch):
+        sampler = make_sampler(self.sample_size, self.random_state, x0.device)
+        closed_form = isinstance(line_search, (ExactLineSearch, OpenLoop))
+        if isinstance(objective, Quadratic) and self.lmo.is_atomic and closed_form:
+            execution = self.execution
+            if execution == "auto":
+                execution = "graph" if x0.is_cuda else "host"
+            if execution == "graph" and not x0.is_cuda:
+                raise ValueError("execution='graph' needs CUDA tensors")
+            ops = HOST if execution == "host" else DEVICE
+            w0 = self.lmo.to_weights(x0)
+            engine = QuadraticEngine(objective, self.lmo, w0, ops=ops,
+                                     keep_previous=self.keeps_previous,
+                                     pair_columns=self.uses_pairs,
+                                     sample=sampler(ops), refresh_every=self.refresh_every)
+            return engine, execution
+        if self.needs_quadratic:
+            raise ValueError(f"{type(self).__name__} needs a torchfw.Quadratic objective with "
+                             f"ExactLineSearch or OpenLoop")
+        if self.execution in ("device", "graph"):
+            raise ValueError(f"execution={self.execution!r} needs the incremental engine: a "
+                             f"torchfw.Quadratic over Simplex/L1Ball with ExactLineSearch or "
+                             f"OpenLoop")
+        engine = GenericEngine(objective, self.lmo, x0, keep_previous=self.keeps_previous,
+                               sample=sampler(HOST))
+        return engine, "host"
+
+    # -- the loop ------------------------------------------------------------------------------
+
+    def minimize(self, objective, x0: Tensor | None = None) -> Result:
+        """Minimize ``objective`` over the set, starting from ``x0`` (a feasible point).
+
+        Parameters
+        ----------
+        objective : callable or Objective
+            ``f(x) -> scalar tensor`` (autograd gradient) or a :class:`~torchfw.Quadratic`.
+        x0 : Tensor, optional
+            Feasible starting point; by default the set's :meth:`~torchfw.LMO.initial_point`
+            (needs an objective that knows its dimension).
+
+        Returns
+        -------
+        Result
+        """
+        objective = as_objective(objective)
+        line_search = self.line_search or default_line_search(objective)
+        self._check_objective(objective, line_search)
+        self._validate_variant(objective, line_search)
+        x0 = self._initial_point(objective, x0)
+        line_search.reset()
+        engine, execution = self._make_engine(objective, x0, line_search)
+        self._ls = line_search
+        return self._run(engine, execution)
+
+    def _validate_variant(self, objective, line_search: LineSearch) -> None:
+        """Hook for variant-specific checks (raise ValueError)."""
+
+    def _run(self, eng, execution: str) -> Result:
+        check_every = self.check_every or (10 if execution == "host" else 50)
+        history = History()
+        start = time.perf_counter()
+        status = None
+        best_gap = math.inf
+        snapshot = eng.snapshot()
+        graph = None
+        bar = None
+        if self.verbose:
+            from tqdm.auto import tqdm
+
+            bar = tqdm(total=self.max_iter, desc=type(self).__name__, unit="it")
+        try:
+            while True:
+                k = eng.iteration()
+                value = float(eng.value())
+                gap = float(eng.gap())
+                elapsed = time.perf_counter() - start
+                steps = eng.step_counts()
+                history.append(k, value, gap, elapsed, steps)
+                if bar is not None:
+                    bar.n = k
+                    bar.set_postfix(gap=f"{gap:.3e}", f=f"{value:.6g}", refresh=False)
+                    bar.refresh()
+                if not (math.isfinite(value) and math.isfinite(gap)):
+                    eng.restore(snapshot)
+                    status = Status.NONFINITE
+                    break
+                best_gap = min(best_gap, gap)
+                if gap <= max(self.tol, self.rtol * abs(value)):
+                    status = Status.CONVERGED
+                    break
+                if k >= self.max_iter:
+                    status = Status.MAX_ITER
+                    break
+                if self.time_limit is not None and elapsed >= self.time_limit:
+                    status = Status.TIME_LIMIT
+                    break
+                if self.callback is not None and self._call_back(eng, k, value, gap, elapsed,
+                                                                 steps):
+                    status = Status.CALLBACK
+                    break
+                snapshot = eng.snapshot()
+                n = min(check_every, self.max_iter - k)
+                if execution == "graph":
+                    graph = self._run_graph_block(eng, n, graph)
+                else:
+                    for _ in range(n):
+                        self._step(eng)
+        finally:
+            if bar is not None:
+                bar.close()
+        return Result(x=eng.point().detach().clone(), value=float(eng.value()),
+                      gap=float(eng.gap()), n_iter=eng.iteration(), status=status,
+                      history=history,
+                      weights=None if eng.weights() is None else eng.weights().detach().clone(),
+                      best_gap=min(best_gap, float(eng.gap())),
+                      info={"engine": type(eng).__name__, "execution": execution,
+                            "line_search": repr(self._ls)})
+
+    def _call_back(self, eng, k, value, gap, elapsed, steps) -> bool:
+        info = IterationInfo(iteration=k, value=value, gap=gap, elapsed=elapsed, steps=steps,
+                             x=eng.point())
+        try:
+            return bool(self.callback(info))
+        except StopIteration:
+            return True
+
+    def _run_graph_block(self, eng, n: int, graph):
+        """Run ``n`` iterations; full blocks replay one captured CUDA graph."""
+        if graph is not None and graph[0] == n:
+            graph[1].replay()
+            return graph
+        if graph is None and n == (self.check_every or 50):
+            # Warm up (real iterations) on a side stream, then capture one block.
+            stream = torch.cuda.Stream()
+            stream.wait_stream(torch.cuda.current_stream())
+            with torch.cuda.stream(stream):
+                for _ in range(n):
+                    self._step(eng)
+            torch.cuda.current_stream().wait_stream(stream)
+            g = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(g):
+                for _ in range(n):
+                    self._step(eng)
+            return (n, g)
+        for _ in range(n):
+            self._step(eng)
+        return graph
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(lmo={self.lmo!r}, line_search={self.line_search!r})"
