@@ -310,10 +310,11 @@ class L2Ball(LMO):
 
     def lmo(self, grad: Tensor) -> Tensor:
         r = _per_row(self.radius, grad)
-        norm = torch.linalg.vector_norm(grad, dim=-1, keepdim=True)
+        unit, scale = _scaled(grad)
+        norm = torch.linalg.vector_norm(unit, dim=-1, keepdim=True)
         fallback = torch.zeros_like(grad)
         fallback[..., 0] = 1.0
-        direction = torch.where(norm > 0, -grad / norm.clamp_min(torch.finfo(grad.dtype).tiny),
+        direction = torch.where(scale > 0, -unit / norm.clamp_min(torch.finfo(grad.dtype).tiny),
                                 fallback)
         return r * direction
 
@@ -336,8 +337,11 @@ class L2Ball(LMO):
 
     def project(self, x: Tensor) -> Tensor:
         r = _per_row(self.radius, x)
-        norm = torch.linalg.vector_norm(x, dim=-1, keepdim=True)
-        return x * torch.clamp(r / norm.clamp_min(torch.finfo(x.dtype).tiny), max=1.0)
+        unit, scale = _scaled(x)
+        norm = torch.linalg.vector_norm(unit, dim=-1, keepdim=True)
+        # ||x|| = scale * norm may overflow: compare r / scale with norm instead.
+        inside = norm * scale <= r
+        return torch.where(inside, x, r * unit / norm.clamp_min(torch.finfo(x.dtype).tiny))
 
 
 class Box(LMO):
@@ -419,6 +423,16 @@ class LinfBall(Box):
         return 2.0 * _max_radius(self.radius) * math.sqrt(n)
 
 
+def _scaled(v: Tensor) -> tuple[Tensor, Tensor]:
+    """``(v / m, m)`` with ``m = max |v_i|`` per row (``v`` itself where ``m == 0``).
+
+    Norms of the scaled vector neither overflow (entries ~1e300) nor underflow (~1e-300), where
+    ``||v||`` computed directly would be ``inf`` or ``0`` and give a wrong vertex or projection.
+    """
+    scale = v.abs().amax(dim=-1, keepdim=True)
+    return v / torch.where(scale > 0, scale, torch.ones_like(scale)), scale
+
+
 def _max_radius(radius) -> float:
     return float(radius.max()) if isinstance(radius, Tensor) else float(radius)
 
@@ -426,6 +440,9 @@ def _max_radius(radius) -> float:
 def _project_simplex(v: Tensor, r) -> Tensor:
     """Euclidean projection onto {x >= 0, sum x = r} along the last dim (sort-based, exact)."""
     n = v.shape[-1]
+    # The projection is invariant to v + c * 1 (the sum is fixed): shift the largest entry to 0
+    # so that r is not lost next to huge entries (1e300 - r == 1e300 gave the zero vector).
+    v = v - v.amax(dim=-1, keepdim=True)
     u, _ = torch.sort(v, dim=-1, descending=True)
     css = torch.cumsum(u, dim=-1) - r
     ks = torch.arange(1, n + 1, device=v.device, dtype=v.dtype)
@@ -440,42 +457,55 @@ def _l1_max_step(x: Tensor, d: Tensor, r) -> Tensor:
     r"""Largest ``g >= 0`` with ``||x + g d||_1 <= r``, for feasible ``x``.
 
     :math:`\phi(g) = \sum_i |x_i + g d_i|` is convex and piecewise linear; walk its sorted
-    breakpoints with cumulative sums and solve the crossing segment.
+    breakpoints with cumulative sums and solve the crossing segment. A point outside the ball by
+    rounding (``||x||_1 = r (1 + 1e-16)``, as a projection may return) is treated as on the
+    boundary: the step keeps :math:`\phi(g) \le \max(r, \phi(0))` instead of being 0 along
+    every direction, inward ones included.
     """
     inf = torch.full_like(x, math.inf)
     # Right-derivative sign of each term at g = 0.
     s0 = torch.where(x != 0, torch.sign(x), torch.sign(d))
     phi0 = x.abs().sum(-1)
+    r = torch.maximum(phi0, torch.as_tensor(r, dtype=x.dtype, device=x.device))
     slope0 = (s0 * d).sum(-1)
     # A term changes sign where x_i + g d_i = 0 with g > 0 (it was opposite to d_i before).
     crossing = (x * d < 0)
     bp = torch.where(crossing, -x / torch.where(crossing, d, torch.ones_like(d)), inf)
     bp_sorted, order = torch.sort(bp, dim=-1)
     jump = torch.gather(2 * d.abs() * crossing, -1, order)
-    # Slope on the segment starting at breakpoint k (after the jump at k).
-    slopes = slope0.unsqueeze(-1) + torch.cumsum(jump, dim=-1)
+    # Segment k spans [starts_k, bp_k] with slope seg_slope_k (the jumps before it added).
     starts = torch.cat([torch.zeros_like(bp_sorted[..., :1]), bp_sorted[..., :-1]], dim=-1)
-    seg_slope = torch.cat([slope0.unsqueeze(-1), slopes[..., :-1]], dim=-1)
+    seg_slope = slope0.unsqueeze(-1) + torch.cumsum(jump, dim=-1) - jump
     finite = torch.isfinite(bp_sorted)
     seg_len = torch.where(finite, bp_sorted - starts, torch.zeros_like(bp_sorted))
     phi_at_bp = phi0.unsqueeze(-1) + torch.cumsum(seg_slope * seg_len, dim=-1)
-    r_ = r.unsqueeze(-1) if isinstance(r, Tensor) and r.dim() > 0 else r
-    # Segment k spans [starts_k, bp_k]; phi rises above r inside it where phi_at_bp_k > r.
-    over = finite & (phi_at_bp > r_)
+    dnorm1 = d.abs().sum(-1)
+    # phi along a segment where it is flat in exact arithmetic (a step inside a face of the
+    # ball) comes out of the cumulative sums a few ulps above or below r: compare with a
+    # tolerance at the scale of that rounding, or a flat face would end the step at random.
+    n = x.shape[-1]
+    eps = torch.finfo(x.dtype).eps
+    tol = 4.0 * n * eps * (phi0.unsqueeze(-1) + torch.where(finite, bp_sorted, 0.0)
+                           * dnorm1.unsqueeze(-1))
+    # phi rises above r inside the first segment whose end value exceeds r.
+    over = finite & (phi_at_bp > r.unsqueeze(-1) + tol)
     any_over = over.any(dim=-1)
     k = torch.argmax(over.to(torch.int8), dim=-1, keepdim=True)
     start_k = torch.gather(starts, -1, k).squeeze(-1)
+    end_k = torch.gather(bp_sorted, -1, k).squeeze(-1)
     slope_k = torch.gather(seg_slope, -1, k).squeeze(-1)
     phi_start_k = torch.gather(phi_at_bp - seg_slope * seg_len, -1, k).squeeze(-1)
     tiny = torch.finfo(x.dtype).tiny
-    inside_seg = start_k + (r - phi_start_k) / slope_k.clamp_min(tiny)
-    # Beyond the last breakpoint the slope is the final one.
-    last_bp = torch.where(finite, bp_sorted, torch.zeros_like(bp_sorted)).amax(-1)
-    phi_last = torch.where(finite.any(-1), phi_at_bp.masked_fill(~finite, -math.inf).amax(-1),
-                           phi0)
-    final_slope = slope0 + (2 * d.abs() * crossing).sum(-1)
-    tail = torch.where(final_slope > 0,
-                       last_bp + (r - phi_last) / final_slope.clamp_min(tiny),
+    inside_seg = torch.minimum(
+        start_k + (r - phi_start_k).clamp_min(0) / slope_k.clamp_min(tiny), end_k)
+    # Beyond the last breakpoint every term grows: the slope is ||d||_1.
+    n_finite = finite.sum(-1, keepdim=True)
+    last = (n_finite - 1).clamp_min(0)
+    last_bp = torch.where(n_finite > 0, torch.gather(bp_sorted, -1, last), 0.0).squeeze(-1)
+    phi_last = torch.where(n_finite > 0, torch.gather(phi_at_bp, -1, last),
+                           phi0.unsqueeze(-1)).squeeze(-1)
+    tail = torch.where(dnorm1 > 0,
+                       last_bp + (r - phi_last).clamp_min(0) / dnorm1.clamp_min(tiny),
                        torch.full_like(phi0, math.inf))
     result = torch.where(any_over, inside_seg, tail)
-    return torch.where(phi0 > r, torch.zeros_like(result), result.clamp_min(0))
+    return result.clamp_min(0)
