@@ -5,6 +5,7 @@ objectives (:mod:`torchfw.objectives`) and the Frank-Wolfe family (:mod:`torchfw
 """
 
 from .linesearch import Backtracking, ExactLineSearch, Line, LineSearch, OpenLoop, ShortStep
+from .multiclass import WestonWatkinsSVC
 from .objectives import ColumnOperator, DenseOperator, FunctionObjective, Objective, Quadratic
 from .optimizers import (
     AwayStepFrankWolfe,
@@ -16,8 +17,10 @@ from .optimizers import (
     SwapFrankWolfe,
     sample_size_for,
 )
+from .optimizers.bcd import BlockCoordinateDescent
 from .oracles import LMO, AtomicLMO, Box, L1Ball, L2Ball, LinfBall, Simplex
 from .result import History, IterationInfo, Result, Status
+from .walrus import walrus
 
 __version__ = "0.1.0"
 
@@ -28,4 +31,5 @@ __all__ = [
     "ConstrainedOptimizer", "FrankWolfe", "AwayStepFrankWolfe", "PairwiseFrankWolfe",
     "SwapFrankWolfe", "PartanFrankWolfe", "FullyCorrectiveFrankWolfe", "sample_size_for",
     "Result", "Status", "History", "IterationInfo",
+    "WestonWatkinsSVC", "BlockCoordinateDescent", "walrus",
 ]

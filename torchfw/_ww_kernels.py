@@ -1,0 +1,449 @@
+r"""Compiled CPU kernels of the Weston-Watkins SVM: the block solvers and the BCD sweep.
+
+Everything here is written as plain Python over NumPy arrays and compiled with numba when it is
+importable (``TORCHFW_DISABLE_NUMBA=1`` turns numba off, as in :mod:`torchfw.optimizers._kernels`).
+Without numba the same functions run in the interpreter: correct, but about two orders of
+magnitude slower, so :mod:`torchfw.multiclass` warns once when that happens.
+
+Why compiled loops and not tensor ops: one BCD inner iteration reads the weights written by the
+previous one (Wang & Scott 2021, Algorithm 1), so the sweep over examples is sequential, and each
+step only touches ``nnz(x_i) * k`` numbers. A PyTorch op costs microseconds to dispatch; the whole
+inner iteration costs about as much as one dispatch. See ``docs/design.md``, section
+"Weston–Watkins BCD: why numba".
+
+Notation (Wang & Scott, ICML 2021, "An Exact Solver for the Weston-Watkins SVM Subproblem"): block
+``i`` holds ``beta_i`` in ``[0, C]^(k-1)``; its subproblem, after dividing by ``||x_i||^2``, is
+
+.. math:: \min_{0 \le b \le C} \tfrac12 b^\top (I + 11^\top) b - v^\top b ,
+
+with ``v_s = (1 - (w_{y_i} - w_{c(s)})^\top x_i) / ||x_i||^2 + beta_{is} + 1^\top beta_i``.
+Slot ``s`` of a block stands for class ``c(s) = s`` if ``s < y_i`` and ``s + 1`` otherwise (any
+bijection between slots and the classes other than ``y_i`` gives the same problem; the paper's
+code swaps classes 1 and ``y_i`` instead).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+
+import numpy as np
+
+try:  # numba is optional at run time: without it the Python versions below run as they are.
+    if os.environ.get("TORCHFW_DISABLE_NUMBA"):
+        raise ImportError("disabled by TORCHFW_DISABLE_NUMBA")
+    import numba
+
+    HAVE_NUMBA = True
+except ImportError:  # pragma: no cover - exercised when numba is absent
+    numba = None
+    HAVE_NUMBA = False
+
+__all__ = ["HAVE_NUMBA", "METHOD_WALRUS", "METHOD_ITERATIVE", "METHOD_FW", "walrus_single",
+           "iterative_single", "fw_single", "ww_epoch", "ww_objectives", "Workspace"]
+
+METHOD_WALRUS = 0
+METHOD_ITERATIVE = 1
+METHOD_FW = 2
+
+#: Relative tolerance of the KKT test in Walrus (spec pitfall 8.1 b): scaled by max(1, v_max, C).
+KKT_RTOL = 1e-12
+
+
+def _jit(fn):
+    if not HAVE_NUMBA:
+        return fn
+    return numba.njit(cache=True, nogil=True, boundscheck=False, fastmath=False)(fn)
+
+
+# --------------------------------------------------------------------------------------------
+# Walrus (Algorithm 2): exact solution of the block subproblem in O(p log p), p = #{v_j > 0}.
+# --------------------------------------------------------------------------------------------
+
+def _sift_down_py(vals, idx, root, size):
+    """Restore the max-heap property below ``root`` in ``vals[:size]`` (``idx`` follows)."""
+    x = vals[root]
+    j = idx[root]
+    while True:
+        child = 2 * root + 1
+        if child >= size:
+            break
+        if child + 1 < size and vals[child + 1] > vals[child]:
+            child += 1
+        if vals[child] <= x:
+            break
+        vals[root] = vals[child]
+        idx[root] = idx[child]
+        root = child
+    vals[root] = x
+    idx[root] = j
+
+
+_sift_down = _jit(_sift_down_py)
+
+
+def _walrus_py(v, m, C, out, heap, hidx, sv, si, prefix):
+    """Walrus on ``v[:m]``: write the minimizer to ``out[:m]`` and return ``1^T b``.
+
+    Only positive entries of ``v`` can be positive at the optimum (Lemma A.9.3), so only they
+    enter. The sweep walks the breakpoints ``{v_j} U {v_j - C}`` downwards by merging two sorted
+    lists (the exit list is the entry list shifted by ``-C``, so one sorted order serves both),
+    keeps ``(n_up, n_mid)``, and tests the KKT conditions (39) at the closed form
+    ``gamma = (C n_up + S) / (n_mid + 1)`` after every event; the first state that passes is the
+    minimizer.
+
+    The sorted order is produced lazily by a max-heap, as in the authors' C++ code: the sweep
+    usually stops after a few events (few coordinates are nonzero at the optimum), so popping
+    costs ``O(p + events log p)`` instead of a full ``O(p log p)`` sort. ``S`` comes from prefix
+    sums of the popped values, not a running add/subtract, so a tie cannot leave it an ulp off
+    (spec pitfall 8.1 a); the test has a relative tolerance (8.1 b); a bisection on
+    ``h(gamma)`` is the fallback (8.1 c).
+    """
+    p = 0
+    vmax = 0.0
+    for j in range(m):
+        out[j] = 0.0
+        if v[j] > 0.0:
+            heap[p] = v[j]
+            hidx[p] = j
+            p += 1
+            if v[j] > vmax:
+                vmax = v[j]
+    if p == 0:
+        return 0.0
+    for r in range(p // 2 - 1, -1, -1):
+        _sift_down(heap, hidx, r, p)
+    size = p  # heap size; sv[:e] holds the popped (largest) values in decreasing order
+    scale = vmax
+    if C > scale:
+        scale = C
+    if scale < 1.0:
+        scale = 1.0
+    tol = KKT_RTOL * scale
+    prefix[0] = 0.0
+    e = 0  # entries processed = n_up + n_mid (= values popped)
+    x = 0  # exits processed = n_up
+    while size > 0 or x < e:
+        ve = heap[0] if size > 0 else -math.inf
+        vx = sv[x] - C if x < e else -math.inf
+        if ve <= 0.0 and vx <= 0.0:
+            break  # gamma* > 0: breakpoints <= 0 never hold the answer; only rounding gets here
+        if ve >= vx:  # entry: pop the next largest value
+            sv[e] = heap[0]
+            si[e] = hidx[0]
+            prefix[e + 1] = prefix[e] + heap[0]
+            e += 1
+            size -= 1
+            if size > 0:
+                heap[0] = heap[size]
+                hidx[0] = hidx[size]
+                _sift_down(heap, hidx, 0, size)
+        else:  # exit: the largest free coordinate reaches C
+            x += 1
+        n_up = x
+        n_mid = e - x
+        gamma = (C * n_up + (prefix[e] - prefix[x])) / (n_mid + 1)
+        nxt = heap[0] if size > 0 else -math.inf  # v_<e+1>, the next value not yet entered
+        if n_up > 0 and sv[n_up - 1] - gamma < C - tol:
+            continue
+        if (sv[n_up] if n_up < e else nxt) - gamma > C + tol:
+            continue
+        if n_mid > 0 and sv[e - 1] - gamma < -tol:
+            continue
+        if nxt - gamma > tol:
+            continue
+        total = 0.0
+        for j in range(n_up):
+            out[si[j]] = C
+            total += C
+        for j in range(n_up, e):
+            t = sv[j] - gamma
+            # the tolerance admits a state that is off by rounding: keep b inside the box anyway
+            if t < 0.0:
+                t = 0.0
+            elif t > C:
+                t = C
+            out[si[j]] = t
+            total += t
+        return total
+    return _walrus_bisect(v, m, C, out, vmax, scale)
+
+
+def _walrus_bisect_py(v, m, C, out, vmax, scale):
+    """Fallback (not reached in our tests): bisection on the decreasing
+    ``h(g) = 1'clip(v - g) - g`` over ``[0, v_max]``, then the closed form on its active sets."""
+    lo = 0.0
+    hi = vmax
+    for _ in range(200):
+        mid = 0.5 * (lo + hi)
+        h = -mid
+        for j in range(m):
+            t = v[j] - mid
+            if t >= C:
+                h += C
+            elif t > 0.0:
+                h += t
+        if h > 0.0:
+            lo = mid
+        else:
+            hi = mid
+        if hi - lo <= 1e-16 * scale:
+            break
+    g = 0.5 * (lo + hi)
+    n_up = 0
+    n_mid = 0
+    S = 0.0
+    for j in range(m):
+        if v[j] - g >= C:
+            n_up += 1
+        elif v[j] - g > 0.0:
+            n_mid += 1
+            S += v[j]
+    gamma = (C * n_up + S) / (n_mid + 1)
+    total = 0.0
+    for j in range(m):
+        if v[j] - g >= C:
+            out[j] = C
+        elif v[j] - g > 0.0:
+            t = v[j] - gamma
+            out[j] = 0.0 if t < 0.0 else (C if t > C else t)
+        else:
+            out[j] = 0.0
+        total += out[j]
+    return total
+
+
+_walrus_bisect = _jit(_walrus_bisect_py)
+walrus_single = _jit(_walrus_py)
+
+
+# --------------------------------------------------------------------------------------------
+# The iterative baseline (Shark's QpMcLinearWW::solveSub, in the coordinates of (4)).
+# --------------------------------------------------------------------------------------------
+
+def _iterative_py(v, m, C, b, q, eps, grad):
+    """Greedy one-coordinate Newton steps on the block subproblem, warm-started at ``b``.
+
+    ``grad = (I + 11^T) b - v``. The most violating coordinate (KKT violation of the box) takes a
+    clipped Newton step (the Hessian diagonal is 2); after a step ``m`` every gradient entry moves
+    by ``m`` and the chosen one by ``2m``. Stops when ``q * violation < eps`` (Shark's gradient is
+    ``-q * grad``, ``q = ||x_i||^2``, and its threshold is 1e-6) or after ``10 k`` steps, as the
+    authors' reimplementation does (spec section 5). Returns ``1^T b``.
+    """
+    s = 0.0
+    for j in range(m):
+        s += b[j]
+    for j in range(m):
+        grad[j] = b[j] + s - v[j]
+    for _ in range(10 * (m + 1)):
+        best = -1
+        viol = 0.0
+        for j in range(m):
+            g = grad[j]
+            if g < 0.0 and b[j] < C:
+                if -g > viol:
+                    viol = -g
+                    best = j
+            elif g > 0.0 and b[j] > 0.0:
+                if g > viol:
+                    viol = g
+                    best = j
+        if best < 0 or q * viol < eps:
+            break
+        nb = b[best] - 0.5 * grad[best]
+        if nb < 0.0:
+            nb = 0.0
+        elif nb > C:
+            nb = C
+        step = nb - b[best]
+        b[best] = nb
+        s += step
+        for j in range(m):
+            grad[j] += step
+        grad[best] += step
+    s = 0.0  # the sum the caller caches must be the sum of the stored b, not a running total
+    for j in range(m):
+        s += b[j]
+    return s
+
+
+iterative_single = _jit(_iterative_py)
+
+
+# --------------------------------------------------------------------------------------------
+# One (or a few) Frank-Wolfe steps on the block, with the box LMO and exact line search.
+# --------------------------------------------------------------------------------------------
+
+def _fw_py(v, m, C, b, steps, grad):
+    """``steps`` Frank-Wolfe steps on the block subproblem from ``b``; returns ``1^T b``.
+
+    The box LMO puts a coordinate at 0 where the gradient is positive and at ``C`` otherwise
+    (torchfw's :class:`~torchfw.Box` convention); the exact step on the quadratic is
+    ``min(1, -<grad, d> / (||d||^2 + (1^T d)^2))`` since ``d^T (I + 11^T) d`` has that form.
+    """
+    s = 0.0
+    for j in range(m):
+        s += b[j]
+    for j in range(m):
+        grad[j] = b[j] + s - v[j]
+    for _ in range(steps):
+        gd = 0.0
+        dd = 0.0
+        ds = 0.0
+        for j in range(m):
+            d = (0.0 if grad[j] > 0.0 else C) - b[j]
+            gd += grad[j] * d
+            dd += d * d
+            ds += d
+        if gd >= 0.0:
+            break  # the FW gap -<grad, d> is zero: b is optimal
+        curv = dd + ds * ds
+        lam = -gd / curv
+        if lam > 1.0:
+            lam = 1.0
+        s = 0.0
+        for j in range(m):
+            d = (0.0 if grad[j] > 0.0 else C) - b[j]
+            nb = b[j] + lam * d
+            if nb < 0.0:  # rounding only
+                nb = 0.0
+            elif nb > C:
+                nb = C
+            b[j] = nb
+            s += nb
+        for j in range(m):
+            grad[j] = b[j] + s - v[j]
+    return s
+
+
+fw_single = _jit(_fw_py)
+
+
+# --------------------------------------------------------------------------------------------
+# The BCD sweep (Algorithm 1) over CSR rows, and the primal/dual objectives.
+# --------------------------------------------------------------------------------------------
+
+def _ww_epoch_py(indptr, indices, data, sqnorm, y, order, W, beta, bsum, C, method, fw_steps,
+                 eps, scores, v, bnew, heap, hidx, sv, si, prefix, grad, changed, u):
+    """One outer iteration: an inner iteration for every example ``order[t]``, in that order.
+
+    ``W`` is ``(d, k)`` (feature-major: row ``f`` holds the ``k`` class weights of feature ``f``,
+    contiguous for the sparse row updates), ``beta`` is ``(n, k-1)``, ``bsum[i] = 1^T beta_i``.
+    Returns the number of blocks that changed.
+    """
+    k = W.shape[1]
+    m = k - 1
+    n_changed = 0
+    for t in range(order.shape[0]):
+        i = order[t]
+        q = sqnorm[i]
+        if q <= 0.0:
+            continue  # an all-zero row takes no part (the estimator drops them anyway)
+        yi = y[i]
+        start = indptr[i]
+        stop = indptr[i + 1]
+        for c in range(k):
+            scores[c] = 0.0
+        for p in range(start, stop):
+            xv = data[p]
+            row = W[indices[p]]
+            for c in range(k):
+                scores[c] += xv * row[c]
+        sy = scores[yi]
+        bsum_i = bsum[i]
+        any_pos = False
+        for s in range(m):
+            c = s if s < yi else s + 1
+            vs = (1.0 - sy + scores[c]) / q + beta[i, s] + bsum_i
+            v[s] = vs
+            if vs > 0.0:
+                any_pos = True
+        if not any_pos and bsum_i == 0.0:
+            continue  # b = 0 is optimal and already in place: the common well-classified case
+        if method == 0:
+            new_sum = walrus_single(v, m, C, bnew, heap, hidx, sv, si, prefix)
+        else:
+            for s in range(m):
+                bnew[s] = beta[i, s]
+            if method == 1:
+                new_sum = iterative_single(v, m, C, bnew, q, eps, grad)
+            else:
+                new_sum = fw_single(v, m, C, bnew, fw_steps, grad)
+        # W += x_i u^T with u = sigma pi^T Delta: u_{y} = 1^T Delta, u_{c(s)} = -Delta_s.
+        n_c = 0
+        for s in range(m):
+            delta = bnew[s] - beta[i, s]
+            if delta != 0.0:
+                c = s if s < yi else s + 1
+                changed[n_c] = c
+                u[n_c] = -delta
+                n_c += 1
+                beta[i, s] = bnew[s]
+        if n_c == 0:
+            continue
+        n_changed += 1
+        uy = new_sum - bsum_i
+        bsum[i] = new_sum
+        for p in range(start, stop):
+            xv = data[p]
+            row = W[indices[p]]
+            row[yi] += xv * uy
+            for r in range(n_c):
+                row[changed[r]] += xv * u[r]
+    return n_changed
+
+
+ww_epoch = _jit(_ww_epoch_py)
+
+
+def _ww_objectives_py(indptr, indices, data, y, W, bsum, C, scores):
+    """Primal ``P(W)``, dual ``D = sum_i 1^T beta_i - ||W||^2 / 2`` and ``||W||_F^2``.
+
+    ``P(W) = ||W||^2 / 2 + C sum_i sum_{j != y_i} max(0, 1 - (w_{y_i} - w_j)^T x_i)`` (the paper's
+    (P)); ``P - D >= 0`` is the duality gap the stopping rule reads.
+    """
+    n = indptr.shape[0] - 1
+    k = W.shape[1]
+    wn = 0.0
+    for f in range(W.shape[0]):
+        for c in range(k):
+            wn += W[f, c] * W[f, c]
+    loss = 0.0
+    dual = 0.0
+    for i in range(n):
+        dual += bsum[i]
+        for c in range(k):
+            scores[c] = 0.0
+        for p in range(indptr[i], indptr[i + 1]):
+            xv = data[p]
+            row = W[indices[p]]
+            for c in range(k):
+                scores[c] += xv * row[c]
+        sy = scores[y[i]]
+        for c in range(k):
+            if c != y[i]:
+                h = 1.0 - sy + scores[c]
+                if h > 0.0:
+                    loss += h
+    return 0.5 * wn + C * loss, dual - 0.5 * wn, wn
+
+
+ww_objectives = _jit(_ww_objectives_py)
+
+
+class Workspace:
+    """Scratch buffers of one sweep, allocated once per fit (no allocation in the hot loop)."""
+
+    def __init__(self, k: int):
+        m = k - 1
+        self.scores = np.zeros(k)
+        self.v = np.zeros(max(m, 1))
+        self.bnew = np.zeros(max(m, 1))
+        self.heap = np.zeros(max(m, 1))
+        self.hidx = np.zeros(max(m, 1), dtype=np.int64)
+        self.sv = np.zeros(max(m, 1))
+        self.si = np.zeros(max(m, 1), dtype=np.int64)
+        self.prefix = np.zeros(m + 1)
+        self.grad = np.zeros(max(m, 1))
+        self.changed = np.zeros(max(m, 1), dtype=np.int64)
+        self.u = np.zeros(max(m, 1))
