@@ -581,16 +581,29 @@ class GenericEngine(_Engine):
         return Line(value=value, slope=slope, gamma_max=gamma_max, curvature=curvature,
                     phi=phi, dnorm2=float(torch.dot(d_x.flatten(), d_x.flatten())), ops=HOST)
 
+    def _move(self, kind: str, line: Line, to_coefficients) -> Move:
+        """A move whose ``phi`` evaluates ``f`` at the very point :meth:`apply` would produce.
+
+        ``f(x + gamma d)`` and ``f`` at ``(1 - gamma) x + gamma v`` differ by rounding; near
+        convergence that was enough for an accepted backtracking step to raise ``f`` by an ulp.
+        """
+        def phi(gamma):
+            with torch.no_grad():
+                return float(self.objective.value(self._combine(to_coefficients(gamma))[1]))
+
+        line.phi = phi
+        return Move(kind, line, to_coefficients)
+
     def toward(self, restricted: bool = False) -> Move:
         if not self.atomic:
             v = self.vertex
             d_x = v - self.x
             line = self._line(d_x, self.s_min - self.p, 1.0)
-            return Move("fw", line, lambda g: Coefficients(a=1.0 - g, b=g, i=v))
+            return self._move("fw", line, lambda g: Coefficients(a=1.0 - g, b=g, i=v))
         i, si = (self.i_act_min, self.s_act_min) if restricted else (self.i_fw, self.s_fw)
         d_x = self._atom(i) - self.x
         line = self._line(d_x, si - self.p, 1.0)
-        return Move("fw", line, lambda g: Coefficients(a=1.0 - g, b=g, i=i))
+        return self._move("fw", line, lambda g: Coefficients(a=1.0 - g, b=g, i=i))
 
     def away(self) -> Move:
         j, sj = self.j_max, self.s_max
@@ -598,7 +611,7 @@ class GenericEngine(_Engine):
         gamma_max = wj / (1.0 - wj) if wj < 1.0 else 0.0
         d_x = self.x - self._atom(j)
         line = self._line(d_x, self.p - sj, gamma_max)
-        return Move("away", line, lambda g: Coefficients(a=1.0 + g, b=-g, i=j))
+        return self._move("away", line, lambda g: Coefficients(a=1.0 + g, b=-g, i=j))
 
     def pairwise(self, restricted: bool = False, partner=None) -> Move:
         i, si = (self.i_act_min, self.s_act_min) if restricted else (self.i_fw, self.s_fw)
@@ -606,7 +619,7 @@ class GenericEngine(_Engine):
         sj = float(self.scores[j])
         d_x = self._atom(i) - self._atom(j)
         line = self._line(d_x, si - sj, float(self.w[j]))
-        return Move("pairwise", line, lambda g: Coefficients(a=1.0, b=g, i=i, c=-g, j=j))
+        return self._move("pairwise", line, lambda g: Coefficients(a=1.0, b=g, i=i, c=-g, j=j))
 
     def second_order_partner(self):
         raise ValueError("the second-order SWAP rule needs a torchfw.Quadratic objective")
@@ -632,7 +645,7 @@ class GenericEngine(_Engine):
             mu = sigma * gamma
             return Coefficients(a=(1.0 + mu) * a0, b=(1.0 + mu) * b0, i=co.i, d=-mu)
 
-        return Move("partan", line, to_coefficients)
+        return self._move("partan", line, to_coefficients)
 
     # -- update --------------------------------------------------------------------------------
 
