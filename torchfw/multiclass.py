@@ -255,7 +255,7 @@ class WWDualProblem(BlockProblem):
                                        eps=self.eps)
 
     def set_block(self, i: int, value) -> None:
-        new = np.asarray(torch.as_tensor(value, dtype=torch.float64).cpu())
+        new = torch.as_tensor(value, dtype=torch.float64).detach().cpu().numpy()
         delta = new - self.beta[i]
         if not delta.any():
             return

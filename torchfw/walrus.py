@@ -221,8 +221,8 @@ def iterative_ww_subproblem(v, C: float, b0=None, *, q: float = 1.0, eps: float 
     if b0 is None:
         b = np.zeros_like(x2)
     else:
-        b = np.atleast_2d(np.array(torch.as_tensor(b0, dtype=torch.float64).cpu(),
-                                   dtype=np.float64))
+        b = np.atleast_2d(torch.as_tensor(b0, dtype=torch.float64).detach().cpu().numpy()
+                          .copy())
         if b.shape != x2.shape:
             raise ValueError(f"b0 has shape {b.shape} but v has shape {x2.shape}")
         if not np.all(np.isfinite(b)) or (b < 0).any() or (b > C).any():

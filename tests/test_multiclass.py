@@ -1,0 +1,316 @@
+"""WestonWatkinsSVC and the block-coordinate-descent optimizer behind it."""
+
+from __future__ import annotations
+
+import lzma
+
+import numpy as np
+import pytest
+import torch
+from conftest import data_path
+
+from torchfw import BlockCoordinateDescent, WestonWatkinsSVC
+from torchfw._estimator import NotFittedError
+from torchfw.multiclass import ConvergenceWarning, WWDualProblem, _as_csr
+from torchfw.optimizers.bcd import BoxQuadraticProblem
+
+
+def blobs(n=240, d=6, k=4, seed=0, sep=2.5):
+    rng = np.random.default_rng(seed)
+    centers = rng.normal(size=(k, d)) * sep
+    y = rng.integers(0, k, n)
+    return centers[y] + rng.normal(size=(n, d)), y
+
+
+def primal_numpy(X, y_idx, W, C):
+    """P(W) of the paper, computed densely and independently of the kernels."""
+    S = X @ W.T
+    margins = S[np.arange(len(y_idx)), y_idx][:, None] - S
+    hinge = np.maximum(0.0, 1.0 - margins)
+    hinge[np.arange(len(y_idx)), y_idx] = 0.0
+    return 0.5 * (W * W).sum() + C * hinge.sum()
+
+
+# -- the estimator ------------------------------------------------------------------------------
+
+def test_fit_predict_score_shapes():
+    X, y = blobs()
+    clf = WestonWatkinsSVC(C=0.5, random_state=0).fit(X, y)
+    assert clf.coef_.shape == (4, 6) and clf.coef_.dtype == torch.float64
+    assert clf.intercept_.shape == (4,)
+    assert np.array_equal(clf.classes_, np.arange(4))
+    assert clf.decision_function(X).shape == (240, 4)
+    assert clf.predict(X).shape == (240,)
+    assert clf.score(X, y) > 0.9
+    assert clf.converged_ and clf.n_iter_ == len(clf.gap_history_)
+    assert clf.gap_history_[-1] <= 0.0009 * clf.gap_history_[0]
+    # predict = argmax of the scores, as labels
+    scores = clf.decision_function(X)
+    assert np.array_equal(clf.predict(X), clf.classes_[scores.argmax(1)])
+
+
+def test_gap_nonnegative_and_decays():
+    X, y = blobs(n=300, seed=1, sep=1.5)
+    clf = WestonWatkinsSVC(C=0.5, tol=1e-5, random_state=1, max_iter=5000).fit(X, y)
+    g = clf.gap_history_
+    assert (g >= -1e-9 * g[0]).all()
+    assert np.allclose(clf.primal_history_ - clf.dual_history_, g)
+    assert g[-1] <= 1e-5 * g[0]
+    # linear convergence: the gap over the second half is far below the first half's
+    half = len(g) // 2
+    assert g[half:].max() < g[: max(half, 1)].max()
+
+
+def test_primal_dual_consistency():
+    """coef_ is W(beta) and the reported primal is P(coef_), recomputed in NumPy."""
+    X, y = blobs(n=120, seed=2)
+    C = 0.3
+    clf = WestonWatkinsSVC(C=C, tol=1e-6, random_state=0).fit(X, y)
+    W = clf.coef_.numpy()
+    assert clf.primal_history_[-1] == pytest.approx(primal_numpy(X, y, W, C), rel=1e-10)
+    beta = clf.result_.x.numpy()  # (n, k-1), slot s -> class s if s < y else s + 1
+    Wb = np.zeros_like(W)
+    for i in range(len(y)):
+        slots = np.arange(3)
+        cls = np.where(slots < y[i], slots, slots + 1)
+        Wb[y[i]] += beta[i].sum() * X[i]
+        Wb[cls] -= beta[i][:, None] * X[i]
+    assert np.allclose(Wb, W, atol=1e-10)
+    dual = beta.sum() - 0.5 * (W * W).sum()
+    assert clf.dual_history_[-1] == pytest.approx(dual, rel=1e-10)
+    assert ((beta >= 0) & (beta <= C)).all()
+
+
+def test_walrus_and_iterative_same_gap_trajectory():
+    """Same permutation seed: Walrus-BCD and Shark-style BCD trace the same duality gaps (the
+    iterative solver is inexact, at Shark's 1e-6 KKT threshold; spec anchor 9.7.2)."""
+    X, y = blobs(n=400, d=10, k=6, seed=3, sep=1.2)
+    a = WestonWatkinsSVC(C=1.0, random_state=7).fit(X, y)
+    b = WestonWatkinsSVC(C=1.0, random_state=7, subproblem="iterative").fit(X, y)
+    n = min(len(a.gap_history_), len(b.gap_history_))
+    assert abs(a.n_iter_ - b.n_iter_) <= 1
+    assert a.gap_history_[0] == pytest.approx(b.gap_history_[0], rel=1e-5)
+    np.testing.assert_allclose(a.gap_history_[:n], b.gap_history_[:n], rtol=1e-3)
+    assert np.array_equal(a.predict(X), b.predict(X))
+
+
+def test_fw_block_steps_converge():
+    X, y = blobs(n=200, seed=4)
+    fw = WestonWatkinsSVC(C=0.5, subproblem="fw", random_state=0, max_iter=2000).fit(X, y)
+    ex = WestonWatkinsSVC(C=0.5, random_state=0).fit(X, y)
+    assert fw.converged_
+    assert fw.n_iter_ >= ex.n_iter_  # one FW step per visit is inexact BCD
+    assert fw.score(X, y) == pytest.approx(ex.score(X, y), abs=0.02)
+
+
+def test_compiled_sweep_equals_python_bcd():
+    """The numba epoch and the generic Python BCD loop (solve_block/set_block) agree."""
+    X, y = blobs(n=150, d=8, k=4, seed=5, sep=1.0)
+    csr = _as_csr(X)
+    fast = WWDualProblem(csr, y, 4, 0.7)
+    slow = WWDualProblem(csr, y, 4, 0.7)
+    slow.sweep = lambda *args: None  # forces BlockCoordinateDescent's own loop
+    r1 = BlockCoordinateDescent(rtol=1e-3, random_state=5).minimize(fast)
+    r2 = BlockCoordinateDescent(rtol=1e-3, random_state=5).minimize(slow)
+    assert r1.n_iter == r2.n_iter
+    np.testing.assert_allclose(r1.history.gap, r2.history.gap, rtol=1e-9)
+    np.testing.assert_allclose(fast.W, slow.W, atol=1e-10)
+    # and the generic Frank-Wolfe block step (Box LMO + exact line search) agrees with the
+    # compiled one
+    fast2 = WWDualProblem(csr, y, 4, 0.7)
+    slow2 = WWDualProblem(csr, y, 4, 0.7)
+    slow2.sweep = lambda *args: None
+    r3 = BlockCoordinateDescent("fw", rtol=0.0, max_iter=5, random_state=1).minimize(fast2)
+    r4 = BlockCoordinateDescent("fw", rtol=0.0, max_iter=5, random_state=1).minimize(slow2)
+    np.testing.assert_allclose(r3.history.gap, r4.history.gap, rtol=1e-9)
+
+
+def test_same_seed_same_model_and_labels_any_values():
+    X, y = blobs(k=3, seed=6)
+    names = np.array(["setosa", "versicolor", "virginica"])[y]
+    a = WestonWatkinsSVC(random_state=3).fit(X, names)
+    b = WestonWatkinsSVC(random_state=3).fit(X, y * 10 - 7)
+    assert list(a.classes_) == ["setosa", "versicolor", "virginica"]
+    assert np.array_equal(b.classes_, [-7, 3, 13])
+    assert torch.equal(a.coef_, b.coef_)
+    assert set(a.predict(X)) <= set(names)
+    assert a.score(X, names) == b.score(X, y * 10 - 7)
+
+
+def test_two_classes():
+    X, y = blobs(k=2, seed=7)
+    clf = WestonWatkinsSVC(random_state=0).fit(X, y + 1)
+    assert clf.coef_.shape == (2, 6) and clf.score(X, y + 1) > 0.9
+
+
+def test_input_types_agree():
+    sp = pytest.importorskip("scipy.sparse")
+    X, y = blobs(n=100, seed=8)
+    X[X < 0.3] = 0.0  # make it sparse-ish
+    ref = WestonWatkinsSVC(random_state=0).fit(X, y)
+    Xt = torch.from_numpy(X)
+    for Xin in (sp.csr_matrix(X), sp.csc_matrix(X), Xt, Xt.to_sparse_csr(), Xt.to_sparse(),
+                X.tolist()):
+        clf = WestonWatkinsSVC(random_state=0).fit(Xin, torch.from_numpy(y))
+        assert torch.allclose(clf.coef_, ref.coef_, atol=1e-12), type(Xin)
+    clf = WestonWatkinsSVC(random_state=0).fit(Xt, y)
+    out = clf.predict(Xt)
+    assert isinstance(out, torch.Tensor) and torch.equal(out, torch.from_numpy(ref.predict(X)))
+    assert isinstance(clf.decision_function(Xt), torch.Tensor)
+    assert isinstance(clf.decision_function(sp.csr_matrix(X)), np.ndarray)
+
+
+def test_zero_rows_are_constants():
+    X, y = blobs(n=100, seed=9)
+    Xz = np.vstack([X, np.zeros((3, X.shape[1]))])
+    yz = np.concatenate([y, [0, 1, 2]])
+    a = WestonWatkinsSVC(C=0.5, random_state=0).fit(X, y)
+    b = WestonWatkinsSVC(C=0.5, random_state=0).fit(Xz, yz)
+    assert torch.allclose(a.coef_, b.coef_)
+    assert b.n_zero_rows_ == 3
+    assert b.primal_history_[-1] == pytest.approx(
+        primal_numpy(Xz, yz, b.coef_.numpy(), 0.5), rel=1e-10)
+
+
+def test_verbose_and_sklearn_compat(capsys):
+    sklearn = pytest.importorskip("sklearn")
+    from sklearn.base import clone
+    from sklearn.model_selection import cross_val_score
+
+    X, y = blobs(n=150, seed=10)
+    clf = WestonWatkinsSVC(C=0.25, random_state=0)
+    assert clone(clf).get_params() == clf.get_params()
+    assert clf.set_params(C=0.5).C == 0.5
+    scores = cross_val_score(clf, X, y, cv=3)
+    assert scores.mean() > 0.85
+    assert sklearn.base.is_classifier(clf)
+    WestonWatkinsSVC(verbose=True, random_state=0).fit(X, y)
+
+
+def test_max_iter_warns():
+    X, y = blobs(n=200, seed=11, sep=0.5)
+    with pytest.warns(ConvergenceWarning, match="max_iter"):
+        clf = WestonWatkinsSVC(C=8.0, tol=1e-8, max_iter=2, random_state=0).fit(X, y)
+    assert not clf.converged_ and clf.n_iter_ == 2
+
+
+# -- bad input ----------------------------------------------------------------------------------
+
+def test_bad_input():
+    X, y = blobs(n=50)
+    with pytest.raises(ValueError, match="single class"):
+        WestonWatkinsSVC().fit(X, np.zeros(50))
+    Xn = X.copy()
+    Xn[3, 2] = np.nan
+    with pytest.raises(ValueError, match="NaN"):
+        WestonWatkinsSVC().fit(Xn, y)
+    Xi = X.copy()
+    Xi[0, 0] = np.inf
+    with pytest.raises(ValueError, match="infinite"):
+        WestonWatkinsSVC().fit(torch.from_numpy(Xi), y)
+    for C in (0, -1.0, float("nan")):
+        with pytest.raises(ValueError, match="C"):
+            WestonWatkinsSVC(C=C).fit(X, y)
+    for tol in (0.0, -1e-3):
+        with pytest.raises(ValueError, match="tol"):
+            WestonWatkinsSVC(tol=tol).fit(X, y)
+    with pytest.raises(NotFittedError, match="fit"):
+        WestonWatkinsSVC().predict(X)
+    clf = WestonWatkinsSVC().fit(X, y)
+    with pytest.raises(ValueError, match="features"):
+        clf.predict(X[:, :4])
+    with pytest.raises(ValueError, match="labels"):
+        WestonWatkinsSVC().fit(X, y[:-1])
+    with pytest.raises(ValueError, match="subproblem"):
+        WestonWatkinsSVC(subproblem="mosek").fit(X, y)
+    with pytest.raises(ValueError, match="max_iter"):
+        WestonWatkinsSVC(max_iter=0).fit(X, y)
+    with pytest.raises(ValueError, match="empty"):
+        WestonWatkinsSVC().fit(np.zeros((0, 3)), [])
+    with pytest.raises(ValueError, match="2-d"):
+        WestonWatkinsSVC().fit(np.zeros(5), np.arange(5))
+    with pytest.raises(ValueError, match="NaN"):
+        WestonWatkinsSVC().fit(X, np.where(np.arange(50) == 0, np.nan, y))
+
+
+def test_sparse_out_of_range_index():
+    sp = pytest.importorskip("scipy.sparse")
+    A = sp.csr_matrix((np.array([1.0, 2.0]), np.array([0, 7]), np.array([0, 1, 2])),
+                      shape=(2, 8))
+    A.indices[1] = 9  # corrupt it behind scipy's back
+    with pytest.raises(ValueError, match="column indices"):
+        WestonWatkinsSVC().fit(A, [0, 1])
+
+
+# -- the generic BCD optimizer ------------------------------------------------------------------
+
+def test_bcd_box_qp_matches_scipy():
+    """BCD (exact coordinate steps, or FW block steps) on a generic box QP vs SciPy."""
+    opt = pytest.importorskip("scipy.optimize")
+    rng = np.random.default_rng(12)
+    A = rng.normal(size=(30, 12))
+    b = rng.normal(size=30)
+    Q, c = A.T @ A, -A.T @ b  # 1/2 ||Ax - b||^2 up to a constant
+    ref = opt.lsq_linear(A, b, bounds=(-0.3, 0.5), method="bvls", tol=1e-14).x
+    for solver, bs in (("exact", 1), ("fw", 3)):
+        prob = BoxQuadraticProblem(torch.from_numpy(Q), torch.from_numpy(c), -0.3, 0.5,
+                                   block_size=bs)
+        res = BlockCoordinateDescent(solver, fw_steps=5, tol=1e-10, rtol=0.0, max_iter=20000,
+                                     random_state=0).minimize(prob)
+        assert res.converged, solver
+        assert (np.asarray(res.history.gap) >= 0).all()
+        fx = 0.5 * ref @ Q @ ref + c @ ref
+        assert res.value - fx <= 1e-9 and res.value >= fx - 1e-9
+        assert np.abs(res.x.numpy() - ref).max() < 1e-3
+
+
+def test_bcd_validation_and_callback():
+    prob = BoxQuadraticProblem(torch.eye(3), -torch.ones(3, dtype=torch.float64), 0.0, 1.0,
+                               block_size=2)
+    with pytest.raises(NotImplementedError, match="fw"):
+        BlockCoordinateDescent("exact").minimize(prob)
+    with pytest.raises(ValueError, match="block_solver"):
+        BlockCoordinateDescent("newton")
+    with pytest.raises(TypeError, match="BlockProblem"):
+        BlockCoordinateDescent().minimize(object())
+    A = torch.from_numpy(np.random.default_rng(0).normal(size=(6, 3)))
+    prob = BoxQuadraticProblem(A.T @ A, -5 * torch.ones(3, dtype=torch.float64), 0.0, 1.0,
+                               block_size=2)
+    seen = []
+    res = BlockCoordinateDescent("fw", rtol=0.0, max_iter=50,
+                                 callback=lambda info: seen.append(info.gap) or True
+                                 ).minimize(prob)
+    assert res.status.value == "callback" and len(seen) == 1
+
+
+# -- real data (paper Table 6, tol = 0.0009) ------------------------------------------------------
+
+def _load(name, n_features=None):
+    from sklearn.datasets import load_svmlight_file
+
+    with lzma.open(data_path(name + ".xz")) as f:
+        return load_svmlight_file(f, n_features=n_features)
+
+
+def _accuracy(train, test, C, seed=0):
+    pytest.importorskip("sklearn")
+    X, y = _load(train)
+    Xt, yt = _load(test, X.shape[1])
+    clf = WestonWatkinsSVC(C=C, tol=0.0009, random_state=seed).fit(X, y)
+    return 100 * clf.score(Xt, yt)
+
+
+@pytest.mark.data
+def test_dna_accuracy_matches_paper():
+    assert abs(_accuracy("dna.scale", "dna.scale.t", 2.0 ** -4) - 95.11) <= 0.5
+
+
+@pytest.mark.data
+@pytest.mark.slow
+@pytest.mark.parametrize("train,test,C,paper", [
+    ("satimage.scale", "satimage.scale.t", 1.0, 84.20),
+    ("letter.scale", "letter.scale.t", 2.0 ** -4, 71.70),
+    ("sector.scale", "sector.t.scale", 2.0 ** -1, 94.04),
+])
+def test_accuracy_matches_paper(train, test, C, paper):
+    assert abs(_accuracy(train, test, C) - paper) <= 0.5
