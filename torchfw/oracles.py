@@ -369,8 +369,8 @@ class Box(LMO):
         self.upper = upper
 
     def _bounds(self, like: Tensor) -> tuple[Tensor, Tensor]:
-        lo = torch.as_tensor(self.lower, dtype=like.dtype, device=like.device)
-        hi = torch.as_tensor(self.upper, dtype=like.dtype, device=like.device)
+        lo = _on_device(self.lower, like)
+        hi = _on_device(self.upper, like)
         return lo.expand_as(like), hi.expand_as(like)
 
     def lmo(self, grad: Tensor) -> Tensor:
@@ -415,8 +415,7 @@ class LinfBall(Box):
         return self.radius
 
     def _bounds(self, like: Tensor) -> tuple[Tensor, Tensor]:
-        r = torch.as_tensor(_per_row(self.radius, like), dtype=like.dtype, device=like.device)
-        r = r.expand_as(like)
+        r = _on_device(_per_row(self.radius, like), like).expand_as(like)
         return -r, r
 
     def diameter(self, n: int) -> float:
@@ -431,6 +430,15 @@ def _scaled(v: Tensor) -> tuple[Tensor, Tensor]:
     """
     scale = v.abs().amax(dim=-1, keepdim=True)
     return v / torch.where(scale > 0, scale, torch.ones_like(scale)), scale
+
+
+def _on_device(value, like: Tensor) -> Tensor:
+    """``value`` (number or tensor) as a tensor with the dtype and device of ``like``."""
+    if isinstance(value, Tensor):
+        return value.to(dtype=like.dtype, device=like.device)
+    # torch.as_tensor(number, device="cuda") is a host-to-device copy, which synchronizes the
+    # stream at every LMO call; a 0-d fill is a kernel launch.
+    return torch.full((), value, dtype=like.dtype, device=like.device)
 
 
 def _max_radius(radius) -> float:
