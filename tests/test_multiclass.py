@@ -42,7 +42,7 @@ def test_fit_predict_score_shapes():
     assert clf.decision_function(X).shape == (240, 4)
     assert clf.predict(X).shape == (240,)
     assert clf.score(X, y) > 0.9
-    assert clf.converged_ and clf.n_iter_ == len(clf.gap_history_)
+    assert clf.converged_ and clf.n_iter_ == clf.gap_epochs_[-1]
     assert clf.gap_history_[-1] <= 0.0009 * clf.gap_history_[0]
     # predict = argmax of the scores, as labels
     scores = clf.decision_function(X)
@@ -51,7 +51,8 @@ def test_fit_predict_score_shapes():
 
 def test_gap_nonnegative_and_decays():
     X, y = blobs(n=300, seed=1, sep=1.5)
-    clf = WestonWatkinsSVC(C=0.5, tol=1e-5, random_state=1, max_iter=5000).fit(X, y)
+    clf = WestonWatkinsSVC(C=0.5, tol=1e-5, random_state=1, max_iter=5000,
+                           check_every=1).fit(X, y)
     g = clf.gap_history_
     assert (g >= -1e-9 * g[0]).all()
     assert np.allclose(clf.primal_history_ - clf.dual_history_, g)
@@ -85,8 +86,8 @@ def test_walrus_and_iterative_same_gap_trajectory():
     """Same permutation seed: Walrus-BCD and Shark-style BCD trace the same duality gaps (the
     iterative solver is inexact, at Shark's 1e-6 KKT threshold; spec anchor 9.7.2)."""
     X, y = blobs(n=400, d=10, k=6, seed=3, sep=1.2)
-    a = WestonWatkinsSVC(C=1.0, random_state=7).fit(X, y)
-    b = WestonWatkinsSVC(C=1.0, random_state=7, subproblem="iterative").fit(X, y)
+    a = WestonWatkinsSVC(C=1.0, random_state=7, check_every=1).fit(X, y)
+    b = WestonWatkinsSVC(C=1.0, random_state=7, subproblem="iterative", check_every=1).fit(X, y)
     n = min(len(a.gap_history_), len(b.gap_history_))
     assert abs(a.n_iter_ - b.n_iter_) <= 1
     assert a.gap_history_[0] == pytest.approx(b.gap_history_[0], rel=1e-5)
@@ -94,9 +95,30 @@ def test_walrus_and_iterative_same_gap_trajectory():
     assert np.array_equal(a.predict(X), b.predict(X))
 
 
+def test_auto_gap_checks_same_iterates():
+    """Gap checks do not touch the iterates: "auto" stops at a checked epoch at or after the
+    paper's first epoch, with the same gaps as checking every epoch."""
+    X, y = blobs(n=300, seed=13, sep=1.2)
+    every = WestonWatkinsSVC(C=1.0, tol=1e-4, random_state=2, check_every=1,
+                             max_iter=5000).fit(X, y)
+    auto = WestonWatkinsSVC(C=1.0, tol=1e-4, random_state=2, max_iter=5000).fit(X, y)
+    assert auto.converged_ and auto.n_iter_ >= every.n_iter_
+    assert len(auto.gap_history_) < len(every.gap_history_)
+    assert auto.gap_history_[-1] <= 1e-4 * auto.gap_history_[0]
+    g = dict(zip(every.gap_epochs_.tolist(), every.gap_history_, strict=True))
+    for e, gap in zip(auto.gap_epochs_.tolist(), auto.gap_history_, strict=True):
+        if e in g:
+            assert gap == pytest.approx(g[e], rel=1e-12)
+    fixed = WestonWatkinsSVC(C=1.0, tol=1e-4, random_state=2, check_every=3,
+                             max_iter=5000).fit(X, y)
+    assert (np.diff(fixed.gap_epochs_) == 3).all()
+
+
 def test_fw_block_steps_converge():
     X, y = blobs(n=200, seed=4)
-    fw = WestonWatkinsSVC(C=0.5, subproblem="fw", random_state=0, max_iter=2000).fit(X, y)
+    # one FW step per visit makes a noisy gap: check it every epoch, as the paper's rule reads
+    fw = WestonWatkinsSVC(C=0.5, subproblem="fw", random_state=0, max_iter=3000,
+                          check_every=1).fit(X, y)
     ex = WestonWatkinsSVC(C=0.5, random_state=0).fit(X, y)
     assert fw.converged_
     assert fw.n_iter_ >= ex.n_iter_  # one FW step per visit is inexact BCD

