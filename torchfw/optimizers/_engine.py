@@ -97,6 +97,8 @@ class _Engine:
 
     ops: Scalars = HOST
     atomic: bool = True
+    #: Whether :meth:`gap` bounds the suboptimality of the whole problem (stopping test).
+    certifies_gap: bool = True
 
     def _init_counters(self, device) -> None:
         self.k = 0 if not self.ops.on_device else torch.zeros((), dtype=torch.int64,
@@ -128,6 +130,9 @@ class _Engine:
 
     def _set(self, **values) -> None:
         """Store scalars; on device into fixed tensors (CUDA graphs replay fixed addresses)."""
+        if not self.ops.on_device:
+            self.__dict__.update(values)
+            return
         for name, value in values.items():
             current = getattr(self, name, None)
             if self.ops.on_device and isinstance(current, Tensor):
@@ -241,17 +246,28 @@ class QuadraticEngine(_Engine):
             self._set(W=self.p - self.t, p_prev=self.p, t_prev=self.t)
 
     def _store_selection(self, sel, host: bool) -> None:
-        imin, smin, iamin, samin, jmax, smax, p, t, nnz = sel
+        imin, smin, jmax, smax, p, t = sel
         if host:
-            imin, iamin, jmax, nnz = int(imin), int(iamin), int(jmax), int(nnz)
-            smin, samin, smax, p, t = float(smin), float(samin), float(smax), float(p), float(t)
+            imin, jmax = int(imin), int(jmax)
+            smin, smax, p, t = float(smin), float(smax), float(p), float(t)
         if self.sample is not None:
             i_fw = self.sample(self.s)
             s_fw = _at(self.s, i_fw) if self.ops.on_device else float(self.s[i_fw])
         else:
             i_fw, s_fw = imin, smin
-        self._set(i_min=imin, s_min=smin, i_act_min=iamin, s_act_min=samin, j_max=jmax,
-                  s_max=smax, p=p, t=t, n_active=nnz, i_fw=i_fw, s_fw=s_fw)
+        self._set(i_min=imin, s_min=smin, j_max=jmax, s_max=smax, p=p, t=t, i_fw=i_fw,
+                  s_fw=s_fw)
+
+    def active_min(self):
+        """Active atom of smallest gradient and its gradient (fully-corrective inner steps)."""
+        if self.use_numba:
+            best, value, _ = K.active_argmin(self._w_np, self._s_np)
+            return int(best), float(value)
+        best, value, _ = K.torch_active_argmin(self.w, self.s)
+        return (best, value) if self.ops.on_device else (int(best), float(value))
+
+    def n_active(self) -> int:
+        return int((self.w > 0).sum())
 
     def refresh(self) -> None:
         """Recompute ``s`` exactly from ``w`` (bounds accumulated rounding); renormalize ``w``."""
@@ -333,7 +349,7 @@ class QuadraticEngine(_Engine):
 
     def toward(self, restricted: bool = False) -> Move:
         """FW move toward the FW atom (``restricted``: best atom of the active set)."""
-        i, si = (self.i_act_min, self.s_act_min) if restricted else (self.i_fw, self.s_fw)
+        i, si = self.active_min() if restricted else (self.i_fw, self.s_fw)
         q = self.p - self.t
         u_i = si - self._ct(i)
         curvature = self._diag(i) - 2.0 * u_i + q
@@ -354,7 +370,7 @@ class QuadraticEngine(_Engine):
 
     def pairwise(self, restricted: bool = False, partner=None) -> Move:
         """Pairwise move: mass from the away atom (or ``partner``) to the FW atom."""
-        i, si = (self.i_act_min, self.s_act_min) if restricted else (self.i_fw, self.s_fw)
+        i, si = self.active_min() if restricted else (self.i_fw, self.s_fw)
         if partner is None:
             j, sj = self.j_max, self.s_max
         else:
@@ -452,19 +468,20 @@ class QuadraticEngine(_Engine):
         if self.use_numba:
             use_h1 = co.j is not None and co.c != 0.0
             h1 = self.vertex_gradient(j) if use_h1 else h0
-            sel = K.fused_update(self._w_np, self._s_np, co.a, co.b, co.i, K.as_numpy(h0),
-                                 co.c if use_h1 else 0.0, j, K.as_numpy(h1), co.d,
-                                 self._wp_np, self._sp_np, self.keep_previous, self._ct_np,
-                                 self.ct is not None, ZERO_TOL)
+            K.update(self._w_np, self._s_np, co.a, co.b, co.i, K.as_numpy(h0),
+                     co.c if use_h1 else 0.0, j, K.as_numpy(h1), co.d, self._wp_np,
+                     self._sp_np, self.keep_previous, ZERO_TOL)
+            sel = K.select(self._w_np, self._s_np, self._ct_np, self.ct is not None)
             self._store_selection(sel, host=True)
         else:
             h1 = None
             if co.j is not None and (ops.on_device and self.pair_columns or
                                      not ops.on_device and co.c != 0.0):
                 h1 = self.vertex_gradient(j)
-            sel = K.torch_update(self.w, self.s, co.a, co.b, co.i, h0, co.c, j, h1, co.d,
-                                 self.w_prev, self.s_prev, self.keep_previous, self.ct, ZERO_TOL)
-            self._store_selection(sel, host=not ops.on_device)
+            K.torch_update(self.w, self.s, co.a, co.b, co.i, h0, co.c, j, h1, co.d,
+                           self.w_prev, self.s_prev, self.keep_previous, ZERO_TOL)
+            self._store_selection(K.torch_select(self.w, self.s, self.ct),
+                                  host=not ops.on_device)
         if self.keep_previous:
             self._set(W=W_new, p_prev=p_old, t_prev=t_old)
         if not ops.on_device:
@@ -547,20 +564,28 @@ class GenericEngine(_Engine):
     def gap(self):
         return self.p - self.s_min
 
+    def active_min(self):
+        return self.i_act_min, self.s_act_min
+
     def point(self) -> Tensor:
         return self.x
 
     def weights(self) -> Tensor | None:
         return self.w
 
+    #: What :meth:`snapshot` keeps: the point and everything evaluated at it.
+    _STATE = ("x", "w", "x_prev", "w_prev", "f", "g", "scores", "vertex", "p", "i_min", "s_min",
+              "j_max", "s_max", "i_act_min", "s_act_min", "n_active", "i_fw", "s_fw")
+
     def snapshot(self):
-        return (self.x.clone(), self.w.clone() if self.atomic else None)
+        # The evaluated state, not just the point: restoring after a NaN must not call the
+        # objective again (it may be what turned NaN), or the returned value and gap are NaN.
+        return {k: v.clone() if isinstance(v, Tensor) else v
+                for k, v in vars(self).items() if k in self._STATE}
 
     def restore(self, snap) -> None:
-        self.x = snap[0].clone()
-        if self.atomic:
-            self.w = snap[1].clone()
-        self._evaluate()
+        for k, v in snap.items():
+            setattr(self, k, v.clone() if isinstance(v, Tensor) else v)
 
     # -- moves ---------------------------------------------------------------------------------
 
@@ -600,7 +625,7 @@ class GenericEngine(_Engine):
             d_x = v - self.x
             line = self._line(d_x, self.s_min - self.p, 1.0)
             return self._move("fw", line, lambda g: Coefficients(a=1.0 - g, b=g, i=v))
-        i, si = (self.i_act_min, self.s_act_min) if restricted else (self.i_fw, self.s_fw)
+        i, si = self.active_min() if restricted else (self.i_fw, self.s_fw)
         d_x = self._atom(i) - self.x
         line = self._line(d_x, si - self.p, 1.0)
         return self._move("fw", line, lambda g: Coefficients(a=1.0 - g, b=g, i=i))
@@ -614,7 +639,7 @@ class GenericEngine(_Engine):
         return self._move("away", line, lambda g: Coefficients(a=1.0 + g, b=-g, i=j))
 
     def pairwise(self, restricted: bool = False, partner=None) -> Move:
-        i, si = (self.i_act_min, self.s_act_min) if restricted else (self.i_fw, self.s_fw)
+        i, si = self.active_min() if restricted else (self.i_fw, self.s_fw)
         j = self.j_max if partner is None else partner
         sj = float(self.scores[j])
         d_x = self._atom(i) - self._atom(j)

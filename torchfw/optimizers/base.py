@@ -22,6 +22,7 @@ import math
 import time
 from collections.abc import Callable
 
+import numpy as np
 import torch
 from torch import Tensor
 
@@ -32,6 +33,7 @@ from ..objectives import Quadratic, as_objective
 from ..oracles import LMO
 from ..result import History, IterationInfo, Result, Status
 from ._engine import GenericEngine, QuadraticEngine
+from ._streaming import StreamingEngine
 from .sampling import make_sampler
 
 __all__ = ["ConstrainedOptimizer"]
@@ -68,7 +70,13 @@ class ConstrainedOptimizer:
         Randomized LMO: the FW atom is the best of ``sample_size`` random atoms (atomic sets).
         The stopping test keeps using the exact gap.
     random_state : int, optional
-        Seed of the sampler.
+        Seed of the sampler and of the streaming order.
+    stream : bool, default False
+        Streaming candidates (Ouyang & Gray's stochastic FW, seed 001): atoms arrive one per
+        iteration in random order and the gradient is kept only on a working set of admitted
+        atoms (see :mod:`torchfw.optimizers._streaming`). Needs a Quadratic over a Simplex whose
+        operator has ``column_rows`` (e.g. the SVM kernel operator); the gap it reports is that of
+        the working-set problem. With FrankWolfe this is SFW, with AwayStepFrankWolfe MSFW.
     execution : {"auto", "host", "device", "graph"}, default "auto"
         How the incremental quadratic engine runs: ``"host"`` reads scalars to the host and uses
         fused CPU kernels; ``"device"`` keeps every scalar on the device (no synchronization inside
@@ -92,7 +100,7 @@ class ConstrainedOptimizer:
                  check_every: int | None = None, callback: Callable | None = None,
                  verbose: bool = False, sample_size: int | None = None,
                  random_state: int | None = None, execution: str = "auto",
-                 refresh_every: int | None = None):
+                 refresh_every: int | None = None, stream: bool = False):
         if not isinstance(lmo, LMO):
             raise TypeError(f"lmo must be a torchfw LMO (Simplex, L1Ball, ...), got "
                             f"{type(lmo).__name__}")
@@ -123,6 +131,9 @@ class ConstrainedOptimizer:
         self.execution = execution
         self.refresh_every = None if refresh_every is None else check_int_at_least(
             "refresh_every", refresh_every, 1)
+        self.stream = bool(stream)
+        if self.stream and sample_size is not None:
+            raise ValueError("stream=True and sample_size are two candidate policies; pick one")
         if self.needs_atoms and not lmo.is_atomic:
             raise ValueError(f"{type(self).__name__} needs a set with indexed atoms (Simplex, "
                              f"L1Ball); got {type(lmo).__name__}")
@@ -168,6 +179,14 @@ class ConstrainedOptimizer:
             if x0.device != objective.device:
                 raise ValueError(f"x0 is on device {x0.device} but Q is on {objective.device}; "
                                  f"move them to the same device")
+            q_dtype = objective.Q.dtype
+            if q_dtype.is_floating_point and \
+                    torch.finfo(x0.dtype).bits < torch.finfo(q_dtype).bits:
+                # The engine computes in x0's dtype: a float32 x0 would silently run a float64
+                # problem in float32. (A float32 Q with a float64 x0 is the intended mixed
+                # precision: kernel values in float32, accumulations in float64.)
+                raise ValueError(f"x0 has dtype {x0.dtype} but Q has dtype {q_dtype}; the "
+                                 f"solver would run in {x0.dtype}: pass x0 as {q_dtype}")
         self.lmo.check_compatible(x0)
         scale = max(1.0, float(x0.abs().max()))
         atol = 1e-6 * scale * max(1.0, math.sqrt(x0.numel()))
@@ -179,6 +198,20 @@ class ConstrainedOptimizer:
     def _make_engine(self, objective, x0: Tensor, line_search: LineSearch):
         sampler = make_sampler(self.sample_size, self.random_state, x0.device)
         closed_form = isinstance(line_search, (ExactLineSearch, OpenLoop))
+        if self.stream:
+            if not (isinstance(objective, Quadratic) and closed_form):
+                raise ValueError("stream=True needs a torchfw.Quadratic objective and "
+                                 "ExactLineSearch or OpenLoop")
+            if self.execution in ("device", "graph"):
+                raise ValueError("stream=True runs with host scalars (execution='host')")
+            rng = np.random.default_rng(self.random_state)
+            support = torch.nonzero(x0).squeeze(1)
+            # Seed 001 starts from one random vertex; a vertex x0 given by the caller is kept.
+            first = int(support[0]) if support.numel() == 1 else int(rng.integers(x0.numel()))
+            engine = StreamingEngine(objective, self.lmo, first, rng=rng,
+                                     keep_previous=self.keeps_previous,
+                                     pair_columns=self.uses_pairs)
+            return engine, "host"
         if isinstance(objective, Quadratic) and self.lmo.is_atomic and closed_form:
             execution = self.execution
             if execution == "auto":
@@ -263,7 +296,7 @@ class ConstrainedOptimizer:
                     status = Status.NONFINITE
                     break
                 best_gap = min(best_gap, gap)
-                if gap <= max(self.tol, self.rtol * abs(value)):
+                if eng.certifies_gap and gap <= max(self.tol, self.rtol * abs(value)):
                     status = Status.CONVERGED
                     break
                 if k >= self.max_iter:

@@ -41,7 +41,7 @@ class FullyCorrectiveFrankWolfe(ConstrainedOptimizer):
         eng.count("fw")
         threshold = self.inner_fraction * eng.gap()
         for _ in range(self.inner_max_iter):
-            face_gap = eng.p - eng.s_act_min
+            face_gap = eng.p - eng.active_min()[1]
             if not ops.on_device and face_gap <= threshold:
                 break
             move = eng.pairwise(restricted=True)

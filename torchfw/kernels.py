@@ -1,0 +1,396 @@
+r"""Kernel functions and the lazy, chunked, cached operator of the L2-SVM dual.
+
+The L2-SVM dual in Core Vector Machine form (Tsang, Kwok & Cheung 2005; seeds 000-002) is a
+quadratic over the unit simplex,
+
+.. math::
+    \min_{\alpha \in \Delta_m} \tfrac12 \alpha^\top \tilde K \alpha, \qquad
+    \tilde K_{ij} = y_i y_j \big(k(x_i, x_j) + 1\big) + \delta_{ij} / C_i .
+
+:class:`SVMDualOperator` is that :math:`\tilde K` as a :class:`~torchfw.ColumnOperator`: columns
+(and blocks of columns) are computed on demand, products with vectors are computed in row chunks
+sized from a memory budget, and recently used columns are kept in a cache under a byte budget.
+The full ``m x m`` matrix is never formed, so memory grows linearly with ``m``. Plugged into
+:class:`~torchfw.Quadratic`, every core optimizer trains SVMs unchanged.
+
+Storage. ``X`` is kept *feature-major* and dense (``d x m``) when that fits the memory budget:
+one column then costs ``nnz(x_i)`` contiguous passes over ``m`` values (compiled on the CPU;
+one matrix-vector product on a GPU). Otherwise ``X`` stays a CSR matrix and columns are sparse
+matrix-vector products.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import OrderedDict
+
+import numpy as np
+import torch
+from torch import Tensor
+
+from . import _kernel_cpu
+from ._data import take_rows as _take_rows
+from ._validation import check_finite, check_nonnegative, check_positive
+from .objectives import ColumnOperator
+
+__all__ = ["Kernel", "RBFKernel", "LinearKernel", "PolynomialKernel", "SigmoidKernel",
+           "make_kernel", "SVMDualOperator", "KERNELS"]
+
+_CSR = torch.sparse_csr
+
+
+def _is_csr(X: Tensor) -> bool:
+    return X.layout == _CSR
+
+
+def _row_norms_sq(X: Tensor) -> Tensor:
+    if _is_csr(X):
+        values = X.values()
+        counts = X.crow_indices().diff()
+        rows = torch.repeat_interleave(torch.arange(X.shape[0], device=X.device), counts)
+        out = torch.zeros(X.shape[0], dtype=values.dtype, device=X.device)
+        return out.index_add_(0, rows, values * values)
+    return (X * X).sum(dim=1)
+
+
+def _matmul_t(A: Tensor, B: Tensor) -> Tensor:
+    """``A @ B.T`` for dense or CSR ``A`` and ``B`` (``B`` densified: it is a small block)."""
+    if _is_csr(B):
+        B = B.to_dense()
+    if _is_csr(A):
+        return torch.sparse.mm(A, B.T.contiguous())
+    return A @ B.T
+
+
+
+
+class Kernel:
+    """A positive semi-definite kernel :math:`k(x, z)` evaluated through inner products."""
+
+    name = "kernel"
+    code = -1
+
+    def __init__(self, gamma: float = 1.0, degree: int = 3, coef0: float = 0.0):
+        self.gamma = check_positive("gamma", gamma)
+        if isinstance(degree, bool) or not float(degree).is_integer() or degree < 1:
+            raise ValueError(f"degree must be a positive integer, got {degree!r}")
+        self.degree = int(degree)
+        self.coef0 = float(coef0)
+        if not math.isfinite(self.coef0):
+            raise ValueError(f"coef0 must be finite, got {coef0!r}")
+
+    def from_dots(self, dots: Tensor, sq_a: Tensor, sq_b: Tensor) -> Tensor:
+        """Kernel values from inner products and squared norms, broadcast elementwise.
+
+        For a matrix ``dots[i, j] = <a_i, b_j>`` pass ``sq_a[:, None]`` and ``sq_b[None, :]``.
+        """
+        raise NotImplementedError  # pragma: no cover - abstract
+
+    def pairwise(self, A: Tensor, B: Tensor) -> Tensor:
+        """Dense kernel matrix ``k(A_i, B_j)`` (``A``, ``B`` dense or CSR, same device)."""
+        dots = _matmul_t(A, B)
+        return self.from_dots(dots, _row_norms_sq(A).to(dots.dtype).unsqueeze(1),
+                              _row_norms_sq(B).to(dots.dtype).unsqueeze(0))
+
+    def diagonal(self, sq: Tensor) -> Tensor:
+        """``k(x_i, x_i)`` from the squared norms ``sq[i] = ||x_i||^2``."""
+        return self.from_dots(sq, sq, sq)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(gamma={self.gamma:g}, degree={self.degree}, " \
+               f"coef0={self.coef0:g})"
+
+
+class RBFKernel(Kernel):
+    r"""Gaussian kernel :math:`k(x, z) = \exp(-\gamma \|x - z\|^2)`."""
+
+    name, code = "rbf", _kernel_cpu.RBF
+
+    def from_dots(self, dots, sq_a, sq_b):
+        d2 = (sq_a + sq_b - 2.0 * dots).clamp_min(0)
+        return torch.exp(-self.gamma * d2)
+
+
+class LinearKernel(Kernel):
+    r"""Linear kernel :math:`k(x, z) = x^\top z`."""
+
+    name, code = "linear", _kernel_cpu.LINEAR
+
+    def from_dots(self, dots, sq_a, sq_b):
+        return dots
+
+
+class PolynomialKernel(Kernel):
+    r"""Polynomial kernel :math:`k(x, z) = (\gamma x^\top z + c_0)^{d}`."""
+
+    name, code = "poly", _kernel_cpu.POLY
+
+    def from_dots(self, dots, sq_a, sq_b):
+        return (self.gamma * dots + self.coef0) ** self.degree
+
+
+class SigmoidKernel(Kernel):
+    r"""Sigmoid kernel :math:`k(x, z) = \tanh(\gamma x^\top z + c_0)` (not PSD in general)."""
+
+    name, code = "sigmoid", _kernel_cpu.SIGMOID
+
+    def from_dots(self, dots, sq_a, sq_b):
+        return torch.tanh(self.gamma * dots + self.coef0)
+
+
+KERNELS = {cls.name: cls for cls in (RBFKernel, LinearKernel, PolynomialKernel, SigmoidKernel)}
+
+
+def make_kernel(name: str, gamma: float = 1.0, degree: int = 3, coef0: float = 0.0) -> Kernel:
+    """Kernel by name: ``"rbf"``, ``"linear"``, ``"poly"`` or ``"sigmoid"``."""
+    if name not in KERNELS:
+        raise ValueError(f"unknown kernel {name!r}; expected one of {sorted(KERNELS)}")
+    return KERNELS[name](gamma=gamma, degree=degree, coef0=coef0)
+
+
+class SVMDualOperator(ColumnOperator):
+    r"""The L2-SVM dual matrix :math:`\tilde K` as a lazy column operator.
+
+    Parameters
+    ----------
+    X : Tensor
+        Training data, dense ``(m, d)`` or sparse CSR, on the device the solver will use.
+    y : Tensor
+        Labels in ``{-1, +1}``, shape ``(m,)``.
+    kernel : Kernel
+    C : float or Tensor
+        Regularization; a tensor of shape ``(m,)`` gives one value per example (class weights).
+    dtype : torch.dtype, default float32
+        Precision of kernel values (columns). Solvers accumulate in their own (float64) state.
+    cache_size : float, default 200
+        Column cache budget in MB (host execution). Must hold at least two columns.
+    memory_budget : float, default 1024
+        Working-memory budget in MB for dense feature-major storage and for chunked products.
+    """
+
+    def __init__(self, X: Tensor, y: Tensor, kernel: Kernel, C: float | Tensor = 1.0, *,
+                 dtype: torch.dtype = torch.float32, cache_size: float = 200.0,
+                 memory_budget: float = 1024.0):
+        if X.dim() != 2:
+            raise ValueError(f"X must be 2-d, got shape {tuple(X.shape)}")
+        m, d = X.shape
+        if m == 0 or d == 0:
+            raise ValueError(f"X is empty (shape {tuple(X.shape)})")
+        if y.shape != (m,):
+            raise ValueError(f"y must have shape ({m},), got {tuple(y.shape)}")
+        if dtype not in (torch.float32, torch.float64):
+            raise ValueError(f"dtype must be torch.float32 or torch.float64, got {dtype}")
+        self.kernel = kernel
+        self.shape = (m, m)
+        self.dtype = dtype
+        self.device = X.device
+        self.memory_budget = check_positive("memory_budget", memory_budget) * 2**20
+        cache_bytes = check_nonnegative("cache_size", cache_size) * 2**20
+        column_bytes = m * torch.finfo(dtype).bits // 8
+        self.cache_slots = int(cache_bytes // column_bytes)
+        if self.cache_slots < 2:
+            raise ValueError(
+                f"cache_size={cache_size} MB holds {self.cache_slots} column(s) of "
+                f"{column_bytes / 2**20:.3f} MB; the solvers need at least 2 "
+                f"(cache_size >= {2 * column_bytes / 2**20:.3f})")
+        self.y = y.to(device=X.device, dtype=dtype).contiguous()
+        if isinstance(C, Tensor):
+            check_finite("C", C)
+            if C.shape != (m,) or bool((C <= 0).any()):
+                raise ValueError("a per-example C must have shape (m,) and positive entries")
+            self.inv_C = (1.0 / C.to(device=X.device, dtype=dtype)).contiguous()
+        else:
+            self.inv_C = torch.full((m,), 1.0 / check_positive("C", C), dtype=dtype,
+                                    device=X.device)
+        self._store_data(X)
+        self.sq = _row_norms_sq(self.X).to(dtype).contiguous()
+        if self._host_ok:
+            self._sq_np, self._y_np = self.sq.numpy(), self.y.numpy()
+            self._inv_c_np = self.inv_C.numpy()
+        self._diag = (self.kernel.diagonal(self.sq) + 1.0 + self.inv_C).contiguous()
+        self._cache: OrderedDict[int, int] = OrderedDict()
+        self._buffer: Tensor | None = None
+        self.hits = 0
+        self.misses = 0
+
+    # -- storage -------------------------------------------------------------------------------
+
+    def _store_data(self, X: Tensor) -> None:
+        m, d = X.shape
+        itemsize = torch.finfo(self.dtype).bits // 8
+        dense_fits = m * d * itemsize <= self.memory_budget
+        if _is_csr(X):
+            self.X = torch.sparse_csr_tensor(X.crow_indices(), X.col_indices(),
+                                             X.values().to(self.dtype), size=X.shape)
+        else:
+            self.X = X.to(self.dtype).contiguous()
+        self.xfm = None
+        if dense_fits:
+            dense = self.X.to_dense() if _is_csr(self.X) else self.X
+            self.xfm = dense.T.contiguous()  # (d, m): each feature contiguous over examples
+        if _is_csr(self.X):
+            self._crow = self.X.crow_indices().cpu().numpy()
+            self._col = self.X.col_indices().cpu().numpy()
+            self._val = self.X.values().cpu().numpy()
+        self._host_ok = (self.device.type == "cpu" and self.xfm is not None
+                         and _kernel_cpu.HAVE_NUMBA)
+        if self._host_ok:
+            self._xfm_np = self.xfm.numpy()
+            self._scratch = np.empty(m, dtype=np.float64 if self.dtype == torch.float64
+                                     else np.float32)
+            self._bits = np.empty(m, dtype=np.int32)
+
+    def _row_nonzeros(self, i: int) -> tuple[np.ndarray, np.ndarray]:
+        if _is_csr(self.X):
+            lo, hi = self._crow[i], self._crow[i + 1]
+            return self._col[lo:hi], self._val[lo:hi]
+        row = self.xfm[:, i].numpy()
+        nz = np.flatnonzero(row)
+        return nz, row[nz]
+
+    # -- ColumnOperator ------------------------------------------------------------------------
+
+    def diagonal(self) -> Tensor:
+        return self._diag
+
+    def column(self, i) -> Tensor:
+        """Column ``i`` of :math:`\\tilde K` (cached for Python-int indices)."""
+        if isinstance(i, Tensor):
+            return self.columns(i.reshape(1))[:, 0]
+        i = int(i)
+        slot = self._cache.get(i)
+        if slot is not None:
+            self._cache.move_to_end(i)
+            self.hits += 1
+            return self._buffer[slot]
+        self.misses += 1
+        if self._buffer is None:
+            # Grow the cache buffer lazily: small problems never pay for the full budget.
+            self._buffer = torch.empty((min(self.cache_slots, self.shape[0]), self.shape[0]),
+                                       dtype=self.dtype, device=self.device)
+            self._free = list(range(self._buffer.shape[0] - 1, -1, -1))
+        if self._free:
+            slot = self._free.pop()
+        else:
+            _, slot = self._cache.popitem(last=False)
+        self._compute_column(i, self._buffer[slot])
+        self._cache[i] = slot
+        return self._buffer[slot]
+
+    def _compute_column(self, i: int, out: Tensor, rows: Tensor | None = None) -> None:
+        if self._host_ok:
+            nzf, nzv = self._row_nonzeros(i)
+            n = self.shape[0] if rows is None else rows.shape[0]
+            sq, y, inv_c = self._sq_np, self._y_np, self._inv_c_np
+            _kernel_cpu.column_into(
+                self.kernel.code, self._xfm_np, nzf, nzv, sq, float(sq[i]), self.kernel.gamma,
+                self.kernel.coef0, self.kernel.degree, y, float(y[i]), float(inv_c[i]),
+                -1 if rows is not None else i, self._scratch[:n], self._bits[:n], out.numpy(),
+                None if rows is None else rows.numpy())
+            if rows is not None:
+                hit = np.flatnonzero(rows.numpy() == i)
+                if hit.size:
+                    out[int(hit[0])] += self.inv_C[i]
+            return
+        index = torch.tensor([i], device=self.device)
+        out.copy_(self._columns_torch(index, rows)[:, 0])
+
+    def columns(self, index: Tensor) -> Tensor:
+        """Columns ``index`` as an ``(m, k)`` tensor (no host reads: graph-capturable)."""
+        return self._columns_torch(index.reshape(-1), None)
+
+    def _columns_torch(self, index: Tensor, rows: Tensor | None) -> Tensor:
+        if self.xfm is not None:
+            cols = self.xfm.index_select(1, index).T  # (k, d)
+            dots = cols @ (self.xfm if rows is None else self.xfm.index_select(1, rows))
+            dots = dots.T  # (m, k)
+        else:
+            data = self.X if rows is None else _take_rows(self.X, rows)
+            dots = _matmul_t(data, _take_rows(self.X, index))
+        sq_rows = self.sq if rows is None else self.sq.index_select(0, rows)
+        kvals = self.kernel.from_dots(dots, sq_rows.unsqueeze(1),
+                                      self.sq.index_select(0, index).unsqueeze(0))
+        y_rows = self.y if rows is None else self.y.index_select(0, rows)
+        out = y_rows.unsqueeze(1) * self.y.index_select(0, index).unsqueeze(0) * (kvals + 1.0)
+        # + delta_ij / C_j on the diagonal entries inside the block.
+        row_ids = (torch.arange(self.shape[0], device=self.device) if rows is None else rows)
+        on_diag = row_ids.unsqueeze(1) == index.unsqueeze(0)
+        return out + on_diag * self.inv_C.index_select(0, index).unsqueeze(0)
+
+    def block(self, rows: Tensor, cols: Tensor) -> Tensor:
+        r""":math:`\tilde K_{\text{rows}, \text{cols}}` as a dense ``(len(rows), len(cols))``."""
+        return self._columns_torch(cols.reshape(-1), rows.reshape(-1))
+
+    def column_rows(self, i: int, rows: Tensor, out: Tensor | None = None) -> Tensor:
+        r"""Column ``i`` restricted to ``rows`` (a working set), computed without caching."""
+        out = torch.empty(rows.shape[0], dtype=self.dtype, device=self.device) if out is None \
+            else out
+        self._compute_column(int(i), out, rows)
+        return out
+
+    def matvec(self, v: Tensor, block: int | None = None) -> Tensor:
+        r""":math:`\tilde K v`, as kernel blocks against the nonzeros of ``v`` in row chunks."""
+        nz = torch.nonzero(v).squeeze(1)
+        out = torch.zeros(self.shape[0], dtype=v.dtype, device=v.device)
+        if nz.numel() == 0:
+            return out
+        itemsize = torch.finfo(self.dtype).bits // 8
+        col_chunk = max(1, min(nz.numel(), int(self.memory_budget // (4 * itemsize
+                                                                     * self.shape[0]))))
+        for start in range(0, nz.numel(), col_chunk):
+            idx = nz[start:start + col_chunk]
+            out += (self.columns(idx).to(v.dtype) @ v.index_select(0, idx))
+        return out
+
+    def compact_subset(self, capacity: int) -> CompactSubset | None:
+        """A growing working set of examples stored compactly (host execution), or None."""
+        return CompactSubset(self, capacity) if self._host_ok else None
+
+    def cache_info(self) -> dict:
+        return {"hits": self.hits, "misses": self.misses, "slots": self.cache_slots,
+                "used": len(self._cache)}
+
+
+class CompactSubset:
+    r"""A growing subset of the examples with its own contiguous feature-major copy.
+
+    Streaming solvers need columns of :math:`\tilde K` restricted to their working set, which
+    grows one example at a time. Gathering scattered examples for every column costs more than the
+    arithmetic, so the subset keeps its members' features, norms, labels and ``1/C`` in compact
+    arrays (appending is O(d)) and restricted columns run the same compiled kernel as full ones.
+    """
+
+    def __init__(self, op: SVMDualOperator, capacity: int):
+        d = op.xfm.shape[0]
+        self.op = op
+        self.size = 0
+        dtype = op._xfm_np.dtype
+        self.xfm = np.zeros((d, capacity), dtype=dtype)
+        self.sq = np.zeros(capacity, dtype=dtype)
+        self.y = np.zeros(capacity, dtype=dtype)
+        self.scratch = np.empty(capacity, dtype=dtype)
+        self.bits = np.empty(capacity, dtype=np.int32)
+        self.buffer = np.empty(capacity, dtype=dtype)
+
+    def add(self, i: int) -> None:
+        """Append example ``i``."""
+        n = self.size
+        self.xfm[:, n] = self.op._xfm_np[:, i]
+        self.sq[n] = self.op._sq_np[i]
+        self.y[n] = self.op._y_np[i]
+        self.size = n + 1
+
+    def column(self, i: int) -> np.ndarray:
+        r""":math:`\tilde K_{S, i}` over the current members (a view into a reused buffer).
+
+        The ``delta_ij / C`` term is not included: a member's own diagonal entry is added by the
+        caller, which knows where ``i`` sits in the subset.
+        """
+        n = self.size
+        op = self.op
+        nzf, nzv = op._row_nonzeros(i)
+        _kernel_cpu.column_into(op.kernel.code, self.xfm, nzf, nzv, self.sq,
+                                float(op._sq_np[i]), op.kernel.gamma, op.kernel.coef0,
+                                op.kernel.degree, self.y, float(op._y_np[i]), 0.0, -1,
+                                self.scratch[:n], self.bits[:n], self.buffer[:n], n)
+        return self.buffer[:n]

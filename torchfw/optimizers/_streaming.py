@@ -1,0 +1,344 @@
+r"""Streaming working-set engine: the stochastic Frank-Wolfe of Ouyang & Gray (seed 001).
+
+Atoms arrive one per iteration from a random permutation (one pass = one *epoch*). The engine
+keeps the gradient only on a working set :math:`S` of atoms that were once admitted:
+
+* a streamed atom :math:`k \notin S` gets its gradient from one restricted column,
+  :math:`s_k = \tilde Q_{S,k}^\top w_S + \tilde c_k` (``|S|`` kernel evaluations), and is admitted
+  iff :math:`s_k \le \min_{S} s` (in the paper's maximization form: :math:`g_k \ge \max_S g`);
+* moves (FW, away, pairwise, PARTAN) are the usual ones, restricted to :math:`S`, and cost one
+  restricted column :math:`\tilde Q_{S,i}` per atom touched.
+
+The cost of an iteration is :math:`O(|S| d)` instead of :math:`O(m d)`, with no kernel matrix and
+no full gradient. With :class:`~torchfw.FrankWolfe` this is SFW (Algorithm 1-2 of the paper); with
+:class:`~torchfw.AwayStepFrankWolfe` it is MSFW (Algorithms 3-4, with the away atom taken over
+:math:`\{p \in S: w_p > 0\}` as the spec's erratum requires). The reported gap is the gap of the
+problem restricted to :math:`S`: a progress measure, not a certificate for the full problem
+(the paper's Lemma 4.1 argument for it is flawed, see the spec).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+from torch import Tensor
+
+from .._scalars import HOST
+from ..linesearch import Line
+from ..objectives import Quadratic
+from ..oracles import Simplex
+from . import _kernels as K
+from ._engine import ZERO_TOL, Coefficients, Move, QuadraticEngine
+
+__all__ = ["StreamingEngine"]
+
+
+class StreamingEngine(QuadraticEngine):
+    """Working-set engine over a :class:`~torchfw.Simplex` (host scalars only).
+
+    Vectors are stored by *slot* (position in the working set); the accessors of
+    :class:`QuadraticEngine` are overridden to look atoms up by slot, so its FW, away and
+    pairwise moves apply unchanged.
+
+    Parameters
+    ----------
+    objective : Quadratic
+        Its operator must provide ``column_rows(i, rows)`` (e.g.
+        :class:`torchfw.kernels.SVMDualOperator`).
+    lmo : Simplex
+    first : int
+        The initial vertex (``w = e_first``).
+    rng : numpy.random.Generator
+        Source of the streaming order (a fresh permutation each epoch).
+    """
+
+    #: The working-set gap bounds nothing about the full problem: runs go by their budget.
+    certifies_gap = False
+
+    def __init__(self, objective: Quadratic, lmo: Simplex, first: int, *, rng, keep_previous=False,
+                 pair_columns=False):
+        if not isinstance(lmo, Simplex) or isinstance(lmo.radius, Tensor):
+            raise ValueError("streaming candidates need a Simplex with a scalar radius")
+        if not hasattr(objective.Q, "column_rows"):
+            raise ValueError("streaming candidates need an operator with column_rows(i, rows), "
+                             "such as torchfw.kernels.SVMDualOperator")
+        self.objective = objective
+        self.lmo = lmo
+        self.ops = HOST
+        self.Q = objective.Q
+        self.n = self.N = m = objective.n
+        self.dtype = torch.float64
+        self.keep_previous = keep_previous
+        self.pair_columns = pair_columns
+        self.sample = None
+        self.refresh_every = None
+        self.use_numba = K.HAVE_NUMBA
+        self._radius = r = float(lmo.radius)
+        self._device = objective.device
+        self._diag_full = (r * r * self.Q.diagonal().double()).cpu().numpy()
+        self._ct_full = (r * objective.c.double()).cpu().numpy() if objective.c is not None \
+            else None
+        self.rng = rng
+        self._order = rng.permutation(m)
+        self._cursor = 0
+        self.epoch = 0
+        # Working set: slot -> atom and atom -> slot; vectors indexed by slot (capacity m).
+        self.members = np.empty(m + 1, dtype=np.int64)  # + one scratch position
+        self._members_t = torch.from_numpy(self.members)
+        self.slot_of = np.full(m, -1, dtype=np.int64)
+        self.size = 0
+        self.ws = np.zeros(m)
+        self.ss = np.zeros(m)
+        self.wps = np.zeros(m)
+        self.sps = np.zeros(m)
+        self.t = 0.0
+        self.t_prev = 0.0
+        self._init_counters(self._device)
+        self._columns: dict[int, np.ndarray] = {}
+        make_subset = getattr(self.Q, "compact_subset", None)
+        self._subset = make_subset(m) if make_subset is not None else None
+        self._diag_Q = self.Q.diagonal().double().cpu().numpy()
+        self._admit(int(first), self._restricted_column(int(first), 0), weight=1.0)
+        if keep_previous:
+            self.wps[0], self.sps[0] = self.ws[0], self.ss[0]
+        self._refresh_selection()
+        if keep_previous:
+            self._set(W=self.p - self.t, p_prev=self.p, t_prev=self.t)
+        self._advance_stream()  # the first iteration already sees a streamed candidate
+
+    # -- working set ---------------------------------------------------------------------------
+
+    def _restricted_column(self, atom: int, n: int) -> np.ndarray:
+        """Vertex gradient of ``atom`` on the first ``n`` members and on ``atom`` itself.
+
+        Entry ``r < n`` is :math:`\tilde Q_{S_r, atom} + \tilde c_{S_r}`; the last entry is the
+        atom's own :math:`\tilde Q_{kk} + \tilde c_k`.
+        """
+        self.members[n] = atom  # scratch position: the column ends with the diagonal entry
+        if self._subset is not None:
+            col = np.empty(n + 1)
+            col[:n] = self._subset.column(atom)[:n]
+            col[n] = self._diag_Q[atom]
+            slot = self.slot_of[atom]
+            if 0 <= slot < n:  # a member: its own entry needs the delta_ii / C_i term too
+                col[slot] = self._diag_Q[atom]
+        else:
+            rows = self._members_t[:n + 1]
+            col = self.Q.column_rows(atom, rows).cpu().numpy().astype(np.float64)
+        if self._radius != 1.0:
+            col *= self._radius ** 2
+        if self._ct_full is not None:
+            col += self._ct_full[self.members[:n + 1]]
+        return col
+
+    def _gradient_at(self, col: np.ndarray, w: np.ndarray, t: float, atom: int) -> float:
+        """:math:`s_k = (\tilde Q w)_k + \tilde c_k` from the atom's restricted column."""
+        n = w.shape[0]
+        value = (K.dot(col, w, n) if self.use_numba else float(col[:n] @ w)) - t
+        return value + (0.0 if self._ct_full is None else float(self._ct_full[atom]))
+
+    def _admit(self, atom: int, col: np.ndarray, weight: float = 0.0) -> None:
+        """Add ``atom`` (column over the members and itself) to the working set."""
+        n = self.size
+        self.members[n] = atom
+        self.slot_of[atom] = n
+        if self._subset is not None:
+            self._subset.add(atom)
+        s_new = self._gradient_at(col, self.ws[:n], self.t, atom)
+        self.size = n + 1
+        self.ws[n] = weight
+        # With weight 1 (the initial vertex) the gradient is the vertex gradient itself.
+        self.ss[n] = col[n] if weight == 1.0 else s_new
+        if self.keep_previous:
+            self.wps[n] = 0.0
+            self.sps[n] = self._gradient_at(col, self.wps[:n], self.t_prev, atom)
+        # Columns cached before the working set grew lack the new member's entry.
+        self._columns = {atom: col}
+
+    def _advance_stream(self) -> None:
+        """Stream the next atom; admit it if its gradient is at most the working-set minimum."""
+        if self._cursor == self.N:
+            self._order = self.rng.permutation(self.N)
+            self._cursor = 0
+            self.epoch += 1
+        atom = int(self._order[self._cursor])
+        self._cursor += 1
+        if self.slot_of[atom] >= 0:
+            return  # a member: its gradient is maintained already (epochs >= 2)
+        col = self._restricted_column(atom, self.size)
+        s_new = self._gradient_at(col, self.ws[:self.size], self.t, atom)
+        if s_new <= self.s_min:
+            self._admit(atom, col)
+            self.count("admitted")
+            # The newcomer (weight 0) is the new gradient minimum; w, p, t and the away atom
+            # are unchanged, so no rescan is needed.
+            self._set(i_min=atom, s_min=s_new, i_fw=atom, s_fw=s_new)
+
+    def _refresh_selection(self) -> None:
+        n = self.size
+        w, s = self.ws[:n], self.ss[:n]
+        has_ct = self._ct_full is not None
+        ct = self._ct_full[self.members[:n]] if has_ct else s
+        if self.use_numba:
+            imin, smin, jmax, smax, p, t = K.select(w, s, ct, has_ct)
+        else:
+            imin, smin, jmax, smax, p, t = _select_numpy(w, s, ct if has_ct else None)
+        i_atom = int(self.members[int(imin)])
+        self._set(i_min=i_atom, s_min=float(smin), i_fw=i_atom, s_fw=float(smin),
+                  j_max=int(self.members[int(jmax)]) if jmax >= 0 else -1, s_max=float(smax),
+                  p=float(p), t=float(t))
+
+    # -- accessors used by QuadraticEngine's moves ---------------------------------------------
+
+    def vertex_gradient(self, k) -> np.ndarray:
+        col = self._columns.get(k)
+        if col is None or col.shape[0] != self.size:
+            col = self._restricted_column(int(k), self.size)[:self.size]
+            self._columns[k] = col
+        return col
+
+    def _slot(self, atom) -> int:
+        return int(self.slot_of[atom])
+
+    def _entry(self, h, j):
+        return float(h[self._slot(j)])
+
+    def _s(self, k):
+        return float(self.ss[self._slot(k)])
+
+    def _w(self, k):
+        return float(self.ws[self._slot(k)])
+
+    def _ct(self, k):
+        return 0.0 if self._ct_full is None else float(self._ct_full[k])
+
+    def _diag(self, k):
+        return float(self._diag_full[k])
+
+    def active_min(self):
+        n = self.size
+        masked = np.where(self.ws[:n] > 0, self.ss[:n], np.inf)
+        slot = int(np.argmin(masked))
+        return int(self.members[slot]), float(masked[slot])
+
+    def n_active(self) -> int:
+        return int((self.ws[:self.size] > 0).sum())
+
+    def second_order_partner(self):
+        raise ValueError("SWAP-2o is not available with streaming candidates")
+
+    def weights(self) -> Tensor:
+        w = np.zeros(self.N)
+        w[self.members[:self.size]] = self.ws[:self.size]
+        return torch.from_numpy(w).to(self._device)
+
+    def point(self) -> Tensor:
+        return self.lmo.to_point(self.weights())
+
+    def snapshot(self):
+        n = self.size
+        return n, self.ws[:n].copy(), self.ss[:n].copy()
+
+    def restore(self, snap) -> None:
+        n, w, s = snap
+        self.ws[:n], self.ss[:n] = w, s
+        self.ws[n:self.size] = 0.0
+        self._refresh_selection()
+
+    def refresh(self) -> None:  # pragma: no cover - nothing global to refresh
+        pass
+
+    # -- PARTAN and update (slot-indexed vectors) ----------------------------------------------
+
+    def extrapolation(self, fw: Move, lam) -> Move:
+        n = self.size
+        i = fw.coefficients(0.0).i
+        ci = self._ct(i)
+        f_t = fw.line.value + lam * fw.line.slope + 0.5 * lam * lam * fw.line.curvature \
+            - self.objective.constant
+        t_t = (1.0 - lam) * self.t + lam * ci
+        p_t = 2.0 * f_t - t_t
+        cross = (1.0 - lam) * self.W + lam * (float(self.sps[self._slot(i)]) - ci)
+        q_t, q_prev = p_t - t_t, self.p_prev - self.t_prev
+        slope = p_t - (cross + self.t_prev)
+        curvature = q_t - 2.0 * cross + q_prev
+        lo, hi = (K.extrapolation_bounds(self.ws[:n], self.wps[:n], lam, self._slot(i))
+                  if self.use_numba else _bounds_numpy(self.ws[:n], self.wps[:n], lam,
+                                                       self._slot(i)))
+        sigma = -1.0 if slope > 0.0 else 1.0
+        gamma_max = -lo if slope > 0.0 else hi
+        if not curvature > 1e-11 * (abs(q_t) + 2.0 * abs(cross) + abs(q_prev)):
+            gamma_max = 0.0  # below rounding noise: see QuadraticEngine.extrapolation
+        value = f_t + self.objective.constant
+        line = Line(value=value, slope=sigma * slope, gamma_max=gamma_max, curvature=curvature,
+                    phi=lambda g: value + g * sigma * slope + 0.5 * g * g * curvature, ops=HOST)
+
+        def to_coefficients(gamma):
+            mu = sigma * gamma
+            return Coefficients(a=(1.0 + mu) * (1.0 - lam), b=(1.0 + mu) * lam, i=i, d=-mu)
+
+        return Move("partan", line, to_coefficients)
+
+    def apply(self, co: Coefficients, tick: bool = True) -> None:
+        n = self.size
+        j = co.j if co.j is not None else co.i
+        if self.keep_previous:
+            q = self.p - self.t
+            u_i = self._s(co.i) - self._ct(co.i)
+            u_j = self._s(j) - self._ct(j)
+            W_new = co.a * q + co.b * u_i + co.c * u_j + co.d * self.W
+            p_old, t_old = self.p, self.t
+        h0 = self.vertex_gradient(co.i)
+        use_h1 = co.j is not None and co.c != 0.0
+        h1 = self.vertex_gradient(j) if use_h1 else h0
+        _update(self.use_numba, self.ws[:n], self.ss[:n], co.a, co.b, self._slot(co.i), h0,
+                co.c if use_h1 else 0.0, self._slot(j), h1, co.d, self.wps[:n], self.sps[:n],
+                self.keep_previous)
+        if self.keep_previous:
+            self._set(W=W_new, p_prev=p_old, t_prev=t_old)
+        self._columns.clear()
+        self._refresh_selection()
+        if tick:
+            self.tick()
+            # The next iteration sees the next streamed atom (admitted or not).
+            self._advance_stream()
+
+
+def _update(use_numba, w, s, a, b, i0, h0, c, i1, h1, d, wp, sp, shift) -> None:
+    if use_numba:
+        K.update(w, s, a, b, i0, h0, c, i1, h1, d, wp, sp, shift, ZERO_TOL)
+        return
+    if shift:
+        old_w, old_s = w.copy(), s.copy()
+    s *= a
+    s += b * h0
+    if c != 0.0:
+        s += c * h1
+    w *= a
+    if shift:
+        w += d * wp
+        s += d * sp
+        wp[:] = old_w
+        sp[:] = old_s
+    w[i0] += b
+    if c != 0.0:
+        w[i1] += c
+    w[w <= ZERO_TOL] = 0.0
+
+
+def _select_numpy(w, s, ct):
+    imin = int(np.argmin(s))
+    masked = np.where(w > 0, s, -np.inf)
+    jmax = int(np.argmax(masked))
+    t = float(w @ ct) if ct is not None else 0.0
+    return imin, float(s[imin]), jmax, float(masked[jmax]), float(w @ s), t
+
+
+def _bounds_numpy(w, wp, lam, i):
+    wt = (1.0 - lam) * w
+    wt[i] += lam
+    delta = wt - wp
+    with np.errstate(divide="ignore", invalid="ignore"):
+        hi = np.min(np.where(delta < 0, wt / -delta, np.inf), initial=np.inf)
+        lo = np.max(np.where(delta > 0, -wt / delta, -np.inf), initial=-np.inf)
+    return lo, hi

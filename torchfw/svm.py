@@ -1,0 +1,384 @@
+r"""Kernel support vector classification trained by Frank-Wolfe methods on the simplex.
+
+The model is the L2-SVM (squared hinge loss) with a regularized bias, in the Core Vector Machine
+form of Tsang, Kwok & Cheung (2005), the form every seed paper uses:
+
+.. math::
+    \min_{w, b, \rho, \xi}\ \|w\|^2 + b^2 - 2\rho + C \sum_i \xi_i^2
+    \quad \text{s.t.}\quad y_i (w^\top \phi(x_i) + b) \ge \rho - \xi_i ,
+
+whose dual is the quadratic over the unit simplex
+
+.. math::
+    \min_{\alpha \in \Delta_m} \tfrac12 \alpha^\top \tilde K \alpha, \qquad
+    \tilde K_{ij} = y_i y_j (k(x_i, x_j) + 1) + \delta_{ij}/C_i .
+
+The solution gives :math:`w = \sum_i \alpha_i y_i \phi(x_i)`, :math:`b = \sum_i \alpha_i y_i`
+and the margin :math:`\rho = \alpha^\top \tilde K \alpha`. torchfw reports the decision function
+on LIBSVM's scale (margin 1): :math:`f(x) = \rho^{-1} \sum_i \alpha_i y_i (k(x_i, x) + 1)`.
+
+**Stopping rule.** The Frank-Wolfe gap of the dual is
+:math:`g = \rho - \min_i \big(y_i f_{\rho}(x_i) + \alpha_i / C_i\big)`, where :math:`f_\rho` is
+the unscaled decision function: the largest amount by which a training point's (regularized)
+margin falls short of :math:`\rho`. ``tol`` bounds :math:`g / \rho`, the worst margin violation
+as a fraction of the margin, the same quantity LIBSVM bounds on its margin-1 scale. The
+default (0.3) is loose by LIBSVM standards because test accuracy saturates long before the dual
+converges; ``benchmarks/svm_vs_libsvm.py`` shows accuracy against ``tol``.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+
+import numpy as np
+import torch
+from torch import Tensor
+
+from ._data import as_labels, as_matrix, take_rows
+from ._estimator import BaseEstimator, check_is_fitted
+from ._validation import check_int_at_least, check_positive, resolve_device
+from .kernels import KERNELS, SVMDualOperator, make_kernel
+from .linesearch import ExactLineSearch
+from .objectives import Quadratic
+from .optimizers import (
+    AwayStepFrankWolfe,
+    FrankWolfe,
+    FullyCorrectiveFrankWolfe,
+    PairwiseFrankWolfe,
+    PartanFrankWolfe,
+    SwapFrankWolfe,
+)
+from .oracles import Simplex
+from .result import Status
+
+__all__ = ["SVC", "SOLVERS", "ConvergenceWarning"]
+
+
+class ConvergenceWarning(UserWarning):
+    """The solver stopped on its iteration or time budget before reaching ``tol``."""
+
+
+def _solver_factory(name: str):
+    table = {
+        "fw": lambda **kw: FrankWolfe(Simplex(), ExactLineSearch(), **kw),
+        "away": lambda **kw: AwayStepFrankWolfe(Simplex(), ExactLineSearch(), **kw),
+        "pairwise": lambda **kw: PairwiseFrankWolfe(Simplex(), ExactLineSearch(), **kw),
+        "swap": lambda **kw: SwapFrankWolfe(Simplex(), ExactLineSearch(), **kw),
+        "swap2": lambda **kw: SwapFrankWolfe(Simplex(), ExactLineSearch(), second_order=True,
+                                             **kw),
+        "partan": lambda **kw: PartanFrankWolfe(Simplex(), ExactLineSearch(), **kw),
+        "fc": lambda **kw: FullyCorrectiveFrankWolfe(Simplex(), ExactLineSearch(), **kw),
+        "sfw": lambda **kw: FrankWolfe(Simplex(), ExactLineSearch(), stream=True, **kw),
+        "msfw": lambda **kw: AwayStepFrankWolfe(Simplex(), ExactLineSearch(), stream=True,
+                                                **kw),
+    }
+    return table[name]
+
+
+#: Solver names accepted by :class:`SVC`.
+SOLVERS = ("fw", "away", "pairwise", "swap", "swap2", "partan", "fc", "sfw", "msfw")
+
+
+class SVC(BaseEstimator):
+    r"""Kernel SVM classifier (L2-SVM) trained by Frank-Wolfe methods.
+
+    Parameters
+    ----------
+    kernel : {"rbf", "linear", "poly", "sigmoid"}, default "rbf"
+    C : float, default 1.0
+        Regularization (larger C fits the training data more closely).
+    gamma : {"scale", "auto"} or float, default "scale"
+        Kernel coefficient; ``"scale"`` is ``1 / (n_features * X.var())`` and ``"auto"`` is
+        ``1 / n_features``, as in scikit-learn.
+    degree : int, default 3
+        Degree of the polynomial kernel.
+    coef0 : float, default 0.0
+        Independent term of the polynomial and sigmoid kernels.
+    solver : str, default "swap"
+        ``"fw"`` (Frank-Wolfe), ``"away"`` (away steps, MFW), ``"pairwise"``, ``"swap"`` (SWAP,
+        seed 000), ``"swap2"`` (SWAP-2o), ``"partan"`` (PARTAN, seed 002), ``"fc"`` (fully
+        corrective, CVM-like), ``"sfw"`` / ``"msfw"`` (streaming stochastic FW without / with away
+        steps, seed 001).
+    tol : float, default 0.3
+        Stop when the dual gap is at most ``tol`` times the margin :math:`\rho` (see the module
+        docstring). Ignored by the streaming solvers, which run ``max_iter`` samples.
+    max_iter : int, optional
+        Iteration budget; default ``100 * n_samples`` (one epoch for ``"sfw"``/``"msfw"``).
+    sample_size : int, optional
+        Randomized LMO: pick the FW vertex among this many random examples (seed 002 uses 194).
+    cache_size : float, default 200
+        Kernel column cache in MB.
+    device : str or torch.device, optional
+        Where to train; default: the device of a tensor ``X``, else CPU.
+    dtype : torch.dtype, optional
+        Precision of kernel values (default float32); solver state is float64.
+    class_weight : dict or "balanced", optional
+        Multiply C per class, as in scikit-learn.
+    random_state : int, optional
+        Seed of the initial subset and of sampling.
+    verbose : bool, default False
+        Show a progress bar with the gap.
+    warm_start : bool, default False
+        Start from the previous solution when refitting on the same data.
+    n_init : int, default 20
+        Size of the random initial subset whose restricted problem is solved exactly first.
+    time_limit : float, optional
+        Wall-clock budget in seconds per binary problem.
+
+    Attributes
+    ----------
+    classes_ : ndarray
+    support_ : ndarray of int
+        Indices of the support vectors (:math:`\alpha_i > 0`).
+    support_vectors_ : Tensor
+    dual_coef_ : Tensor of shape (1, n_SV)
+        :math:`\alpha_i y_i / \rho` (decision function on the margin-1 scale).
+    intercept_ : Tensor of shape (1,)
+        :math:`b / \rho`.
+    n_iter_ : int
+    result_ : Result
+        The solver's result (gap history, status, step counts).
+    """
+
+    _estimator_kind = "classifier"
+
+    def __init__(self, kernel="rbf", C=1.0, gamma="scale", degree=3, coef0=0.0, solver="swap",
+                 tol=0.3, max_iter=None, sample_size=None, cache_size=200.0, device=None,
+                 dtype=None, class_weight=None, random_state=None, verbose=False,
+                 warm_start=False, n_init=20, time_limit=None):
+        self.kernel = kernel
+        self.C = C
+        self.gamma = gamma
+        self.degree = degree
+        self.coef0 = coef0
+        self.solver = solver
+        self.tol = tol
+        self.max_iter = max_iter
+        self.sample_size = sample_size
+        self.cache_size = cache_size
+        self.device = device
+        self.dtype = dtype
+        self.class_weight = class_weight
+        self.random_state = random_state
+        self.verbose = verbose
+        self.warm_start = warm_start
+        self.n_init = n_init
+        self.time_limit = time_limit
+
+    # -- validation ----------------------------------------------------------------------------
+
+    def _check_params(self) -> None:
+        if self.kernel not in KERNELS:
+            raise ValueError(f"unknown kernel {self.kernel!r}; expected one of {sorted(KERNELS)}")
+        if self.solver not in SOLVERS:
+            raise ValueError(f"unknown solver {self.solver!r}; expected one of {SOLVERS}")
+        check_positive("C", self.C)
+        check_positive("tol", self.tol)
+        if not (isinstance(self.gamma, str) and self.gamma in ("scale", "auto")):
+            check_positive("gamma", self.gamma)
+        if self.max_iter is not None:
+            check_int_at_least("max_iter", self.max_iter, 1)
+        if self.sample_size is not None:
+            check_int_at_least("sample_size", self.sample_size, 1)
+        check_int_at_least("n_init", self.n_init, 1)
+        if self.dtype not in (None, torch.float32, torch.float64):
+            raise ValueError(f"dtype must be None, torch.float32 or torch.float64, got "
+                             f"{self.dtype!r}")
+
+    def _resolve_gamma(self, X: Tensor) -> float:
+        if self.gamma == "auto":
+            return 1.0 / X.shape[1]
+        if self.gamma == "scale":
+            if X.layout == torch.sparse_csr:
+                values = X.values().double()
+                n = X.shape[0] * X.shape[1]
+                mean = values.sum() / n
+                var = float((values * values).sum() / n - mean * mean)
+            else:
+                var = float(X.double().var(unbiased=False))
+            return 1.0 / (X.shape[1] * var) if var > 0 else 1.0
+        return float(self.gamma)
+
+    def _example_C(self, y_encoded: np.ndarray, n_classes: int) -> Tensor | float:
+        if self.class_weight is None:
+            return float(self.C)
+        counts = np.bincount(y_encoded, minlength=n_classes)
+        if isinstance(self.class_weight, str):
+            if self.class_weight != "balanced":
+                raise ValueError(f"class_weight must be a dict or 'balanced', got "
+                                 f"{self.class_weight!r}")
+            weights = len(y_encoded) / (n_classes * counts)
+        elif isinstance(self.class_weight, dict):
+            weights = np.ones(n_classes)
+            index = {c: k for k, c in enumerate(self.classes_)}
+            for label, weight in self.class_weight.items():
+                if label not in index:
+                    raise ValueError(f"class_weight has label {label!r} not present in y")
+                weights[index[label]] = check_positive(f"class_weight[{label!r}]", weight)
+        else:
+            raise ValueError(f"class_weight must be a dict or 'balanced', got "
+                             f"{self.class_weight!r}")
+        return torch.from_numpy(self.C * weights[y_encoded])
+
+    # -- fitting -------------------------------------------------------------------------------
+
+    def fit(self, X, y):
+        """Fit the SVM on ``X`` (dense or sparse, ``(n_samples, n_features)``) and labels ``y``."""
+        self._check_params()
+        device = resolve_device(self.device)
+        kdtype = self.dtype or torch.float32
+        X = as_matrix(X, device=device, dtype=kdtype)
+        y = as_labels(y, X.shape[0])
+        classes, y_encoded = np.unique(y, return_inverse=True)
+        if len(classes) < 2:
+            raise ValueError(f"y has a single class ({classes[0]!r}); SVC needs at least two")
+        previous = getattr(self, "_alphas", None) if self.warm_start else None
+        self.classes_ = classes
+        self.n_features_in_ = X.shape[1]
+        self._gamma = self._resolve_gamma(X)
+        self._kernel = make_kernel(self.kernel, self._gamma, self.degree, self.coef0)
+        C_examples = self._example_C(y_encoded, len(classes))
+        if len(classes) == 2:
+            problems = [np.where(y_encoded == 1, 1.0, -1.0)]
+        else:  # one-vs-rest: problem k separates class k from the others
+            problems = [np.where(y_encoded == k, 1.0, -1.0) for k in range(len(classes))]
+        if previous is not None and (len(previous) != len(problems)
+                                     or previous[0].shape[0] != X.shape[0]):
+            previous = None
+        self._X_train = X
+        alphas, results = [], []
+        for k, y_pm in enumerate(problems):
+            alpha, result = self._fit_binary(X, y_pm, C_examples, kdtype,
+                                             None if previous is None else previous[k], k)
+            alphas.append(alpha)
+            results.append(result)
+        self._alphas = alphas
+        self._set_model(X, problems, alphas, results)
+        return self
+
+    def _fit_binary(self, X: Tensor, y_pm: np.ndarray, C_examples, kdtype, alpha0, k):
+        y_t = torch.from_numpy(y_pm).to(X.device)
+        operator = SVMDualOperator(X, y_t, self._kernel, C_examples if isinstance(
+            C_examples, float) else C_examples.to(X.device), dtype=kdtype,
+            cache_size=self.cache_size)
+        objective = Quadratic(operator)
+        m = X.shape[0]
+        seed = None if self.random_state is None else int(self.random_state) + k
+        streaming = self.solver in ("sfw", "msfw")
+        if alpha0 is not None:
+            x0 = alpha0.to(X.device)
+        elif streaming:  # seed 001: a single random vertex; the engine streams from there
+            x0 = torch.zeros(m, dtype=torch.float64, device=X.device)
+            x0[int(np.random.default_rng(seed).integers(m))] = 1.0
+        else:
+            x0 = self._initial_alpha(operator, y_pm, seed)
+        if self.max_iter is not None:
+            max_iter = self.max_iter
+        else:  # one epoch for the streaming solvers (seed 001's setting)
+            max_iter = m if streaming else 100 * m
+        solver = _solver_factory(self.solver)(
+            tol=1e-300, rtol=0.0 if streaming else 2.0 * float(self.tol), max_iter=max_iter,
+            sample_size=self.sample_size, random_state=seed, verbose=bool(self.verbose),
+            time_limit=self.time_limit)
+        result = solver.minimize(objective, x0)
+        if result.status in (Status.MAX_ITER, Status.TIME_LIMIT) and not streaming:
+            warnings.warn(f"SVC solver {self.solver!r} stopped on {result.status} after "
+                          f"{result.n_iter} iterations with relative gap "
+                          f"{result.gap / max(2 * result.value, 1e-300):.3g} > tol={self.tol}",
+                          ConvergenceWarning, stacklevel=3)
+        result.info["cache"] = operator.cache_info()
+        return result.x, result
+
+    def _initial_alpha(self, operator: SVMDualOperator, y_pm: np.ndarray, seed) -> Tensor:
+        """Solve the problem restricted to a small random subset (seeds 000/001/002)."""
+        m = operator.shape[0]
+        rng = np.random.default_rng(seed)
+        p = min(self.n_init, m)
+        # Draw from both classes so that the restricted problem has a meaningful margin.
+        pos, neg = np.flatnonzero(y_pm > 0), np.flatnonzero(y_pm < 0)
+        n_pos = min(len(pos), max(1, round(p * len(pos) / m)))
+        subset = np.concatenate([rng.choice(pos, n_pos, replace=False),
+                                 rng.choice(neg, min(len(neg), p - n_pos), replace=False)])
+        idx = torch.from_numpy(np.sort(subset)).to(operator.device)
+        block = operator.block(idx, idx).double()
+        small = PairwiseFrankWolfe(Simplex(), ExactLineSearch(), tol=1e-12, max_iter=10_000)
+        w = small.minimize(Quadratic(block)).x
+        alpha = torch.zeros(m, dtype=torch.float64, device=operator.device)
+        alpha[idx] = w
+        return alpha
+
+    def _set_model(self, X: Tensor, problems, alphas, results) -> None:
+        support = torch.zeros(X.shape[0], dtype=torch.bool, device=X.device)
+        for alpha in alphas:
+            support |= alpha > 0
+        support_idx = torch.nonzero(support).squeeze(1)
+        coefs, intercepts = [], []
+        for y_pm, alpha, result in zip(problems, alphas, results, strict=True):
+            rho = 2.0 * result.value  # rho = alpha' K~ alpha = 2 f
+            signed = alpha * torch.from_numpy(y_pm).to(alpha)
+            coefs.append(signed.index_select(0, support_idx) / rho)
+            intercepts.append(signed.sum() / rho)
+        self.support_ = support_idx.cpu().numpy()
+        self.support_vectors_ = take_rows(X, support_idx)
+        self.dual_coef_ = torch.stack(coefs)
+        self.intercept_ = torch.stack(intercepts)
+        self.n_support_ = np.array([int((alpha > 0).sum()) for alpha in alphas])
+        self.result_ = results[0] if len(results) == 1 else results
+        self.n_iter_ = results[0].n_iter if len(results) == 1 else \
+            np.array([r.n_iter for r in results])
+        del self._X_train
+
+    # -- prediction ----------------------------------------------------------------------------
+
+    def decision_function(self, X) -> np.ndarray:
+        """Signed distance to the boundary on the margin-1 scale; ``(n,)`` or ``(n, k)``."""
+        check_is_fitted(self, "dual_coef_")
+        X = self._check_predict_input(X)
+        sv = self.support_vectors_
+        out = []
+        chunk = max(1, int(2**27 // (8 * max(1, sv.shape[0]))))  # ~128 MB kernel blocks
+        coef = self.dual_coef_.to(torch.float64)
+        for start in range(0, X.shape[0], chunk):
+            rows = torch.arange(start, min(X.shape[0], start + chunk), device=X.device)
+            block = take_rows(X, rows)
+            K = self._kernel.pairwise(block, sv).to(torch.float64)
+            out.append((K + 1.0) @ coef.T)
+        scores = torch.cat(out).cpu().numpy()
+        return scores[:, 0] if scores.shape[1] == 1 else scores
+
+    def _check_predict_input(self, X) -> Tensor:
+        device = self.support_vectors_.device
+        X = as_matrix(X, device=device, dtype=self.support_vectors_.dtype
+                      if self.support_vectors_.layout == torch.strided
+                      else self.support_vectors_.values().dtype)
+        if X.shape[1] != self.n_features_in_:
+            raise ValueError(f"X has {X.shape[1]} features but this SVC was fitted with "
+                             f"{self.n_features_in_}")
+        return X
+
+    def predict(self, X) -> np.ndarray:
+        """Predicted class labels."""
+        scores = self.decision_function(X)
+        if scores.ndim == 1:
+            return self.classes_[(scores > 0).astype(int)]
+        return self.classes_[np.argmax(scores, axis=1)]
+
+    def score(self, X, y) -> float:
+        """Mean accuracy on ``(X, y)``."""
+        y = as_labels(y, self._n_samples(X))
+        return float(np.mean(self.predict(X) == y))
+
+    @staticmethod
+    def _n_samples(X) -> int:
+        return int(X.shape[0])
+
+    @property
+    def gamma_(self) -> float:
+        """The kernel coefficient actually used (``gamma="scale"`` resolved)."""
+        check_is_fitted(self, "_gamma")
+        return self._gamma
+
+
+def _relative_gap(result) -> float:
+    return result.gap / max(2.0 * result.value, math.ulp(1.0))
