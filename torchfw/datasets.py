@@ -1210,8 +1210,9 @@ def make_large_classification(n_samples=200_000, n_features=20, random_state=Non
     problem keeps many support vectors, which is what a scaling benchmark should stress. A
     fraction ``flip_y`` of labels is then flipped at random.
 
-    Generation is vectorized in float32 (about 0.1 s per million examples of 20 features on
-    one core) and the data are the same for a given seed whatever the ``dtype`` or device.
+    Generation is vectorized in float32 (about half a second per million examples of 20
+    features on one CPU core; 4 million take 2.5 s) and the data are the same for a given seed
+    whatever the ``dtype`` or device.
 
     Parameters
     ----------
