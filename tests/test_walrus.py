@@ -177,6 +177,23 @@ def test_fallback_bisection_matches():
         assert total == pytest.approx(out.sum(), abs=1e-12)
 
 
+@settings(max_examples=500, deadline=None)
+@given(tie_heavy(), st.sampled_from([0.0, 0.3, 1.0, 1.5, 4.0, 1e3]), st.booleans())
+def test_walrus_hint_is_only_a_speedup(case, hint, exact_hint):
+    """BCD passes the block's previous sum as a guess of gamma* = 1'b* to prune the sort; any
+    guess (exact, off, huge) must leave the answer unchanged."""
+    v, C = case
+    ref = bisection_reference(v, C)
+    if exact_hint:
+        hint = float(ref.sum())
+    m = v.shape[0]
+    ws = K.Workspace(m + 1)
+    out = np.zeros(m)
+    total = K.walrus_single(v, m, C, out, ws.heap, ws.hidx, ws.sv, ws.si, ws.prefix, hint)
+    assert np.abs(out - ref).max() <= TOL * _scale(v, C)
+    assert total == pytest.approx(out.sum(), abs=1e-12 * _scale(v, C) * m)
+
+
 def test_python_kernels_equal_compiled():
     """The interpreter fallback (no numba) computes the same thing as the compiled kernel."""
     rng = np.random.default_rng(5)

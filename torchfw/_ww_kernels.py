@@ -127,15 +127,15 @@ def _sift_down_py(vals, idx, root, size):
 _sift_down = _jit(_sift_down_py)
 
 
-def _walrus_py(v, m, C, out, heap, hidx, sv, si, prefix):
+def _walrus_py(v, m, C, out, heap, hidx, sv, si, prefix, hint=0.0):
     """Walrus on ``v[:m]``: write the minimizer to ``out[:m]`` and return ``1^T b``.
 
-    Only positive entries of ``v`` can be positive at the optimum (Lemma A.9.3), so only they
-    enter. The sweep walks the breakpoints ``{v_j} U {v_j - C}`` downwards by merging two sorted
-    lists (the exit list is the entry list shifted by ``-C``, so one sorted order serves both),
-    keeps ``(n_up, n_mid)``, and tests the KKT conditions (39) at the closed form
-    ``gamma = (C n_up + S) / (n_mid + 1)`` after every event; the first state that passes is the
-    minimizer.
+    Only entries above ``min(v_max / 2, C)`` (a lower bound on ``gamma*``; positivity is the
+    paper's Lemma A.9.3) can be positive at the optimum, so only they enter. The sweep walks the
+    breakpoints ``{v_j} U {v_j - C}`` downwards by merging two sorted lists (the exit list is the
+    entry list shifted by ``-C``, so one sorted order serves both), keeps ``(n_up, n_mid)``, and
+    tests the KKT conditions (39) at the closed form ``gamma = (C n_up + S) / (n_mid + 1)`` after
+    every event; the first state that passes is the minimizer.
 
     The sorted order is produced lazily by a max-heap, as in the authors' C++ code: the sweep
     usually stops after a few events (few coordinates are nonzero at the optimum), so popping
@@ -144,18 +144,39 @@ def _walrus_py(v, m, C, out, heap, hidx, sv, si, prefix):
     (spec pitfall 8.1 a); the test has a relative tolerance (8.1 b); a bisection on
     ``h(gamma)`` is the fallback (8.1 c).
     """
-    p = 0
     vmax = 0.0
     for j in range(m):
         out[j] = 0.0
-        if v[j] > 0.0:
+        if v[j] > vmax:
+            vmax = v[j]
+    if vmax <= 0.0:
+        return 0.0
+    # Any lower bound `low` on gamma* = 1'b* zeroes every v_j <= low, which then never needs
+    # sorting. gamma* >= b*_max = clip(v_max - gamma*, 0, C) gives low = min(v_max / 2, C).
+    # A guess g (BCD passes the block's previous sum) gives another: F(g) = 1'clip(v - g, 0, C)
+    # is decreasing with F(gamma*) = gamma*, so g <= gamma* when F(g) >= g, and otherwise
+    # F(g) <= gamma*. Late in BCD the guess is nearly exact and only the ~nonzeros of b* remain.
+    low = 0.5 * vmax
+    if low > C:
+        low = C
+    if hint > 0.0:
+        f = 0.0
+        for j in range(m):
+            t = v[j] - hint
+            if t >= C:
+                f += C
+            elif t > 0.0:
+                f += t
+        g = hint if f >= hint else f
+        g -= KKT_RTOL * (vmax if vmax > C else C)  # F above is rounded: keep the bound safe
+        if g > low:
+            low = g
+    p = 0
+    for j in range(m):
+        if v[j] > low:
             heap[p] = v[j]
             hidx[p] = j
             p += 1
-            if v[j] > vmax:
-                vmax = v[j]
-    if p == 0:
-        return 0.0
     for r in range(p // 2 - 1, -1, -1):
         _sift_down(heap, hidx, r, p)
     size = p  # heap size; sv[:e] holds the popped (largest) values in decreasing order
@@ -412,7 +433,7 @@ def _ww_epoch_py(indptr, indices, data, sqnorm, y, order, W, beta, bsum, C, meth
         if not any_pos and bsum_i == 0.0:
             continue  # b = 0 is optimal and already in place: the common well-classified case
         if method == 0:
-            new_sum = walrus_single(v, m, C, bnew, heap, hidx, sv, si, prefix)
+            new_sum = walrus_single(v, m, C, bnew, heap, hidx, sv, si, prefix, bsum_i)
         else:
             for s in range(m):
                 bnew[s] = beta[i, s]
