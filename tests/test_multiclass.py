@@ -114,6 +114,19 @@ def test_auto_gap_checks_same_iterates():
     assert (np.diff(fixed.gap_epochs_) == 3).all()
 
 
+def test_sweep_gap_estimate():
+    """The compiled sweep keeps ||W||^2 exactly and predicts the gap (a predictor only)."""
+    X, y = blobs(n=200, seed=14, sep=1.0)
+    prob = WWDualProblem(_as_csr(X), y, 4, 1.0)
+    rng = np.random.default_rng(0)
+    for _ in range(5):
+        prob.sweep(rng.permutation(prob.n_blocks), "exact", 1)
+        assert prob.est[1] == pytest.approx((prob.W ** 2).sum(), rel=1e-10)
+    est = prob.gap_estimate()
+    _, gap = prob.value_and_gap()
+    assert np.isfinite(est) and est > 0 and 0.2 < gap / est < 5
+
+
 def test_fw_block_steps_converge():
     X, y = blobs(n=200, seed=4)
     # one FW step per visit makes a noisy gap: check it every epoch, as the paper's rule reads
