@@ -323,8 +323,8 @@ class WestonWatkinsSVC(BaseEstimator):
         only when a free estimate computed during the sweep (the hinge losses at the scores
         each example had when visited, calibrated against the last exact gap) predicts the
         target is met (see :class:`~torchfw.optimizers.bcd.BlockCoordinateDescent`): the
-        iterates are the same, the run may stop an epoch or two later with a smaller gap, at a
-        fraction of the checking cost.
+        iterates are the same, the run may stop some epochs later (usually at the same epoch)
+        with a smaller gap, at a fraction of the checking cost.
 
     Attributes
     ----------

@@ -159,7 +159,7 @@ class BlockCoordinateDescent:
         when it is predicted to meet the target. If the problem offers a free estimate
         (:meth:`BlockProblem.gap_estimate`), the estimate is calibrated by the ratio
         exact/estimate at the last check and a check is made when the calibrated estimate
-        reaches ``1.05 * target`` (and at least every 100 epochs). Otherwise the gap is
+        reaches ``1.5 * target`` (and at least every 100 epochs). Otherwise the gap is
         evaluated after epochs 1, 2 and 3, then at the crossing predicted by the linear rate
         of the log-gap from epoch 3 to the latest check (at most 100 epochs ahead). The run
         stops at the first *checked* epoch that meets the rule, possibly some epochs after the
@@ -170,6 +170,9 @@ class BlockCoordinateDescent:
     With ``tol = rtol = 0`` the run stops only on ``max_iter``, a time limit, the callback, or a
     gap of exactly 0.
     """
+
+    #: check when the calibrated estimate is within this factor of the target
+    _estimate_margin = 1.5
 
     def __init__(self, block_solver: str = "exact", *, fw_steps: int = 1, tol: float = 0.0,
                  rtol: float = 1e-3, max_iter: int = 1000, shuffle: bool = True,
@@ -295,7 +298,8 @@ class BlockCoordinateDescent:
                 if est is not None and calib is not None:
                     # the problem predicts its gap for free: check when the calibrated
                     # prediction reaches the target (and at least every 100 epochs)
-                    due = (est * calib <= 1.05 * target or epoch - checks[-1][0] >= 100)
+                    due = (est * calib <= self._estimate_margin * target
+                           or epoch - checks[-1][0] >= 100)
                 else:
                     due = epoch >= next_check
                 if not due and epoch < self.max_iter and not out_of_time:
