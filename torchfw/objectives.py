@@ -40,7 +40,7 @@ class Objective:
         with torch.enable_grad():
             xr = x.detach().requires_grad_(True)
             f = self.value(xr)
-            _check_scalar(f)
+            _check_scalar(f, x)
             (g,) = torch.autograd.grad(f, xr)
         return f.detach(), g
 
@@ -48,13 +48,22 @@ class Objective:
         return self.value(x)
 
 
-def _check_scalar(f) -> None:
+def _check_scalar(f, x: Tensor | None = None) -> None:
     if not isinstance(f, Tensor):
         raise TypeError(f"the objective must return a scalar tensor, got {type(f).__name__}")
     if f.numel() != 1:
         raise ValueError(
             f"the objective must return a scalar, got a tensor of shape {tuple(f.shape)}"
         )
+    if x is None:
+        return
+    if f.device != x.device:
+        raise ValueError(f"the objective returned a value on device {f.device} for x on "
+                         f"{x.device}; keep the objective's tensors on x's device")
+    if f.is_floating_point() and x.is_floating_point() and \
+            torch.finfo(f.dtype).bits < torch.finfo(x.dtype).bits:
+        raise ValueError(f"the objective returned {f.dtype} for x of dtype {x.dtype}: its "
+                         f"values would be rounded to {f.dtype}; compute it in {x.dtype}")
 
 
 class FunctionObjective(Objective):
@@ -83,7 +92,7 @@ class FunctionObjective(Objective):
             return super().value_and_grad(x)
         with torch.no_grad():
             f = self.fun(x)
-            _check_scalar(f)
+            _check_scalar(f, x)
             g = self.grad(x)
         if g.shape != x.shape:
             raise ValueError(f"grad returned shape {tuple(g.shape)}, expected {tuple(x.shape)}")

@@ -684,6 +684,10 @@ class GenericEngine(_Engine):
             if self.keep_previous and co.d != 0.0:
                 w = w + co.d * self.w_prev
             w = torch.where(w <= ZERO_TOL, torch.zeros_like(w), w)
+            # Keep the weights on the unit simplex: an extrapolation (1 + mu) w~ - mu w_prev
+            # multiplies the rounding error of sum(w) by 1 + 2|mu|, and PARTAN's mu grows near
+            # the optimum: unchecked, the error compounded into infeasible iterates (1e-5).
+            w = w / w.sum()
             return w, self.lmo.to_point(w)
         x = co.a * self.x + co.b * co.i
         if self.keep_previous and co.d != 0.0:
