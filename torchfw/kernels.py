@@ -317,6 +317,10 @@ class SVMDualOperator(ColumnOperator):
         on_diag = row_ids.unsqueeze(1) == index.unsqueeze(0)
         return out + on_diag * self.inv_C.index_select(0, index).unsqueeze(0)
 
+    def entry(self, i: Tensor, j: Tensor) -> Tensor:
+        r""":math:`\tilde K_{ij}` for index tensors of shape (1,), in O(d) (no column)."""
+        return self._columns_torch(j.reshape(1), i.reshape(1)).reshape(1)
+
     def block(self, rows: Tensor, cols: Tensor) -> Tensor:
         r""":math:`\tilde K_{\text{rows}, \text{cols}}` as a dense ``(len(rows), len(cols))``."""
         return self._columns_torch(cols.reshape(-1), rows.reshape(-1))

@@ -138,6 +138,10 @@ class ColumnOperator:
         index = torch.as_tensor(i, device=self.device).reshape(1)
         return self.columns(index)[:, 0]
 
+    def entry(self, i, j) -> Tensor:
+        """``Q[i, j]`` for index tensors of shape (1,) (default: from column ``j``)."""
+        return self.columns(j.reshape(1)).index_select(0, i.reshape(1)).reshape(1)
+
     def matvec(self, v: Tensor, block: int = 256) -> Tensor:
         """``Q v``, computed from the columns at the nonzeros of ``v`` in blocks."""
         nz = torch.nonzero(v).squeeze(1)

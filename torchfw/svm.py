@@ -302,7 +302,8 @@ class SVC(BaseEstimator):
                                  rng.choice(neg, min(len(neg), p - n_pos), replace=False)])
         idx = torch.from_numpy(np.sort(subset)).to(operator.device)
         block = operator.block(idx, idx).double()
-        small = PairwiseFrankWolfe(Simplex(), ExactLineSearch(), tol=1e-12, max_iter=10_000)
+        small = PairwiseFrankWolfe(Simplex(), ExactLineSearch(), tol=1e-12, max_iter=10_000,
+                                   execution="host")
         w = small.minimize(Quadratic(block)).x
         alpha = torch.zeros(m, dtype=torch.float64, device=operator.device)
         alpha[idx] = w

@@ -88,8 +88,8 @@ def ops_abs(x):
 
 
 def _at(vec: Tensor, i):
-    """``vec[i]`` for an index tensor without a host read (plain indexing may synchronize)."""
-    return vec.index_select(0, i.reshape(1)).squeeze(0)
+    """``vec[i]`` (shape (1,)) for an index tensor without a host read (indexing may sync)."""
+    return vec.index_select(0, i.reshape(1))
 
 
 class _Engine:
@@ -101,7 +101,7 @@ class _Engine:
     certifies_gap: bool = True
 
     def _init_counters(self, device) -> None:
-        self.k = 0 if not self.ops.on_device else torch.zeros((), dtype=torch.int64,
+        self.k = 0 if not self.ops.on_device else torch.zeros(1, dtype=torch.int64,
                                                                device=device)
         self._counts: dict[str, Any] = {}
         self._device = device
@@ -111,7 +111,7 @@ class _Engine:
         if self.ops.on_device:
             inc = torch.as_tensor(cond, device=self._device).to(torch.int64)
             if name not in self._counts:
-                self._counts[name] = torch.zeros((), dtype=torch.int64, device=self._device)
+                self._counts[name] = torch.zeros(1, dtype=torch.int64, device=self._device)
             self._counts[name].add_(inc)
         elif cond:
             self._counts[name] = self._counts.get(name, 0) + 1
@@ -138,9 +138,31 @@ class _Engine:
             if self.ops.on_device and isinstance(current, Tensor):
                 current.copy_(value)
             elif self.ops.on_device and isinstance(value, Tensor):
-                setattr(self, name, value.clone())
+                # Shape (1,), not 0-d: torch.compile treats 0-d CPU tensors as Python numbers
+                # and silently drops in-place writes to them.
+                setattr(self, name, value.reshape(1).clone())
             else:
                 setattr(self, name, value)
+
+    #: Tensor attributes that make up the device-side state (see :meth:`device_state`).
+    _STATE = ()
+
+    def device_state(self) -> list[Tensor]:
+        """The device state as a flat list of tensors (attributes, then step counters)."""
+        names = [n for n in self._STATE if isinstance(getattr(self, n, None), Tensor)]
+        self._state_names = names + [f"count:{k}" for k in sorted(self._counts)]
+        return [self._state_get(n) for n in self._state_names]
+
+    def _state_get(self, name: str) -> Tensor:
+        return self._counts[name[6:]] if name.startswith("count:") else getattr(self, name)
+
+    def bind_state(self, tensors) -> None:
+        """Make the engine use ``tensors`` (same order as :meth:`device_state`) as its state."""
+        for name, tensor in zip(self._state_names, tensors, strict=True):
+            if name.startswith("count:"):
+                self._counts[name[6:]] = tensor
+            else:
+                setattr(self, name, tensor)
 
     def choose(self, cond, if_true: Callable[[], Coefficients],
                if_false: Callable[[], Coefficients]) -> Coefficients:
@@ -181,6 +203,9 @@ class QuadraticEngine(_Engine):
     refresh_every : int or None
         Recompute ``s`` from scratch every that many iterations (float drift).
     """
+
+    _STATE = ("w", "s", "w_prev", "s_prev", "k", "i_min", "s_min", "j_max", "s_max", "p", "t",
+              "i_fw", "s_fw", "W", "p_prev", "t_prev")
 
     def __init__(self, objective: Quadratic, lmo: AtomicLMO, w0: Tensor, *, ops: Scalars,
                  keep_previous: bool = False, pair_columns: bool = False,
@@ -376,8 +401,11 @@ class QuadraticEngine(_Engine):
         else:
             j = partner
             sj = self._s(j)
-        h_i = self.vertex_gradient(i)
-        q_ij = self._entry(h_i, j) - self._ct(j)
+        if self.ops.on_device and self._identity_atoms:
+            # One entry in O(d); the update computes both columns in one pass over X.
+            q_ij = self.Q.entry(i, j).to(self.dtype)
+        else:
+            q_ij = self._entry(self.vertex_gradient(i), j) - self._ct(j)
         curvature = self._diag(i) + self._diag(j) - 2.0 * q_ij
         gamma_max = self._w(j)
         line = self._line(si - sj, curvature, gamma_max)
@@ -461,10 +489,12 @@ class QuadraticEngine(_Engine):
             u_i = self._s(co.i) - self._ct(co.i)
             u_j = self._s(j) - self._ct(j)
             W_new = co.a * q + co.b * u_i + co.c * u_j + co.d * self.W
-            p_old, t_old = self.p, self.t
-            if self.ops.on_device:  # p, t are overwritten in place below
-                p_old, t_old = p_old.clone(), t_old.clone()
-        h0 = self.vertex_gradient(co.i)
+            # Store the previous scalars before p, t are overwritten below (in this order: see
+            # torch_update on clones of values that are later written in place).
+            self._set(W=W_new, p_prev=self.p, t_prev=self.t)
+        pair_pass = (ops.on_device and self.pair_columns and self._identity_atoms
+                     and co.j is not None)
+        h0 = None if pair_pass else self.vertex_gradient(co.i)
         if self.use_numba:
             use_h1 = co.j is not None and co.c != 0.0
             h1 = self.vertex_gradient(j) if use_h1 else h0
@@ -475,15 +505,20 @@ class QuadraticEngine(_Engine):
             self._store_selection(sel, host=True)
         else:
             h1 = None
-            if co.j is not None and (ops.on_device and self.pair_columns or
-                                     not ops.on_device and co.c != 0.0):
+            if co.j is not None and ops.on_device and self.pair_columns and \
+                    self._identity_atoms:
+                pair = self.Q.columns(torch.cat([co.i.reshape(1), j.reshape(1)]))
+                h0, h1 = pair[:, 0], pair[:, 1]  # both columns from one pass over X
+            elif co.j is not None and (ops.on_device and self.pair_columns or
+                                       not ops.on_device and co.c != 0.0):
                 h1 = self.vertex_gradient(j)
-            K.torch_update(self.w, self.s, co.a, co.b, co.i, h0, co.c, j, h1, co.d,
-                           self.w_prev, self.s_prev, self.keep_previous, ZERO_TOL)
+            if K.torch_update(self.w, self.s, co.a, co.b, co.i, h0, co.c, j, h1, co.d,
+                              self.w_prev, self.s_prev, self.keep_previous, ZERO_TOL):
+                # The new iterate was written over the previous one: swap the references.
+                self.w, self.w_prev = self.w_prev, self.w
+                self.s, self.s_prev = self.s_prev, self.s
             self._store_selection(K.torch_select(self.w, self.s, self.ct),
                                   host=not ops.on_device)
-        if self.keep_previous:
-            self._set(W=W_new, p_prev=p_old, t_prev=t_old)
         if not ops.on_device:
             self._columns.clear()
         if not tick:

@@ -201,24 +201,33 @@ def _axpy(y: torch.Tensor, coef, x: torch.Tensor) -> None:
 
 
 def torch_update(w, s, a, b, i0, h0, c, i1, h1, d, w_prev, s_prev, shift, zero_tol):
-    """Tensor version of :func:`update` (no host reads)."""
+    """Tensor version of :func:`update` (no host reads).
+
+    With ``shift`` the new iterate is written into the *previous* iterate's buffers (which are
+    no longer needed) and the function returns True: the caller swaps the buffer references.
+    This avoids copying the iterate, and it avoids an in-place-write-after-clone pattern that
+    torch.compile's inductor mis-orders.
+    """
     if shift:
-        old_w, old_s = w.clone(), s.clone()
-    w.mul_(a)
-    s.mul_(a)
-    _axpy(s, b, h0)
-    if h1 is not None:
-        _axpy(s, c, h1)
-    if w_prev is not None:
-        _axpy(w, d, w_prev)
-        _axpy(s, d, s_prev)
+        w_prev.mul_(d)
+        w_prev.add_(w * a)
+        s_prev.mul_(d)
+        s_prev.add_(s * a)
+        _axpy(s_prev, b, h0)
+        if h1 is not None:
+            _axpy(s_prev, c, h1)
+        w, s = w_prev, s_prev
+    else:
+        w.mul_(a)
+        s.mul_(a)
+        _axpy(s, b, h0)
+        if h1 is not None:
+            _axpy(s, c, h1)
     _scatter_add(w, i0, b)
     if h1 is not None:
         _scatter_add(w, i1, c)
     w.masked_fill_(w <= zero_tol, 0.0)
-    if shift:
-        w_prev.copy_(old_w)
-        s_prev.copy_(old_s)
+    return shift
 
 
 def torch_select(w, s, ct):
@@ -228,16 +237,16 @@ def torch_select(w, s, ct):
     jmax = torch.argmax(s_act_max)
     p = torch.dot(w, s)
     t = torch.dot(w, ct) if ct is not None else torch.zeros((), dtype=s.dtype, device=s.device)
-    return (imin, s.gather(0, imin.reshape(1)).squeeze(0), jmax,
-            s_act_max.gather(0, jmax.reshape(1)).squeeze(0), p, t)
+    return (imin.reshape(1), s.gather(0, imin.reshape(1)), jmax.reshape(1),
+            s_act_max.gather(0, jmax.reshape(1)), p.reshape(1), t.reshape(1))
 
 
 def torch_active_argmin(w, s):
     """Tensor version of :func:`active_argmin`."""
     active = w > 0
     masked = torch.where(active, s, torch.full_like(s, math.inf))
-    best = torch.argmin(masked)
-    return best, masked.gather(0, best.reshape(1)).squeeze(0), active.sum()
+    best = torch.argmin(masked).reshape(1)
+    return best, masked.gather(0, best), active.sum()
 
 
 def torch_extrapolation_bounds(w, w_prev, lam, i):

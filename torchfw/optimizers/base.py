@@ -38,7 +38,7 @@ from .sampling import make_sampler
 
 __all__ = ["ConstrainedOptimizer"]
 
-_EXECUTIONS = ("auto", "host", "device", "graph")
+_EXECUTIONS = ("auto", "host", "device", "compile", "graph")
 
 
 class ConstrainedOptimizer:
@@ -77,11 +77,13 @@ class ConstrainedOptimizer:
         atoms (see :mod:`torchfw.optimizers._streaming`). Needs a Quadratic over a Simplex whose
         operator has ``column_rows`` (e.g. the SVM kernel operator); the gap it reports is that of
         the working-set problem. With FrankWolfe this is SFW, with AwayStepFrankWolfe MSFW.
-    execution : {"auto", "host", "device", "graph"}, default "auto"
+    execution : {"auto", "host", "device", "compile", "graph"}, default "auto"
         How the incremental quadratic engine runs: ``"host"`` reads scalars to the host and uses
-        fused CPU kernels; ``"device"`` keeps every scalar on the device (no synchronization inside
-        a block); ``"graph"`` additionally captures blocks as CUDA graphs. ``"auto"`` picks
-        ``"graph"`` for CUDA tensors and ``"host"`` otherwise.
+        compiled CPU kernels; ``"device"`` keeps every scalar on the device (no synchronization
+        inside a block); ``"compile"`` also fuses each iteration with ``torch.compile``;
+        ``"graph"`` additionally captures blocks of compiled iterations as CUDA graphs (CUDA
+        only). ``"auto"`` picks ``"graph"`` for CUDA tensors and ``"host"`` otherwise. The first
+        compiled run of a problem shape pays the compilation (cached on disk afterwards).
     refresh_every : int, optional
         Recompute the incremental gradient exactly every that many iterations (host execution).
     """
@@ -202,7 +204,7 @@ class ConstrainedOptimizer:
             if not (isinstance(objective, Quadratic) and closed_form):
                 raise ValueError("stream=True needs a torchfw.Quadratic objective and "
                                  "ExactLineSearch or OpenLoop")
-            if self.execution in ("device", "graph"):
+            if self.execution in ("device", "compile", "graph"):
                 raise ValueError("stream=True runs with host scalars (execution='host')")
             rng = np.random.default_rng(self.random_state)
             support = torch.nonzero(x0).squeeze(1)
@@ -218,6 +220,8 @@ class ConstrainedOptimizer:
                 execution = "graph" if x0.is_cuda else "host"
             if execution == "graph" and not x0.is_cuda:
                 raise ValueError("execution='graph' needs CUDA tensors")
+            if execution == "graph" and (self.stream or self.sample_size is not None):
+                execution = "device"  # random candidates are not graph-captured (yet)
             ops = HOST if execution == "host" else DEVICE
             w0 = self.lmo.to_weights(x0)
             engine = QuadraticEngine(objective, self.lmo, w0, ops=ops,
@@ -228,7 +232,7 @@ class ConstrainedOptimizer:
         if self.needs_quadratic:
             raise ValueError(f"{type(self).__name__} needs a torchfw.Quadratic objective with "
                              f"ExactLineSearch or OpenLoop")
-        if self.execution in ("device", "graph"):
+        if self.execution in ("device", "compile", "graph"):
             raise ValueError(f"execution={self.execution!r} needs the incremental engine: a "
                              f"torchfw.Quadratic over Simplex/L1Ball with ExactLineSearch or "
                              f"OpenLoop")
@@ -311,8 +315,8 @@ class ConstrainedOptimizer:
                     break
                 snapshot = eng.snapshot()
                 n = min(check_every, self.max_iter - k)
-                if execution == "graph":
-                    graph = self._run_graph_block(eng, n, graph)
+                if execution in ("compile", "graph"):
+                    graph = self._run_compiled_block(eng, n, graph, execution == "graph")
                 else:
                     for _ in range(n):
                         self._step(eng)
@@ -335,27 +339,59 @@ class ConstrainedOptimizer:
         except StopIteration:
             return True
 
-    def _run_graph_block(self, eng, n: int, graph):
-        """Run ``n`` iterations; full blocks replay one captured CUDA graph."""
-        if graph is not None and graph[0] == n:
-            graph[1].replay()
-            return graph
-        if graph is None and n == (self.check_every or 50):
-            # Warm up (real iterations) on a side stream, then capture one block.
-            stream = torch.cuda.Stream()
-            stream.wait_stream(torch.cuda.current_stream())
-            with torch.cuda.stream(stream):
-                for _ in range(n):
-                    self._step(eng)
-            torch.cuda.current_stream().wait_stream(stream)
-            g = torch.cuda.CUDAGraph()
-            with torch.cuda.graph(g):
-                for _ in range(n):
-                    self._step(eng)
-            return (n, g)
+    def _run_compiled_block(self, eng, n: int, state, use_graph: bool):
+        """Run exactly ``n`` compiled iterations; with ``use_graph`` full blocks replay a graph.
+
+        ``state`` carries the compiled step and the captured graph between blocks. The first
+        block runs its iterations one compiled call at a time (compiling and warming up), then
+        captures a full block for the following ones: a capture records without executing.
+        """
+        block = self.check_every or 50
+        if state is None:
+            self._step(eng)  # eager first iteration: creates every piece of state
+            state = {"step": CompiledStep(self, eng), "graph": None}
+            n -= 1
+        step = state["step"]
+        graph = state["graph"]
+        if graph is not None and n == block:
+            graph.replay()
+            return state
         for _ in range(n):
-            self._step(eng)
-        return graph
+            step()
+        if use_graph and graph is None and block >= 2:
+            state["graph"] = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(state["graph"]):
+                for _ in range(block):
+                    step()
+        return state
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(lmo={self.lmo!r}, line_search={self.line_search!r})"
+
+
+class CompiledStep:
+    """One iteration of ``optimizer`` on device-scalar ``engine``, fused by ``torch.compile``.
+
+    The compiled function is *pure*: it clones the state, binds the clones to the engine, runs
+    the variant's step and returns the new state; the caller copies it back into the engine's
+    own buffers. (Compiling the in-place step directly hits inductor mis-ordering writes to
+    graph inputs: a value read before an input is overwritten can observe the new contents.)
+    Fixed buffers also let a CUDA graph capture blocks of compiled iterations.
+    """
+
+    def __init__(self, optimizer: ConstrainedOptimizer, engine):
+        self.optimizer = optimizer
+        self.engine = engine
+        self.buffers = engine.device_state()
+
+        def pure_step(*state):
+            engine.bind_state([t.clone() for t in state])
+            optimizer._step(engine)
+            return tuple(engine.device_state())
+
+        self._fn = torch.compile(pure_step, fullgraph=True, dynamic=False)
+
+    def __call__(self) -> None:
+        new = self._fn(*self.buffers)
+        torch._foreach_copy_(self.buffers, list(new))
+        self.engine.bind_state(self.buffers)

@@ -36,7 +36,7 @@ def make_sampler(size: int | None, random_state: int | None, device: torch.devic
             def sample_device(s: torch.Tensor) -> torch.Tensor:
                 idx = torch.randint(s.shape[0], (size,), generator=gen, device=s.device)
                 best = torch.argmin(s.index_select(0, idx)).reshape(1)
-                return idx.index_select(0, best).squeeze(0)
+                return idx.index_select(0, best)
 
             return sample_device
 

@@ -1,0 +1,276 @@
+"""Kernel SVMs: the lazy dual operator, the SVC estimator and its solvers.
+
+Checks against independent references: a dense kernel matrix built directly from the definition,
+an SLSQP solve of the dual on small problems, scikit-learn's conventions (clone, GridSearchCV),
+and CSR vs dense inputs. CUDA tests compare a GPU fit with the CPU fit of the same problem.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from conftest import data_path, requires_cuda
+
+import torchfw as tf
+from torchfw.kernels import SVMDualOperator, make_kernel
+from torchfw.svm import SOLVERS, SVC
+
+
+def _dense_dual(X, y, kernel, C):
+    """The L2-SVM dual matrix from its definition, densely (reference)."""
+    K = kernel.pairwise(X, X).double()
+    return (y[:, None] * y[None, :]).double() * (K + 1.0) + torch.eye(len(y)).double() / C
+
+
+def _problem(m=120, d=4, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    X = torch.randn(m, d, generator=g, dtype=torch.float64)
+    y = torch.sign(X[:, 0] * X[:, 1] + 0.2 * torch.randn(m, generator=g, dtype=torch.float64))
+    y[y == 0] = 1
+    return X, y
+
+
+@pytest.mark.parametrize("name", ["rbf", "linear", "poly", "sigmoid"])
+def test_operator_columns_match_dense_definition(name):
+    X, y = _problem(60)
+    kernel = make_kernel(name, gamma=0.3, degree=2, coef0=0.5)
+    C = 2.0
+    dense = _dense_dual(X, y, kernel, C)
+    op = SVMDualOperator(X, y, kernel, C, dtype=torch.float64)
+    for i in (0, 7, 59):
+        torch.testing.assert_close(op.column(i).double(), dense[:, i])
+    idx = torch.tensor([3, 11, 40])
+    torch.testing.assert_close(op.columns(idx).double(), dense[:, idx])
+    torch.testing.assert_close(op.diagonal().double(), torch.diagonal(dense))
+    rows = torch.tensor([5, 1, 30])
+    torch.testing.assert_close(op.block(rows, idx).double(), dense[rows][:, idx])
+    torch.testing.assert_close(op.entry(torch.tensor([4]), torch.tensor([9])).double(),
+                               dense[4, 9].reshape(1))
+    v = torch.rand(60, dtype=torch.float64)
+    v[v < 0.5] = 0
+    torch.testing.assert_close(op.matvec(v), dense @ v)
+
+
+def test_operator_float32_rbf_columns_are_accurate():
+    # float32 kernels use a vectorized exp: check it against the float64 definition.
+    X, y = _problem(500, 8)
+    kernel = make_kernel("rbf", gamma=0.2)
+    dense = _dense_dual(X, y, kernel, 1.0)
+    op = SVMDualOperator(X.float(), y.float(), kernel, 1.0, dtype=torch.float32)
+    for i in (0, 123, 499):
+        assert torch.allclose(op.column(i).double(), dense[:, i], rtol=1e-6, atol=1e-6)
+
+
+def test_operator_csr_equals_dense():
+    X, y = _problem(80, 6)
+    X[X.abs() < 0.8] = 0  # sparse-ish
+    kernel = make_kernel("rbf", gamma=0.5)
+    dense_op = SVMDualOperator(X, y, kernel, 1.0, dtype=torch.float64)
+    csr_op = SVMDualOperator(X.to_sparse_csr(), y, kernel, 1.0, dtype=torch.float64,
+                             memory_budget=1e-6)  # too small for dense storage: stays CSR
+    assert csr_op.xfm is None
+    for i in (0, 17, 79):
+        torch.testing.assert_close(csr_op.column(i), dense_op.column(i))
+
+
+def test_operator_cache_hits_and_budget():
+    X, y = _problem(100)
+    op = SVMDualOperator(X, y, make_kernel("rbf", gamma=1.0), 1.0, dtype=torch.float64,
+                         cache_size=3 * 100 * 8 / 2**20)  # three columns
+    a = op.column(1).clone()
+    op.column(2)
+    op.column(1)
+    assert op.hits == 1 and op.misses == 2
+    op.column(3)
+    op.column(4)  # evicts the least recently used (2)
+    torch.testing.assert_close(op.column(1), a)
+    with pytest.raises(ValueError, match="at least 2"):
+        SVMDualOperator(X, y, make_kernel("rbf", gamma=1.0), 1.0, cache_size=1e-6)
+
+
+def _slsqp_dual(Q):
+    from scipy.optimize import minimize
+
+    m = Q.shape[0]
+    Qn = Q.numpy()
+    res = minimize(lambda a: 0.5 * a @ Qn @ a, np.full(m, 1.0 / m), jac=lambda a: Qn @ a,
+                   bounds=[(0, None)] * m, method="SLSQP",
+                   constraints=[{"type": "eq", "fun": lambda a: a.sum() - 1,
+                                 "jac": lambda a: np.ones(m)}],
+                   options={"ftol": 1e-15, "maxiter": 2000})
+    return res.fun
+
+
+@pytest.mark.parametrize("cls,kwargs", [
+    (tf.FrankWolfe, {}), (tf.AwayStepFrankWolfe, {}), (tf.PairwiseFrankWolfe, {}),
+    (tf.SwapFrankWolfe, {}), (tf.SwapFrankWolfe, {"second_order": True}),
+    (tf.PartanFrankWolfe, {}), (tf.FullyCorrectiveFrankWolfe, {})])
+@pytest.mark.parametrize("execution", ["host", "device"])
+def test_dual_solution_matches_qp_solver(cls, kwargs, execution):
+    X, y = _problem(40, 3, seed=1)
+    kernel = make_kernel("rbf", gamma=0.5)
+    op = SVMDualOperator(X, y, kernel, 1.0, dtype=torch.float64)
+    reference = _slsqp_dual(_dense_dual(X, y, kernel, 1.0))
+    tol = 1e-5 if cls is tf.FrankWolfe else 1e-9
+    result = cls(tf.Simplex(), tf.ExactLineSearch(), tol=tol, max_iter=200_000,
+                 execution=execution, **kwargs).minimize(tf.Quadratic(op))
+    assert result.converged
+    assert result.value - reference <= result.gap + 1e-10
+    assert reference - result.value <= 1e-9  # the QP solution is not better by more than noise
+
+
+def test_svc_decision_function_matches_dense_reference():
+    X, y = _problem(150, 4)
+    clf = SVC(C=3.0, gamma=0.7, tol=1e-3, dtype=torch.float64, random_state=0).fit(X, y)
+    alpha = clf.result_.x
+    kernel = make_kernel("rbf", gamma=0.7)
+    rho = float(alpha @ _dense_dual(X, y, kernel, 3.0) @ alpha)
+    Xq, _ = _problem(30, 4, seed=5)
+    ref = ((kernel.pairwise(Xq, X) + 1.0) @ (alpha * y)) / rho
+    np.testing.assert_allclose(clf.decision_function(Xq), ref.numpy(), rtol=1e-9, atol=1e-9)
+    # On the margin-1 scale, support vectors sit near or inside the margin.
+    margins = y.numpy() * clf.decision_function(X)
+    assert margins[clf.support_].max() < 1.0 + 1e-6 + clf.result_.gap / rho
+
+
+def test_svc_accuracy_on_nonlinear_data_and_every_solver():
+    from torchfw.datasets import make_classification_blobs
+
+    X, y = make_classification_blobs(400, 2, pattern="rings", noise=0.1, random_state=0)
+    Xt, yt = make_classification_blobs(400, 2, pattern="rings", noise=0.1, random_state=1)
+    for solver in SOLVERS:
+        clf = SVC(solver=solver, gamma=1.0, C=10.0, random_state=0,
+                  max_iter=4000 if solver in ("sfw", "msfw") else None).fit(X, y)
+        assert clf.score(Xt, yt) > 0.9, solver
+    linear = SVC(kernel="linear", C=10.0).fit(X, y)
+    assert linear.score(Xt, yt) < 0.8  # the data needs a non-linear kernel
+
+
+def test_svc_csr_and_dense_inputs_give_the_same_model():
+    X, y = _problem(200, 10)
+    X[X.abs() < 1.0] = 0
+    # A tight tolerance pins the (unique) solution; CSR sums norms in another order, so the
+    # iterates may differ in the last bits.
+    kw = {"gamma": 0.2, "tol": 1e-9, "dtype": torch.float64, "random_state": 3,
+          "solver": "pairwise"}
+    dense = SVC(**kw).fit(X, y)
+    sparse = SVC(**kw).fit(X.to_sparse_csr(), y)
+    torch.testing.assert_close(dense.dual_coef_, sparse.dual_coef_, rtol=1e-5, atol=1e-7)
+    scipy_sparse = pytest.importorskip("scipy.sparse")
+    sp = SVC(**kw).fit(scipy_sparse.csr_matrix(X.numpy()), y.numpy())
+    torch.testing.assert_close(dense.dual_coef_, sp.dual_coef_, rtol=1e-5, atol=1e-7)
+    np.testing.assert_allclose(dense.decision_function(X), sparse.decision_function(X),
+                               rtol=1e-6, atol=1e-6)
+
+
+def test_svc_labels_classes_and_gamma_scale():
+    X, y = _problem(100)
+    labels = np.where(y.numpy() > 0, "spam", "ham")
+    clf = SVC(random_state=0).fit(X.numpy(), labels)
+    assert list(clf.classes_) == ["ham", "spam"]
+    assert set(clf.predict(X.numpy())) <= {"ham", "spam"}
+    assert clf.gamma_ == pytest.approx(1.0 / (X.shape[1] * X.var(unbiased=False).item()))
+
+
+def test_svc_class_weight_scales_C():
+    X, y = _problem(200)
+    weighted = SVC(class_weight={1.0: 10.0}, random_state=0, tol=1e-3).fit(X, y)
+    plain = SVC(random_state=0, tol=1e-3).fit(X, y)
+    # Larger C for the positive class: fewer positives misclassified on the training set.
+    pos = y.numpy() > 0
+    assert (weighted.predict(X)[pos] == 1).mean() >= (plain.predict(X)[pos] == 1).mean()
+    balanced = SVC(class_weight="balanced", random_state=0).fit(X, y)
+    assert balanced.score(X, y) > 0.7
+
+
+def test_sklearn_clone_and_grid_search():
+    sklearn = pytest.importorskip("sklearn")
+    from sklearn.base import clone
+    from sklearn.model_selection import GridSearchCV, cross_val_score
+
+    X, y = _problem(120)
+    est = SVC(C=2.0, gamma=0.5, solver="partan")
+    cloned = clone(est)
+    assert cloned.get_params() == est.get_params() and cloned is not est
+    grid = GridSearchCV(SVC(random_state=0), {"C": [0.5, 5.0], "gamma": [0.1, 1.0]}, cv=3)
+    grid.fit(X.numpy(), y.numpy())
+    assert grid.best_score_ > 0.6
+    assert cross_val_score(SVC(), X.numpy(), y.numpy(), cv=3).mean() > 0.6
+    assert sklearn.base.is_classifier(est)
+
+
+def test_svc_multiclass_one_vs_rest_on_shared_data():
+    from torchfw.datasets import load_svmlight
+
+    X, y = load_svmlight(data_path("wine.scale.xz"))
+    perm = np.random.default_rng(0).permutation(X.shape[0])
+    Xd = X.to_dense()
+    train, test = perm[:120], perm[120:]
+    clf = SVC(C=10.0, random_state=0).fit(Xd[train], y[train])
+    assert len(clf.classes_) == 3
+    assert clf.decision_function(Xd[test]).shape == (len(test), 3)
+    assert clf.score(Xd[test], y[test]) > 0.9
+
+
+@pytest.mark.parametrize("bad,match", [
+    ({"C": 0}, "C must be"), ({"C": -1.0}, "C must be"), ({"gamma": 0.0}, "gamma must be"),
+    ({"kernel": "cosine"}, "unknown kernel"), ({"solver": "smo"}, "unknown solver"),
+    ({"tol": 0}, "tol must be"), ({"cache_size": 1e-9}, "at least 2")])
+def test_svc_bad_parameters(bad, match):
+    X, y = _problem(50)
+    with pytest.raises((ValueError, TypeError), match=match):
+        SVC(**bad).fit(X, y)
+
+
+def test_svc_bad_inputs():
+    X, y = _problem(50)
+    with pytest.raises(ValueError, match="single class"):
+        SVC().fit(X, torch.ones(50))
+    Xn = X.clone()
+    Xn[3, 1] = float("nan")
+    with pytest.raises(ValueError, match="NaN"):
+        SVC().fit(Xn, y)
+    with pytest.raises(ValueError, match="samples"):
+        SVC().fit(X, y[:-1])
+    with pytest.raises(ValueError, match="not fitted"):
+        SVC().predict(X)
+    clf = SVC().fit(X, y)
+    with pytest.raises(ValueError, match="features"):
+        clf.predict(X[:, :3])
+    bad_csr = torch.sparse_csr_tensor(torch.tensor([0, 1, 2]), torch.tensor([0, 9]),
+                                      torch.tensor([1.0, 2.0]), size=(2, 4),
+                                      check_invariants=False)
+    with pytest.raises(ValueError, match="column indices"):
+        SVC().fit(bad_csr, [0, 1])
+    with pytest.raises(ValueError, match="device"):
+        SVC(device="cuda:99" if torch.cuda.is_available() else "cuda").fit(X, y)
+
+
+@requires_cuda
+@pytest.mark.parametrize("solver", ["swap", "partan", "pairwise", "away", "fw"])
+def test_svc_cuda_matches_cpu(solver):
+    X, y = _problem(300, 5)
+    cpu = SVC(solver=solver, gamma=0.5, tol=1e-3, dtype=torch.float64, random_state=0).fit(X, y)
+    gpu = SVC(solver=solver, gamma=0.5, tol=1e-3, dtype=torch.float64, random_state=0,
+              device="cuda").fit(X, y)
+    assert gpu.dual_coef_.is_cuda
+    assert abs(gpu.result_.value - cpu.result_.value) <= cpu.result_.gap + gpu.result_.gap
+    agree = (gpu.predict(X) == cpu.predict(X)).mean()
+    assert agree > 0.98
+
+
+@requires_cuda
+def test_graph_execution_matches_host_on_cuda():
+    X, y = _problem(2000, 8)
+    op = SVMDualOperator(X.cuda(), y.cuda(), make_kernel("rbf", gamma=0.3), 1.0,
+                         dtype=torch.float64)
+    x0 = torch.zeros(2000, dtype=torch.float64, device="cuda")
+    x0[0] = 1.0
+    for cls in (tf.SwapFrankWolfe, tf.PartanFrankWolfe, tf.AwayStepFrankWolfe):
+        ref = cls(tf.Simplex(), tol=1e-300, max_iter=500, execution="host",
+                  check_every=50).minimize(tf.Quadratic(op), x0)
+        graph = cls(tf.Simplex(), tol=1e-300, max_iter=500, execution="graph",
+                    check_every=50).minimize(tf.Quadratic(op), x0)
+        assert graph.info["execution"] == "graph"
+        torch.testing.assert_close(graph.x, ref.x, atol=1e-9, rtol=0)
