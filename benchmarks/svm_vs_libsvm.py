@@ -23,7 +23,6 @@ import time
 import warnings
 from pathlib import Path
 
-import numpy as np
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -137,7 +136,8 @@ def main(argv=None):
         rows.append(row)
         extra = (f" speed-up x{row['speedup_vs_sklearn']:.1f}, acc diff "
                  f"{100 * row['accuracy_minus_sklearn']:+.2f} pt") if sk else ""
-        print(f"{solver:8s} fit {row['fit_s']:7.2f} s (runs {', '.join(f'{t:.2f}' for t in row['fit_s_all'])}) "
+        runs_txt = ", ".join(f"{t:.2f}" for t in row["fit_s_all"])
+        print(f"{solver:8s} fit {row['fit_s']:7.2f} s (runs {runs_txt}) "
               f"acc {row['accuracy']:.4f} it {row['iterations']} SVs {row['n_sv']}{extra}",
               flush=True)
     out = Path(args.out or f"benchmarks/results/svm_{args.dataset}_{args.device.split(':')[0]}")
