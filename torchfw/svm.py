@@ -28,7 +28,6 @@ converges; ``benchmarks/svm_vs_libsvm.py`` shows accuracy against ``tol``.
 
 from __future__ import annotations
 
-import math
 import warnings
 
 import numpy as np
@@ -38,6 +37,7 @@ from torch import Tensor
 from ._data import as_labels, as_matrix, take_rows
 from ._estimator import BaseEstimator, check_is_fitted
 from ._validation import check_int_at_least, check_positive, resolve_device
+from .heads import KernelSVMHead
 from .kernels import KERNELS, SVMDualOperator, make_kernel
 from .linesearch import ExactLineSearch
 from .objectives import Quadratic
@@ -344,7 +344,7 @@ class SVC(BaseEstimator):
             rows = torch.arange(start, min(X.shape[0], start + chunk), device=X.device)
             block = take_rows(X, rows)
             K = self._kernel.pairwise(block, sv).to(torch.float64)
-            out.append((K + 1.0) @ coef.T)
+            out.append(K @ coef.T + self.intercept_.to(torch.float64))
         scores = torch.cat(out).cpu().numpy()
         return scores[:, 0] if scores.shape[1] == 1 else scores
 
@@ -370,6 +370,76 @@ class SVC(BaseEstimator):
         y = as_labels(y, self._n_samples(X))
         return float(np.mean(self.predict(X) == y))
 
+    # -- export and persistence ----------------------------------------------------------------
+
+    def as_module(self) -> KernelSVMHead:
+        """The decision function as an ``nn.Module`` on the support vectors (dense inputs)."""
+        check_is_fitted(self, "dual_coef_")
+        return KernelSVMHead(self.support_vectors_, self.dual_coef_, self.intercept_,
+                             kernel=self.kernel, gamma=self._gamma, degree=self.degree,
+                             coef0=self.coef0)
+
+    def state_dict(self) -> dict:
+        """The fitted model as tensors and plain values (loadable with ``weights_only=True``)."""
+        check_is_fitted(self, "dual_coef_")
+        params = {k: (str(v) if isinstance(v, torch.dtype) else v)
+                  for k, v in self.get_params(deep=False).items()}
+        if isinstance(params.get("device"), torch.device):
+            params["device"] = str(params["device"])
+        sv = self.support_vectors_.cpu()
+        if sv.layout == torch.sparse_csr:
+            support_vectors = {"crow": sv.crow_indices(), "col": sv.col_indices(),
+                               "values": sv.values(), "shape": list(sv.shape)}
+        else:
+            support_vectors = sv
+        return {"format": "torchfw.SVC", "version": 1, "params": params,
+                "classes": self.classes_.tolist(), "gamma": self._gamma,
+                "n_features_in": self.n_features_in_,
+                "support": torch.from_numpy(np.asarray(self.support_, dtype=np.int64)),
+                "n_support": torch.from_numpy(np.asarray(self.n_support_, dtype=np.int64)),
+                "n_iter": torch.as_tensor(np.asarray(self.n_iter_)),
+                "support_vectors": support_vectors, "dual_coef": self.dual_coef_.cpu(),
+                "intercept": self.intercept_.cpu()}
+
+    def save(self, path) -> None:
+        """Save the fitted model (tensors and plain values; no pickled code)."""
+        torch.save(self.state_dict(), path)
+
+    @classmethod
+    def load(cls, path, map_location=None) -> SVC:
+        """Load a model saved by :meth:`save` (with ``torch.load(weights_only=True)``)."""
+        return cls.from_state_dict(torch.load(path, map_location="cpu", weights_only=True),
+                                   map_location=map_location)
+
+    @classmethod
+    def from_state_dict(cls, state: dict, map_location=None) -> SVC:
+        if not isinstance(state, dict) or state.get("format") != "torchfw.SVC":
+            raise ValueError("not a torchfw.SVC state dict")
+        params = dict(state["params"])
+        if isinstance(params.get("dtype"), str):
+            params["dtype"] = getattr(torch, params["dtype"].replace("torch.", ""))
+        model = cls(**params)
+        device = resolve_device(map_location) if map_location is not None else None
+        sv = state["support_vectors"]
+        if isinstance(sv, dict):
+            sv = torch.sparse_csr_tensor(sv["crow"], sv["col"], sv["values"],
+                                         size=tuple(sv["shape"]))
+        model.classes_ = np.asarray(state["classes"])
+        model._gamma = float(state["gamma"])
+        model._kernel = make_kernel(model.kernel, model._gamma, model.degree, model.coef0)
+        model.n_features_in_ = int(state["n_features_in"])
+        model.support_ = state["support"].numpy()
+        model.n_support_ = state["n_support"].numpy()
+        model.n_iter_ = state["n_iter"].item() if state["n_iter"].dim() == 0 else \
+            state["n_iter"].numpy()
+        model.support_vectors_ = sv.to(device) if device is not None else sv
+        model.dual_coef_ = state["dual_coef"].to(device) if device is not None else \
+            state["dual_coef"]
+        model.intercept_ = state["intercept"].to(device) if device is not None else \
+            state["intercept"]
+        model.result_ = None
+        return model
+
     @staticmethod
     def _n_samples(X) -> int:
         return int(X.shape[0])
@@ -381,5 +451,3 @@ class SVC(BaseEstimator):
         return self._gamma
 
 
-def _relative_gap(result) -> float:
-    return result.gap / max(2.0 * result.value, math.ulp(1.0))

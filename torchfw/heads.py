@@ -1,0 +1,152 @@
+r"""Fitted SVMs as ``nn.Module`` heads on learned features.
+
+:class:`KernelSVMHead` computes a kernel SVM's decision function
+
+.. math:: f_c(x) = \sum_{i \in SV} \beta_{ci}\, k(x_i, x) + b_c
+
+from buffers only (support vectors, coefficients, intercepts), so it composes with a backbone
+(``nn.Sequential(backbone, head)``), follows ``.to(device)``, and works under ``torch.no_grad``,
+``torch.compile``, TorchScript and ``torch.export``. :class:`LinearHead` does the same for linear
+models (``W x + b``). :func:`fit_head` fits a head on the features a backbone produces over a
+DataLoader, in batches, on the backbone's device.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import torch
+from torch import Tensor, nn
+
+__all__ = ["KernelSVMHead", "LinearHead", "fit_head", "extract_features"]
+
+_KERNEL_CODES = {"linear": 0, "rbf": 1, "poly": 2, "sigmoid": 3}
+
+
+class KernelSVMHead(nn.Module):
+    r"""Decision function of a kernel SVM on the support vectors.
+
+    Parameters
+    ----------
+    support_vectors : Tensor of shape (n_SV, d)
+    dual_coef : Tensor of shape (k, n_SV)
+        :math:`\beta_{ci}`; ``k = 1`` for a binary model.
+    intercept : Tensor of shape (k,)
+    kernel : {"rbf", "linear", "poly", "sigmoid"}
+    gamma, degree, coef0 : kernel parameters
+
+    ``forward`` returns decision values, ``(n,)`` for binary models and ``(n, k)`` otherwise;
+    :meth:`predict_index` returns class indices into the model's ``classes_``.
+    """
+
+    def __init__(self, support_vectors: Tensor, dual_coef: Tensor, intercept: Tensor,
+                 kernel: str = "rbf", gamma: float = 1.0, degree: int = 3, coef0: float = 0.0):
+        super().__init__()
+        if kernel not in _KERNEL_CODES:
+            raise ValueError(f"unknown kernel {kernel!r}; expected one of {list(_KERNEL_CODES)}")
+        if support_vectors.layout != torch.strided:
+            support_vectors = support_vectors.to_dense()
+        if dual_coef.dim() != 2 or dual_coef.shape[1] != support_vectors.shape[0]:
+            raise ValueError(f"dual_coef must have shape (k, {support_vectors.shape[0]}), got "
+                             f"{tuple(dual_coef.shape)}")
+        self.register_buffer("support_vectors", support_vectors.detach().clone())
+        self.register_buffer("sv_sq_norms", (support_vectors.detach() ** 2).sum(1))
+        self.register_buffer("dual_coef", dual_coef.detach().clone())
+        self.register_buffer("intercept", intercept.detach().reshape(-1).clone())
+        self.kernel = kernel
+        self.kernel_code = _KERNEL_CODES[kernel]
+        self.gamma = float(gamma)
+        self.degree = int(degree)
+        self.coef0 = float(coef0)
+        self.binary = dual_coef.shape[0] == 1
+
+    def forward(self, x: Tensor) -> Tensor:
+        sv = self.support_vectors.to(x.dtype)
+        dots = x @ sv.T
+        if self.kernel_code == 1:
+            sq = (x * x).sum(1, keepdim=True)
+            d2 = torch.clamp(sq + self.sv_sq_norms.to(x.dtype).unsqueeze(0) - 2.0 * dots, min=0.0)
+            k = torch.exp(-self.gamma * d2)
+        elif self.kernel_code == 2:
+            k = torch.pow(self.gamma * dots + self.coef0, self.degree)
+        elif self.kernel_code == 3:
+            k = torch.tanh(self.gamma * dots + self.coef0)
+        else:
+            k = dots
+        scores = k @ self.dual_coef.to(x.dtype).T + self.intercept.to(x.dtype)
+        if self.binary:
+            return scores[:, 0]
+        return scores
+
+    @torch.jit.export
+    def predict_index(self, x: Tensor) -> Tensor:
+        """Index of the predicted class (into the fitted model's ``classes_``)."""
+        scores = self.forward(x)
+        if self.binary:
+            return (scores > 0).to(torch.int64)
+        return torch.argmax(scores, dim=1)
+
+    def extra_repr(self) -> str:
+        return (f"kernel={self.kernel!r}, gamma={self.gamma:g}, n_sv="
+                f"{self.support_vectors.shape[0]}, n_outputs={self.dual_coef.shape[0]}")
+
+
+class LinearHead(nn.Module):
+    """``x @ weight.T + bias`` from fitted coefficients (e.g. a Weston-Watkins SVM)."""
+
+    def __init__(self, weight: Tensor, bias: Tensor | None = None):
+        super().__init__()
+        self.register_buffer("weight", weight.detach().clone())
+        self.register_buffer("bias", torch.zeros(weight.shape[0], dtype=weight.dtype,
+                                                 device=weight.device)
+                             if bias is None else bias.detach().reshape(-1).clone())
+
+    def forward(self, x: Tensor) -> Tensor:
+        return x @ self.weight.to(x.dtype).T + self.bias.to(x.dtype)
+
+    @torch.jit.export
+    def predict_index(self, x: Tensor) -> Tensor:
+        return torch.argmax(self.forward(x), dim=1)
+
+
+@torch.no_grad()
+def extract_features(backbone: nn.Module, loader, device=None,
+                     transform: Callable[[Tensor], Tensor] | None = None
+                     ) -> tuple[Tensor, Tensor]:
+    """Run ``backbone`` over ``loader`` (yielding ``(inputs, labels)``) and stack the outputs.
+
+    Batches are moved to ``device`` (default: the backbone's first parameter's device). The
+    backbone is put in eval mode for the pass and restored afterwards.
+    """
+    if device is None:
+        param = next(backbone.parameters(), None)
+        device = param.device if param is not None else torch.device("cpu")
+    was_training = backbone.training
+    backbone.eval()
+    features, labels = [], []
+    try:
+        for batch in loader:
+            if not isinstance(batch, (tuple, list)) or len(batch) < 2:
+                raise ValueError("the loader must yield (inputs, labels) pairs")
+            inputs, target = batch[0].to(device), batch[1]
+            out = backbone(inputs)
+            if transform is not None:
+                out = transform(out)
+            features.append(out.reshape(out.shape[0], -1))
+            labels.append(torch.as_tensor(target).reshape(-1).cpu())
+    finally:
+        backbone.train(was_training)
+    if not features:
+        raise ValueError("the loader yielded no batches")
+    return torch.cat(features), torch.cat(labels)
+
+
+def fit_head(estimator, backbone: nn.Module, loader, device=None) -> nn.Module:
+    """Fit ``estimator`` (e.g. :class:`torchfw.SVC`) on backbone features; return its head.
+
+    The features stay on the backbone's device (the GPU when there is one), so the SVM trains
+    there too unless the estimator's ``device`` says otherwise.
+    """
+    features, labels = extract_features(backbone, loader, device=device)
+    estimator.fit(features, labels.numpy())
+    return estimator.as_module()
