@@ -4,6 +4,7 @@ Core: constraint sets (:mod:`torchfw.oracles`), step sizes (:mod:`torchfw.linese
 objectives (:mod:`torchfw.objectives`) and the Frank-Wolfe family (:mod:`torchfw.optimizers`).
 """
 
+from .lasso import Lasso, lasso_path
 from .linesearch import Backtracking, ExactLineSearch, Line, LineSearch, OpenLoop, ShortStep
 from .multiclass import WestonWatkinsSVC
 from .objectives import ColumnOperator, DenseOperator, FunctionObjective, Objective, Quadratic
@@ -32,4 +33,5 @@ __all__ = [
     "SwapFrankWolfe", "PartanFrankWolfe", "FullyCorrectiveFrankWolfe", "sample_size_for",
     "Result", "Status", "History", "IterationInfo",
     "WestonWatkinsSVC", "BlockCoordinateDescent", "walrus",
+    "Lasso", "lasso_path",
 ]
