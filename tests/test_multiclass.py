@@ -114,6 +114,24 @@ def test_auto_gap_checks_same_iterates():
     assert (np.diff(fixed.gap_epochs_) == 3).all()
 
 
+def test_uncompiled_epoch_equals_compiled():
+    """Without numba the same epoch function runs in the interpreter, with the same result."""
+    from torchfw import _ww_kernels as K
+
+    X, y = blobs(n=60, d=5, k=4, seed=15, sep=1.0)
+    runs = []
+    for epoch_fn in (K._ww_epoch_py, K.ww_epoch):
+        prob = WWDualProblem(_as_csr(X), y, 4, 0.8)
+        ws = prob.ws
+        for order in np.random.default_rng(0).permuted(np.tile(np.arange(60), (3, 1)), axis=1):
+            epoch_fn(prob.X.indptr, prob.X.indices, prob.X.data, prob.sqnorm, prob.y, order,
+                     prob.W, prob.beta, prob.bsum, prob.C, 0, 1, 1e-6, ws.scores, ws.v,
+                     ws.bnew, ws.heap, ws.hidx, ws.sv, ws.si, ws.prefix, ws.grad, ws.changed,
+                     ws.u, prob.est)
+        runs.append(prob.W.copy())
+    np.testing.assert_allclose(runs[0], runs[1], rtol=0, atol=1e-12)
+
+
 def test_sweep_gap_estimate():
     """The compiled sweep keeps ||W||^2 exactly and predicts the gap (a predictor only)."""
     X, y = blobs(n=200, seed=14, sep=1.0)
