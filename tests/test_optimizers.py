@@ -800,7 +800,7 @@ def test_device_mismatch_is_rejected():
     with pytest.raises(ValueError, match="device"):
         tf.FrankWolfe(tf.Simplex(torch.tensor(1.0, device="cuda"))).minimize(
             tf.Quadratic(Q, c), x0)
-    with pytest.raises(ValueError, match="device"):
+    with pytest.raises(ValueError, match="c is on cpu but Q is on cuda"):
         tf.Quadratic(Q.cuda(), c)
 
     def on_gpu(x):
