@@ -210,6 +210,7 @@ class SignedAtomsOperator(ColumnOperator):
             else None
         self._offset_np = offset.numpy() if offset is not None and self._fused else None
         self._assembled: OrderedDict[int, Tensor] = OrderedDict()
+        self._origin_col: Tensor | None = None
         self._assembled_slots = int(check_nonnegative("cache_size", cache_size) * 2**20
                                     // (8 * N))
 
@@ -241,14 +242,20 @@ class SignedAtomsOperator(ColumnOperator):
         k = int(k)
         p = self.p
         if k == 2 * p and self.origin:
-            col = self._origin_column()
-        else:
-            sigma = 1.0 if k < p else -1.0
-            i = k if k < p else k - p
-            if self._fused:
-                return self._fused_column(k, i, sigma)
-            ci = float(self._c_np[i]) if self.c is not None else 0.0
-            col = self._assemble(self.gram.column(i).to(self.dtype), sigma, ci)
+            # The centre is the away atom of most pairwise steps: compute it once, keep it.
+            if self._origin_col is None:
+                col = self._origin_column()
+                if self.offset is not None:
+                    col += self.offset
+                    col += float(self.offset[k])
+                self._origin_col = col
+            return self._origin_col
+        sigma = 1.0 if k < p else -1.0
+        i = k if k < p else k - p
+        if self._fused:
+            return self._fused_column(k, i, sigma)
+        ci = float(self.c[i]) if self.c is not None else 0.0
+        col = self._assemble(self.gram.column(i).to(self.dtype), sigma, ci)
         if self.offset is not None:
             col += self.offset
             col += float(self.offset[k])
@@ -393,8 +400,7 @@ class LassoSVMProblem:
         if not isinstance(gram, GramOperator):
             raise TypeError("points() needs the problem's design (a GramOperator)")
         # G = scale * A_c^T A_c: the points are sqrt(scale) * A_c.
-        XT = gram.XT.to_dense() if gram.sparse else gram.XT
-        A = XT.T
+        A = gram.X.to_dense() if gram.sparse else gram.X
         if gram.sparse and gram.center:
             A = A - gram.means.unsqueeze(0)
         return A * math.sqrt(gram.scale)

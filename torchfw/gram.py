@@ -58,10 +58,11 @@ class GramOperator(ColumnOperator):
 
     Notes
     -----
-    Storage is *feature-major*: ``X^T`` is kept contiguous (dense) or as a CSR matrix of
-    ``X^T`` (sparse, next to the CSR ``X`` itself), so that column ``i`` of ``X`` is a
-    contiguous row and :math:`X^\top u` is a single (sparse) matrix-vector product without
-    Python loops over features.
+    Dense ``X`` is used in its own layout (copied only to centre it or change its dtype):
+    :math:`X^\top u` is one transposed BLAS gemv. Sparse ``X`` is kept as CSR next to a CSR
+    copy of :math:`X^\top`, so that column ``i`` of ``X`` is a contiguous row and both
+    :math:`X^\top u` and :math:`X w` are single sparse matrix-vector products. No Python loop
+    runs over features.
     """
 
     def __init__(self, X: Tensor, *, center: bool = False, dtype: torch.dtype = torch.float64,
@@ -106,14 +107,18 @@ class GramOperator(ColumnOperator):
             self._diag = sq - n * self.means * self.means
             self._ccol_list = self._ccol.tolist() if self.device.type == "cpu" else None
         else:
-            XT = X.T.to(dtype)
+            # Dense X is used as it is (no copy unless a dtype change or centring needs one):
+            # X^T u is a transposed BLAS gemv, as fast as on a feature-major copy, and a
+            # transposing copy of a large X costs more than a dozen columns.
+            X = X.to(dtype)
             if self.center:
-                self.means = XT.mean(dim=1)
-                XT = XT - self.means.unsqueeze(1)
+                self.means = X.mean(dim=0)
+                X = X - self.means  # one copy, in X's own layout
             else:
                 self.means = torch.zeros(p, dtype=dtype, device=self.device)
-            self.XT = XT.contiguous()
-            self._diag = (self.XT * self.XT).sum(dim=1)
+            self.X = X
+            self.XT = X.T  # a view
+            self._diag = torch.linalg.vector_norm(X, dim=0) ** 2
         self.scale = 1.0 / n if scale is None else check_positive("scale", scale)
         # Centering can leave -1e-17 on a constant column; the diagonal of a PSD matrix is >= 0.
         self._diag = (self._diag * self.scale).clamp_min_(0)
@@ -133,7 +138,7 @@ class GramOperator(ColumnOperator):
     def feature(self, i: int) -> Tensor:
         r"""Column ``i`` of the centered design, :math:`X_c e_i`, as a dense ``(n,)`` tensor."""
         if not self.sparse:
-            return self.XT[i]
+            return self.X[:, i]
         if self._ccol_list is not None:
             lo, hi = self._ccol_list[i], self._ccol_list[i + 1]
         else:  # a device tensor: two host reads (host execution on CUDA only)
@@ -157,7 +162,7 @@ class GramOperator(ColumnOperator):
         r""":math:`X_c w` for ``w`` of shape ``(p,)``."""
         w = w.to(self.dtype)
         if not self.sparse:
-            return self.XT.T @ w
+            return self.X @ w
         out = self.X @ w
         if self.center:
             out = out - (self.means * w).sum()
@@ -174,7 +179,7 @@ class GramOperator(ColumnOperator):
             out.copy_(self.rmatvec(self.feature(i)))
         else:
             # One BLAS gemv straight into the cache slot (no temporary of size p).
-            torch.mv(self.XT, self.XT[i], out=out)
+            torch.mv(self.XT, self.X[:, i], out=out)
         out.mul_(self.scale)
 
     def column(self, i) -> Tensor:
@@ -222,7 +227,7 @@ class GramOperator(ColumnOperator):
             if self.center:
                 U = U - self.means.index_select(0, index).unsqueeze(0)
         else:
-            U = self.XT.index_select(0, index).T  # (n, k)
+            U = self.X.index_select(1, index)  # (n, k)
         return self.rmatvec(U) * self.scale
 
     def matvec(self, v: Tensor, block: int = 256) -> Tensor:

@@ -98,6 +98,7 @@ from .optimizers import (
     PairwiseFrankWolfe,
     PartanFrankWolfe,
     SwapFrankWolfe,
+    _kernels,
 )
 from .oracles import L1Ball, Simplex
 from .result import Status
@@ -297,12 +298,17 @@ class LassoData:
         state = {"gap": math.inf}
         q, yy = self.q, self.yy
 
+        # q'w = T [q; -q; 0]' lambda: one inner product, no temporary of size N.
+        q_atoms = torch.cat([T * q, -T * q, torch.zeros(1, dtype=dt, device=self.device)])
+        on_host = self.device.type == "cpu" and _kernels.HAVE_NUMBA
+
         def stop(info):
             lam = info.x
             tau = T * (1.0 - float(lam[-1]))
-            w = T * (lam[:p] - lam[p:2 * p])
             f = info.value - alpha * tau
-            gw = 2.0 * f + float((q * w).sum()) - yy          # grad f(w)' w
+            qw = (_kernels.dot(q_atoms.numpy(), lam.numpy(), lam.shape[0]) if on_host
+                  else float(torch.dot(q_atoms, lam)))
+            gw = 2.0 * f + qw - yy                              # grad f(w)' w
             excess = max(0.0, (info.gap - gw - alpha * tau) / T)  # ||grad f||_inf - alpha
             gap = _dual_gap_scaled(f, gw, alpha + excess, tau, alpha)
             state["gap"] = gap
