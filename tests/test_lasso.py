@@ -84,15 +84,16 @@ def _data(request, name):
     return X, y
 
 
-@pytest.mark.parametrize("name,frac", [("leukemia", 0.1), ("housing", 0.05),
-                                       ("housing", 0.002)])
+@pytest.mark.parametrize("name,frac,working_set", [
+    ("leukemia", 0.1, True), ("leukemia", 0.1, False), ("housing", 0.05, "auto"),
+    ("housing", 0.002, "auto")])
 @pytest.mark.parametrize("method", ["l1ball", "svm"])
-def test_constrained_reaches_sklearn_objective(request, name, frac, method):
+def test_constrained_reaches_sklearn_objective(request, name, frac, working_set, method):
     """Lasso(radius=||w_sk||_1) reaches the objective of scikit-learn's solution to 1e-6."""
     X, y = _data(request, name)
     sk = _sklearn(X, y, frac * _alpha_max(X, y))
     radius = float(np.abs(sk.coef_).sum())
-    model = Lasso(radius=radius, tol=1e-9, method=method).fit(X, y)
+    model = Lasso(radius=radius, tol=1e-9, method=method, working_set=working_set).fit(X, y)
     assert np.abs(model.coef_).sum() <= radius * (1 + 1e-9)
     f_sk = _loss(X, y, sk.coef_, sk.intercept_)
     f = _loss(X, y, model.coef_, model.intercept_)
@@ -102,14 +103,16 @@ def test_constrained_reaches_sklearn_objective(request, name, frac, method):
     assert model.alpha_ == pytest.approx(frac * _alpha_max(X, y), rel=1e-3)
 
 
-@pytest.mark.parametrize("name,frac", [("leukemia", 0.1), ("housing", 0.05),
-                                       ("housing", 0.002)])
+@pytest.mark.parametrize("name,frac,working_set", [
+    ("leukemia", 0.1, True), ("leukemia", 0.1, False), ("housing", 0.05, "auto"),
+    ("housing", 0.002, "auto")])
 @pytest.mark.parametrize("method", ["l1ball", "svm"])
-def test_penalized_matches_sklearn_coefficients(request, name, frac, method):
+def test_penalized_matches_sklearn_coefficients(request, name, frac, working_set, method):
     X, y = _data(request, name)
     alpha = frac * _alpha_max(X, y)
     sk = _sklearn(X, y, alpha)
-    model = Lasso(alpha=alpha, tol=1e-10, method=method).fit(X, y)
+    model = Lasso(alpha=alpha, tol=1e-10, method=method, working_set=working_set).fit(X, y)
+    assert (model.working_set_ is not None) == (name == "leukemia" and working_set is True)
     scale = max(1.0, float(np.abs(sk.coef_).max()))
     assert np.abs(model.coef_ - sk.coef_).max() <= 1e-4 * scale
     assert abs(model.intercept_ - sk.intercept_) <= 1e-4 * max(1.0, abs(sk.intercept_))
@@ -188,6 +191,22 @@ def test_sparse_input_matches_dense(housing):
         np.testing.assert_allclose(sparse.coef_, dense.coef_, atol=1e-6)
         assert sparse.intercept_ == pytest.approx(dense.intercept_, abs=1e-6)
         np.testing.assert_allclose(sparse.predict(Xs), dense.predict(X), atol=1e-5)
+
+
+@pytest.mark.parametrize("form", [{"alpha": 0.05}, {"radius": 2.0}])
+def test_working_sets_on_sparse_wide_data(form):
+    rng = np.random.default_rng(0)
+    Xs = scipy_sparse.random(60, 600, density=0.1, format="csr", random_state=1) * 3.0
+    X = Xs.toarray()
+    y = X[:, :5] @ np.array([2.0, -1.0, 1.5, 1.0, -2.0]) + 0.1 * rng.standard_normal(60)
+    whole = Lasso(**form, tol=1e-10, working_set=False).fit(X, y)
+    for data in (X, Xs):
+        for method in ("l1ball", "svm"):
+            ws = Lasso(**form, tol=1e-10, working_set=True, method=method).fit(data, y)
+            assert ws.working_set_ is not None and len(ws.working_set_) < 600
+            np.testing.assert_allclose(ws.coef_, whole.coef_, atol=1e-5)
+            assert ws.intercept_ == pytest.approx(whole.intercept_, abs=1e-5)
+            assert ws.dual_gap_ <= 1e-10 * float(((y - y.mean()) ** 2).mean()) * 1.01
 
 
 def test_no_intercept_matches_sklearn(housing):
@@ -354,6 +373,7 @@ def test_zero_column_constant_target_and_large_alpha():
     (dict(tol=0.0), "tol"),
     (dict(max_iter=0), "max_iter"),
     (dict(dtype=torch.int32), "dtype"),
+    (dict(working_set="yes"), "working_set"),
 ])
 def test_bad_parameters(kwargs, match):
     X = np.ones((4, 3))

@@ -24,6 +24,7 @@ from collections import OrderedDict
 import torch
 from torch import Tensor
 
+from ._data import take_rows as _take_rows
 from ._validation import check_nonnegative, check_positive
 from .objectives import ColumnOperator
 
@@ -123,6 +124,7 @@ class GramOperator(ColumnOperator):
         # Centering can leave -1e-17 on a constant column; the diagonal of a PSD matrix is >= 0.
         self._diag = (self._diag * self.scale).clamp_min_(0)
         cache_bytes = check_nonnegative("cache_size", cache_size) * 2**20
+        self.cache_bytes = cache_bytes
         column_bytes = p * torch.finfo(dtype).bits // 8
         slots = int(cache_bytes // column_bytes)
         # Two slots at least when caching at all: a pairwise step holds two columns at once.
@@ -159,14 +161,45 @@ class GramOperator(ColumnOperator):
         return out
 
     def design_matvec(self, w: Tensor) -> Tensor:
-        r""":math:`X_c w` for ``w`` of shape ``(p,)``."""
+        r""":math:`X_c w` for ``w`` of shape ``(p,)``.
+
+        A sparse ``w`` (a Lasso solution) only reads the columns of its support.
+        """
         w = w.to(self.dtype)
-        if not self.sparse:
-            return self.X @ w
-        out = self.X @ w
-        if self.center:
+        support = torch.nonzero(w).squeeze(1)
+        if 4 * support.numel() < self.n_features:
+            if self.sparse:
+                part = _take_rows(self.XT, support)  # (k, n): the support's columns of X
+                out = part.to_dense().T @ w.index_select(0, support)
+            else:
+                out = self.X.index_select(1, support) @ w.index_select(0, support)
+        else:
+            out = self.X @ w
+        if self.sparse and self.center:
             out = out - (self.means * w).sum()
         return out
+
+    def restrict(self, index: Tensor, *, cache_size: float | None = None) -> GramOperator:
+        r"""The Gram operator of the columns ``index`` of ``X`` (same centring and scale).
+
+        A copy of those columns is made (``n x k``), so that a column of the restricted operator
+        costs ``n k`` operations instead of ``n p``: the working sets of :class:`torchfw.Lasso`.
+        """
+        index = index.reshape(-1).to(self.device)
+        budget = self.cache_bytes / 2**20 if cache_size is None else cache_size
+        if self.sparse:
+            part = _take_rows(self.XT, index)  # X_sub^T as CSR = X_sub as CSC
+            sub = torch.sparse_csc_tensor(part.crow_indices(), part.col_indices(),
+                                          part.values(), size=(self.n_samples, index.numel()))
+            op = GramOperator(sub.to_sparse_csr(), center=self.center, dtype=self.dtype,
+                              cache_size=budget, scale=self.scale)
+        else:
+            # Dense X is stored centred already: the restricted copy needs no centring.
+            op = GramOperator(self.X.index_select(1, index), center=False, dtype=self.dtype,
+                              cache_size=budget, scale=self.scale)
+            op.means = self.means.index_select(0, index)
+            op.center = self.center
+        return op
 
     # -- ColumnOperator ------------------------------------------------------------------------
 
