@@ -262,15 +262,18 @@ def test_svc_cuda_matches_cpu(solver):
 
 @requires_cuda
 def test_graph_execution_matches_host_on_cuda():
+    # Iterates may part ways at near-ties (reductions order sums differently on the GPU), so
+    # compare certified objective values, not trajectories.
     X, y = _problem(2000, 8)
     op = SVMDualOperator(X.cuda(), y.cuda(), make_kernel("rbf", gamma=0.3), 1.0,
                          dtype=torch.float64)
     x0 = torch.zeros(2000, dtype=torch.float64, device="cuda")
     x0[0] = 1.0
     for cls in (tf.SwapFrankWolfe, tf.PartanFrankWolfe, tf.AwayStepFrankWolfe):
-        ref = cls(tf.Simplex(), tol=1e-300, max_iter=500, execution="host",
+        ref = cls(tf.Simplex(), tol=1e-7, max_iter=50_000, execution="host",
                   check_every=50).minimize(tf.Quadratic(op), x0)
-        graph = cls(tf.Simplex(), tol=1e-300, max_iter=500, execution="graph",
+        graph = cls(tf.Simplex(), tol=1e-7, max_iter=50_000, execution="graph",
                     check_every=50).minimize(tf.Quadratic(op), x0)
-        assert graph.info["execution"] == "graph"
-        torch.testing.assert_close(graph.x, ref.x, atol=1e-9, rtol=0)
+        assert graph.info["execution"] == "graph" and graph.converged and ref.converged
+        assert abs(graph.value - ref.value) <= graph.gap + ref.gap + 1e-12
+        assert bool((graph.x >= 0).all()) and abs(float(graph.x.sum()) - 1) < 1e-9

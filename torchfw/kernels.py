@@ -34,7 +34,7 @@ from ._validation import check_finite, check_nonnegative, check_positive
 from .objectives import ColumnOperator
 
 __all__ = ["Kernel", "RBFKernel", "LinearKernel", "PolynomialKernel", "SigmoidKernel",
-           "make_kernel", "SVMDualOperator", "KERNELS"]
+           "make_kernel", "SVMDualOperator", "OneVsRestOperator", "KERNELS"]
 
 _CSR = torch.sparse_csr
 
@@ -299,17 +299,21 @@ class SVMDualOperator(ColumnOperator):
         """Columns ``index`` as an ``(m, k)`` tensor (no host reads: graph-capturable)."""
         return self._columns_torch(index.reshape(-1), None)
 
-    def _columns_torch(self, index: Tensor, rows: Tensor | None) -> Tensor:
+    def kernel_block(self, index: Tensor, rows: Tensor | None = None) -> Tensor:
+        """Plain kernel values ``k(x_r, x_c)`` for rows ``rows`` (all) and columns ``index``."""
         if self.xfm is not None:
             cols = self.xfm.index_select(1, index).T  # (k, d)
             dots = cols @ (self.xfm if rows is None else self.xfm.index_select(1, rows))
-            dots = dots.T  # (m, k)
+            dots = dots.T  # (m, k): one pass over X for all k columns
         else:
             data = self.X if rows is None else _take_rows(self.X, rows)
             dots = _matmul_t(data, _take_rows(self.X, index))
         sq_rows = self.sq if rows is None else self.sq.index_select(0, rows)
-        kvals = self.kernel.from_dots(dots, sq_rows.unsqueeze(1),
-                                      self.sq.index_select(0, index).unsqueeze(0))
+        return self.kernel.from_dots(dots, sq_rows.unsqueeze(1),
+                                     self.sq.index_select(0, index).unsqueeze(0))
+
+    def _columns_torch(self, index: Tensor, rows: Tensor | None) -> Tensor:
+        kvals = self.kernel_block(index, rows)
         y_rows = self.y if rows is None else self.y.index_select(0, rows)
         out = y_rows.unsqueeze(1) * self.y.index_select(0, index).unsqueeze(0) * (kvals + 1.0)
         # + delta_ij / C_j on the diagonal entries inside the block.
@@ -398,3 +402,75 @@ class CompactSubset:
                                 op.kernel.degree, self.y, float(op._y_np[i]), 0.0, -1,
                                 self.scratch[:n], self.bits[:n], self.buffer[:n], n)
         return self.buffer[:n]
+
+
+class OneVsRestOperator:
+    r"""The ``B`` L2-SVM dual matrices of a one-vs-rest problem, as one batched operator.
+
+    Problem ``b`` has labels ``Y[b]`` in :math:`\{-1,+1\}` and
+    :math:`\tilde K^{(b)}_{ij} = Y_{bi} Y_{bj} (k(x_i, x_j) + 1) + \delta_{ij} / C_{bi}`. All
+    problems share the kernel values, so the ``B`` (or ``2B``) columns an iteration needs come
+    from one product with ``X``. Implements the batched-operator protocol of
+    :mod:`torchfw.optimizers.batched`.
+    """
+
+    def __init__(self, X: Tensor, Y: Tensor, kernel: Kernel, C: float | Tensor = 1.0, *,
+                 dtype: torch.dtype = torch.float32, memory_budget: float = 1024.0):
+        m = X.shape[0]
+        if Y.dim() != 2 or Y.shape[1] != m:
+            raise ValueError(f"Y must have shape (B, {m}), got {tuple(Y.shape)}")
+        # The storage (feature-major X, norms) of a single-problem operator; its labels are
+        # unused here.
+        self.base = SVMDualOperator(X, torch.ones(m, device=X.device), kernel, 1.0, dtype=dtype,
+                                    cache_size=2 * m * 8 / 2**20 + 1e-3,
+                                    memory_budget=memory_budget)
+        self.Y = Y.to(device=X.device, dtype=dtype)
+        if isinstance(C, Tensor):
+            self.inv_C = (1.0 / C.to(device=X.device, dtype=dtype)).expand(Y.shape).contiguous()
+        else:
+            self.inv_C = torch.full(Y.shape, 1.0 / check_positive("C", C), dtype=dtype,
+                                    device=X.device)
+        self.shape = (m, m)
+        self.dtype = dtype
+        self.device = X.device
+        self.B = Y.shape[0]
+        self._arange = torch.arange(m, device=X.device)
+
+    def columns_batched(self, index: Tensor) -> Tensor:
+        """``(B, N)`` columns for ``index`` of shape ``(B,)``, or ``(B, 2, N)`` for ``(B, 2)``."""
+        flat = index.reshape(-1)
+        kvals = self.base.kernel_block(flat).T.reshape(*index.shape, -1)  # (B[, 2], m)
+        y_idx = self.Y.gather(1, index.reshape(self.B, -1)).reshape(index.shape)
+        y_rows = self.Y if index.dim() == 1 else self.Y.unsqueeze(1)
+        inv_c = self.inv_C.gather(1, index.reshape(self.B, -1)).reshape(index.shape)
+        out = y_rows * y_idx.unsqueeze(-1) * (kvals + 1.0)
+        on_diag = self._arange == index.unsqueeze(-1)
+        return out + on_diag * inv_c.unsqueeze(-1)
+
+    def diagonal_batched(self) -> Tensor:
+        return (self.base.kernel.diagonal(self.base.sq) + 1.0).unsqueeze(0) + self.inv_C
+
+    def entry_batched(self, i: Tensor, j: Tensor) -> Tensor:
+        xi = self.base.xfm.index_select(1, i) if self.base.xfm is not None else None
+        if xi is not None:
+            dots = (xi * self.base.xfm.index_select(1, j)).sum(0)
+        else:
+            dots = (_take_rows(self.base.X, i).to_dense() *
+                    _take_rows(self.base.X, j).to_dense()).sum(1)
+        sq = self.base.sq
+        k = self.base.kernel.from_dots(dots, sq.index_select(0, i), sq.index_select(0, j))
+        yi = self.Y.gather(1, i[:, None])[:, 0]
+        yj = self.Y.gather(1, j[:, None])[:, 0]
+        return yi * yj * (k + 1.0) + (i == j) * self.inv_C.gather(1, i[:, None])[:, 0]
+
+    def matvec_batched(self, W: Tensor) -> Tensor:
+        """Row ``b`` is :math:`\tilde K^{(b)} W_b`, in kernel blocks over the joint support."""
+        support = torch.nonzero((W != 0).any(0)).squeeze(1)
+        V = (self.Y.to(W.dtype) * W).index_select(1, support)  # (B, |S|)
+        out = torch.zeros_like(W)
+        chunk = max(1, int(self.base.memory_budget // (4 * 8 * max(1, self.shape[0]))))
+        for start in range(0, support.numel(), chunk):
+            idx = support[start:start + chunk]
+            kb = self.base.kernel_block(idx).to(W.dtype) + 1.0  # (m, c)
+            out += V[:, start:start + chunk] @ kb.T
+        return self.Y.to(W.dtype) * out + W * self.inv_C.to(W.dtype)

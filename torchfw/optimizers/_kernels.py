@@ -230,15 +230,39 @@ def torch_update(w, s, a, b, i0, h0, c, i1, h1, d, w_prev, s_prev, shift, zero_t
     return shift
 
 
+def _select_eager(w: torch.Tensor, s: torch.Tensor):
+    s_act_max = torch.where(w > 0, s, torch.full_like(s, -math.inf))
+    imin = torch.argmin(s).reshape(1)
+    jmax = torch.argmax(s_act_max).reshape(1)
+    return (imin, s.gather(0, imin), jmax, s_act_max.gather(0, jmax),
+            torch.dot(w, s).reshape(1))
+
+
+# Under torch.compile, inductor fuses the arg-reductions over all atoms with the update into a
+# single Triton reduction that runs in one program: measured 222 of 312 us per iteration at
+# m = 262k on an H100. As an opaque custom op, the selection runs ATen's parallel reductions.
+if hasattr(torch.library, "custom_op"):
+    @torch.library.custom_op("torchfw::select", mutates_args=())
+    def _select_op(w: torch.Tensor, s: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor,
+                                                              torch.Tensor, torch.Tensor,
+                                                              torch.Tensor]:
+        return tuple(t.clone() for t in _select_eager(w, s))
+
+    @_select_op.register_fake
+    def _(w, s):
+        index = s.new_empty(1, dtype=torch.int64)
+        value = s.new_empty(1)
+        return index, value, index.clone(), value.clone(), value.clone()
+else:  # pragma: no cover - torch < 2.4: compiled steps keep inductor's own reductions
+    _select_op = _select_eager
+
+
 def torch_select(w, s, ct):
     """Tensor version of :func:`select` (no host reads)."""
-    s_act_max = torch.where(w > 0, s, torch.full_like(s, -math.inf))
-    imin = torch.argmin(s)
-    jmax = torch.argmax(s_act_max)
-    p = torch.dot(w, s)
-    t = torch.dot(w, ct) if ct is not None else torch.zeros((), dtype=s.dtype, device=s.device)
-    return (imin.reshape(1), s.gather(0, imin.reshape(1)), jmax.reshape(1),
-            s_act_max.gather(0, jmax.reshape(1)), p.reshape(1), t.reshape(1))
+    imin, smin, jmax, smax, p = _select_op(w, s)
+    t = torch.dot(w, ct).reshape(1) if ct is not None else \
+        torch.zeros(1, dtype=s.dtype, device=s.device)
+    return imin, smin, jmax, smax, p, t
 
 
 def torch_active_argmin(w, s):

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import math
 import time
+import warnings
 from collections.abc import Callable
 
 import numpy as np
@@ -389,9 +390,22 @@ class CompiledStep:
             optimizer._step(engine)
             return tuple(engine.device_state())
 
+        # Every problem shape, dtype and variant is one compiled version; a long-lived process
+        # (a grid search, a test suite) needs more than dynamo's default of 8.
+        config = torch._dynamo.config
+        for name in ("recompile_limit", "cache_size_limit"):
+            if hasattr(config, name) and getattr(config, name) < 256:
+                setattr(config, name, 256)
+        self._pure = pure_step
         self._fn = torch.compile(pure_step, fullgraph=True, dynamic=False)
 
     def __call__(self) -> None:
-        new = self._fn(*self.buffers)
+        try:
+            new = self._fn(*self.buffers)
+        except Exception as exc:  # compilation can fail on exotic setups: stay correct
+            warnings.warn(f"torch.compile failed ({type(exc).__name__}: {exc}); running the "
+                          f"step uncompiled", RuntimeWarning, stacklevel=2)
+            self._fn = self._pure
+            new = self._fn(*self.buffers)
         torch._foreach_copy_(self.buffers, list(new))
         self.engine.bind_state(self.buffers)

@@ -1,0 +1,297 @@
+r"""Several independent simplex problems of the same size, solved in lockstep.
+
+``B`` quadratics :math:`\tfrac12 w_b^\top Q_b w_b` over the unit simplex (one-vs-rest
+multiclass SVMs, SVMs over a grid of ``C``, ...) share one iteration: every quantity of the
+incremental engine gains a leading batch dimension (weights and gradients ``(B, N)``, scalars
+``(B,)``), each problem picks its own atoms and step sizes, and the ``B`` kernel columns of an
+iteration come from one matrix product. Problems that reached their tolerance are masked (their
+updates become the identity) while the others go on. The variants' step code runs unchanged: with
+device scalars every branch is a ``torch.where``, which broadcasts over the batch.
+
+Operators provide ``columns_batched(index) -> (B, N)`` (column ``index[b]`` of problem ``b``),
+``diagonal_batched() -> (B, N)``, ``entry_batched(i, j) -> (B,)`` and ``matvec_batched(W)``; see
+:class:`torchfw.kernels.OneVsRestOperator`.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field
+
+import torch
+from torch import Tensor
+
+from .._scalars import DEVICE
+from ..linesearch import ExactLineSearch, Line, OpenLoop
+from ._engine import ZERO_TOL, Coefficients, Move, QuadraticEngine
+
+__all__ = ["BatchedQuadraticEngine", "BatchedResult", "minimize_batched"]
+
+
+def _col(v):
+    """A (B,) coefficient as a (B, 1) column for broadcasting against (B, N)."""
+    return v.unsqueeze(1) if isinstance(v, Tensor) and v.dim() == 1 else v
+
+
+class BatchedQuadraticEngine(QuadraticEngine):
+    """The incremental quadratic engine over a batch of simplex problems (device scalars)."""
+
+    _STATE = QuadraticEngine._STATE + ("active",)
+
+    def __init__(self, operator, w0: Tensor, *, keep_previous=False, pair_columns=False):
+        self.Q = operator
+        self.ops = DEVICE
+        self.B, self.N = w0.shape
+        self.n = self.N
+        self.dtype = w0.dtype
+        device = w0.device
+        self.keep_previous = keep_previous
+        self.pair_columns = pair_columns
+        self.sample = None
+        self.refresh_every = None
+        self.use_numba = False
+        self._identity_atoms = True
+        self.objective = _NoConstant()
+        self.diag = operator.diagonal_batched().to(self.dtype)
+        self.ct = None
+        self.w = w0.clone()
+        self.s = operator.matvec_batched(self.w).to(self.dtype)
+        self.w_prev = self.w.clone() if keep_previous else None
+        self.s_prev = self.s.clone() if keep_previous else None
+        self.active = torch.ones(self.B, dtype=torch.bool, device=device)
+        self._init_counters(device)
+        self.k = torch.zeros(self.B, dtype=torch.int64, device=device)
+        self._columns = {}
+        self._refresh_scalars()
+
+    # -- batched state and selection ----------------------------------------------------------
+
+    def _set(self, **values) -> None:
+        for name, value in values.items():
+            current = getattr(self, name, None)
+            if isinstance(current, Tensor) and isinstance(value, Tensor):
+                current.copy_(value)
+            elif isinstance(value, Tensor):
+                setattr(self, name, value.clone())
+            else:
+                setattr(self, name, torch.full((self.B,), float(value), dtype=self.dtype,
+                                               device=self.w.device))
+
+    def _select(self):
+        s_act = torch.where(self.w > 0, self.s, torch.full_like(self.s, -math.inf))
+        imin = torch.argmin(self.s, dim=1)
+        jmax = torch.argmax(s_act, dim=1)
+        p = (self.w * self.s).sum(1)
+        return (imin, self.s.gather(1, imin[:, None])[:, 0], jmax,
+                s_act.gather(1, jmax[:, None])[:, 0], p, torch.zeros_like(p))
+
+    def _refresh_scalars(self) -> None:
+        self._store_selection(self._select(), host=False)
+        if self.keep_previous:
+            self._set(W=self.p - self.t, p_prev=self.p, t_prev=self.t)
+
+    def count(self, name: str, cond=True) -> None:
+        inc = torch.as_tensor(cond, device=self.w.device)
+        inc = (inc & self.active if inc.dtype == torch.bool else inc * self.active).to(
+            torch.int64)
+        if name not in self._counts:
+            self._counts[name] = torch.zeros(self.B, dtype=torch.int64, device=self.w.device)
+        self._counts[name].add_(inc.expand(self.B) if inc.dim() == 0 else inc)
+
+    def step_counts(self) -> dict[str, int]:
+        return {k: int(v.sum()) for k, v in self._counts.items()}
+
+    def tick(self) -> None:
+        self.k.add_(self.active.to(torch.int64))  # per-problem iteration counts
+
+    def iteration(self) -> int:
+        return int(self.k.max())
+
+    # -- accessors used by the moves ----------------------------------------------------------
+
+    def _get(self, vec: Tensor, k):
+        return vec.gather(1, k[:, None])[:, 0].to(self.dtype)
+
+    def _entry(self, h, j):
+        return self._get(h, j)
+
+    def vertex_gradient(self, k) -> Tensor:
+        return self.Q.columns_batched(k)
+
+    def point(self) -> Tensor:
+        return self.w
+
+    def snapshot(self):
+        return self.w.clone()
+
+    def restore(self, snap) -> None:
+        self.w.copy_(snap)
+        self.s.copy_(self.Q.matvec_batched(self.w).to(self.dtype))
+        self._refresh_scalars()
+
+    def pairwise(self, restricted: bool = False, partner=None) -> Move:
+        if restricted or partner is not None:
+            raise ValueError("batched problems support FW, away, pairwise, SWAP and PARTAN")
+        i, si = self.i_fw, self.s_fw
+        j, sj = self.j_max, self.s_max
+        q_ij = self.Q.entry_batched(i, j).to(self.dtype)
+        curvature = self._diag(i) + self._diag(j) - 2.0 * q_ij
+        line = self._line(si - sj, curvature, self._w(j))
+        return Move("pairwise", line, lambda g: Coefficients(a=1.0, b=g, i=i, c=-g, j=j))
+
+    def second_order_partner(self):
+        raise ValueError("SWAP-2o is not available for batched problems")
+
+    def extrapolation(self, fw: Move, lam) -> Move:
+        i = fw.coefficients(0.0).i
+        f_t = fw.line.value + lam * fw.line.slope + 0.5 * lam * lam * fw.line.curvature
+        t_t = (1.0 - lam) * self.t
+        p_t = 2.0 * f_t - t_t
+        cross = (1.0 - lam) * self.W + lam * self._get(self.s_prev, i)
+        q_t, q_prev = p_t - t_t, self.p_prev - self.t_prev
+        slope = p_t - (cross + self.t_prev)
+        curvature = q_t - 2.0 * cross + q_prev
+        wt = self.w * _col(1.0 - lam)
+        wt.scatter_add_(1, i[:, None], lam[:, None].to(wt.dtype))
+        delta = wt - self.w_prev
+        inf = torch.full_like(wt, math.inf)
+        hi = torch.where(delta < 0, wt / (-delta), inf).amin(1)
+        lo = torch.where(delta > 0, -wt / delta, -inf).amax(1)
+        sigma = torch.where(slope > 0, -1.0, 1.0).to(self.dtype)
+        gamma_max = torch.where(slope > 0, -lo, hi)
+        noise = 1e-11 * (q_t.abs() + 2.0 * cross.abs() + q_prev.abs())
+        gamma_max = torch.where(curvature > noise, gamma_max, torch.zeros_like(gamma_max))
+        value = f_t
+        line = Line(value=value, slope=sigma * slope, gamma_max=gamma_max, curvature=curvature,
+                    ops=DEVICE)
+        line.phi = lambda g: value + g * line.slope + 0.5 * g * g * curvature
+
+        def to_coefficients(gamma):
+            mu = sigma * gamma
+            return Coefficients(a=(1.0 + mu) * (1.0 - lam), b=(1.0 + mu) * lam, i=i, d=-mu)
+
+        return Move("partan", line, to_coefficients)
+
+    # -- update --------------------------------------------------------------------------------
+
+    def apply(self, co: Coefficients, tick: bool = True) -> None:
+        act = self.active
+        dt = self.dtype
+
+        def masked(value, identity):
+            value = torch.as_tensor(value, dtype=dt, device=self.w.device).expand(self.B)
+            return torch.where(act, value, torch.full_like(value, identity))
+
+        a, b, c, d = masked(co.a, 1.0), masked(co.b, 0.0), masked(co.c, 0.0), masked(co.d, 0.0)
+        j = co.j if co.j is not None else co.i
+        if self.keep_previous:
+            q = self.p - self.t
+            W_new = a * q + b * self._s(co.i) + c * self._s(j) + d * self.W
+            W_new = torch.where(act, W_new, self.W)
+            self._set(W=W_new, p_prev=torch.where(act, self.p, self.p_prev),
+                      t_prev=torch.where(act, self.t, self.t_prev))
+        if co.j is not None and self.pair_columns:
+            pair = self.Q.columns_batched(torch.stack([co.i, j], dim=1))
+            h0, h1 = pair[:, 0], pair[:, 1]
+        else:
+            h0, h1 = self.vertex_gradient(co.i), None
+        new_s = self.s * _col(a) + h0.to(dt) * _col(b)
+        if h1 is not None:
+            new_s = new_s + h1.to(dt) * _col(c)
+        new_w = self.w * _col(a)
+        if self.keep_previous:
+            new_s = new_s + self.s_prev * _col(d)
+            new_w = new_w + self.w_prev * _col(d)
+            keep = act[:, None]
+            self.w_prev.copy_(torch.where(keep, self.w, self.w_prev))
+            self.s_prev.copy_(torch.where(keep, self.s, self.s_prev))
+        new_w.scatter_add_(1, co.i[:, None], b[:, None])
+        if h1 is not None:
+            new_w.scatter_add_(1, j[:, None], c[:, None])
+        new_w = torch.where(new_w <= ZERO_TOL, torch.zeros_like(new_w), new_w)
+        self.w.copy_(new_w)
+        self.s.copy_(new_s)
+        self._store_selection(self._select(), host=False)
+        if tick:
+            self.tick()
+
+
+class _NoConstant:
+    constant = 0.0
+
+
+@dataclass
+class BatchedResult:
+    """Per-problem outcome of :func:`minimize_batched`."""
+
+    x: Tensor
+    value: Tensor
+    gap: Tensor
+    n_iter: Tensor
+    converged: Tensor
+    history: list = field(default_factory=list)
+    steps: dict = field(default_factory=dict)
+    time: float = 0.0
+
+
+def minimize_batched(optimizer, operator, w0: Tensor, *, tol: float = 1e-300,
+                     rtol: float = 0.0, max_iter: int = 10_000, check_every: int = 50,
+                     use_graph: bool | None = None) -> BatchedResult:
+    """Solve ``B`` simplex quadratics with ``optimizer``'s variant, in lockstep.
+
+    Parameters
+    ----------
+    optimizer : ConstrainedOptimizer
+        Supplies the variant (its ``_step``) and the line search (exact or open loop).
+    operator : batched operator
+        See the module docstring.
+    w0 : Tensor of shape (B, N)
+        Initial weights, each row on the unit simplex.
+    tol, rtol : float
+        Problem ``b`` stops when ``gap_b <= max(tol, rtol * |f_b|)``.
+    use_graph : bool, optional
+        Capture blocks of compiled iterations as CUDA graphs (default: on CUDA).
+    """
+    from .base import CompiledStep
+
+    line_search = optimizer.line_search or ExactLineSearch()
+    if not isinstance(line_search, (ExactLineSearch, OpenLoop)):
+        raise ValueError("batched problems need ExactLineSearch or OpenLoop")
+    optimizer._ls = line_search
+    engine = BatchedQuadraticEngine(operator, w0, keep_previous=optimizer.keeps_previous,
+                                    pair_columns=optimizer.uses_pairs)
+    if use_graph is None:
+        use_graph = w0.is_cuda
+    start = time.perf_counter()
+    history = []
+    compiled = graph = None
+    while True:
+        gap = engine.gap()
+        value = engine.value()
+        done = (gap <= torch.clamp(rtol * value.abs(), min=tol)) | (engine.k >= max_iter)
+        engine.active.copy_(~done)
+        history.append((engine.iteration(), value.cpu(), gap.cpu(),
+                        time.perf_counter() - start))
+        if bool(done.all()):
+            break
+        if not use_graph:
+            for _ in range(check_every):
+                optimizer._step(engine)
+            continue
+        if compiled is None:
+            optimizer._step(engine)  # creates every counter before compiling
+            compiled = CompiledStep(optimizer, engine)
+            for _ in range(check_every - 1):
+                compiled()
+            graph = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(graph):
+                for _ in range(check_every):
+                    compiled()
+        else:
+            graph.replay()
+    return BatchedResult(x=engine.w.clone(), value=engine.value(), gap=engine.gap(),
+                         n_iter=engine.k.clone(), converged=engine.gap() <= torch.clamp(
+                             rtol * engine.value().abs(), min=tol),
+                         history=history, steps=engine.step_counts(),
+                         time=time.perf_counter() - start)
