@@ -226,7 +226,10 @@ class Backtracking(LineSearch):
             gamma = min(-slope / (m * dnorm2), gamma_max)
             trial = float(line.phi(gamma))
             self.n_evaluations += 1
-            if trial <= value + gamma * slope + 0.5 * gamma * gamma * m * dnorm2:
+            # The sufficient-decrease bound is <= value in exact arithmetic; rounding can push
+            # it one ulp above, so also insist that f does not increase.
+            bound = value + gamma * slope + 0.5 * gamma * gamma * m * dnorm2
+            if trial <= min(bound, value):
                 self._estimate = m
                 return gamma
             m *= self.tau

@@ -711,6 +711,10 @@ class GenericEngine(_Engine):
 
     def _combine(self, co: Coefficients) -> tuple[Tensor | None, Tensor]:
         """New (weights, point) for coefficients ``co`` without changing the state."""
+        if co.a == 1.0 and co.b == 0.0 and co.c == 0.0 and co.d == 0.0:
+            # A null step (gamma = 0) must leave the point bit-identical: renormalizing the
+            # weights would move it by an ulp and could raise f.
+            return (None if self.w is None else self.w.clone()), self.x.clone()
         if self.atomic:
             w = co.a * self.w
             w[co.i] += co.b
