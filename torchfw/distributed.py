@@ -1056,10 +1056,11 @@ class DistributedSVC(SVC):
 
     Parameters
     ----------
-    kernel, C, gamma, degree, coef0, tol, max_iter, cache_size, device, dtype, class_weight,
-    random_state, verbose, warm_start, n_init, time_limit
+    kernel, C, gamma, degree, coef0, tol, max_iter, cache_size, device, dtype
         As in :class:`~torchfw.svm.SVC` (``max_iter`` defaults to ``100 * m`` for the global
-        ``m``; ``gamma="scale"`` and ``class_weight="balanced"`` use global statistics;
+        ``m``; ``gamma="scale"`` uses global statistics).
+    class_weight, random_state, verbose, warm_start, n_init, time_limit
+        As in :class:`~torchfw.svm.SVC` (``class_weight="balanced"`` uses global statistics;
         ``verbose`` shows the progress bar on rank 0).
     solver : {"fw", "away", "pairwise", "swap", "swap2", "partan", "fc"}, default "swap"
     exchange : {"auto", "gather", "broadcast"}, default "auto"

@@ -26,6 +26,9 @@ _KERNEL_CODES = {"linear": 0, "rbf": 1, "poly": 2, "sigmoid": 3}
 class KernelSVMHead(nn.Module):
     r"""Decision function of a kernel SVM on the support vectors.
 
+    ``forward`` returns decision values, ``(n,)`` for binary models and ``(n, k)`` otherwise;
+    :meth:`predict_index` returns class indices into the model's ``classes_``.
+
     Parameters
     ----------
     support_vectors : Tensor of shape (n_SV, d)
@@ -34,9 +37,6 @@ class KernelSVMHead(nn.Module):
     intercept : Tensor of shape (k,)
     kernel : {"rbf", "linear", "poly", "sigmoid"}
     gamma, degree, coef0 : kernel parameters
-
-    ``forward`` returns decision values, ``(n,)`` for binary models and ``(n, k)`` otherwise;
-    :meth:`predict_index` returns class indices into the model's ``classes_``.
     """
 
     def __init__(self, support_vectors: Tensor, dual_coef: Tensor, intercept: Tensor,
