@@ -1,0 +1,102 @@
+"""Assemble ``docs/benchmarks.md`` from the result tables in ``benchmarks/results/``.
+
+Every benchmark script writes a Markdown table (``<name>.md``) next to its JSON results, with the
+machine, the library versions and the command that produced it. This script only stitches those
+files together under section headings, so the page never holds a number that a script did not
+print; rerun a benchmark, then this script, to refresh it.
+
+Usage::
+
+    python benchmarks/collect.py [--out docs/benchmarks.md]
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+RESULTS = ROOT / "benchmarks" / "results"
+
+#: (section title, what it measures, result files in order); files that do not exist are listed
+#: as missing rather than skipped silently.
+SECTIONS = [
+    ("Core Frank-Wolfe variants",
+     "Iterations and time to a duality gap of 1e-6 on quadratics over the simplex "
+     "(`benchmarks/core_variants.py`).",
+     ["core_variants.md"]),
+    ("Kernel SVMs against LIBSVM",
+     "torchfw `SVC` against scikit-learn's `SVC` (LIBSVM) on a9a, side by side in one run "
+     "(`benchmarks/svm_vs_libsvm.py`). CPU rows come from the 2-core CI-class machine; GPU rows "
+     "from a lent H100.",
+     ["svm_a9a_cpu.md", "svm_w8a_cpu.md", "svm_a9a_h100.md"]),
+    ("Memory",
+     "Peak resident memory of an `SVC` fit against the number of examples "
+     "(`benchmarks/svm_memory.py`): linear, the kernel matrix is never formed.",
+     ["svm_memory.md"]),
+    ("One-vs-rest: batched against sequential",
+     "The k one-vs-rest problems as one batched solve against k sequential fits "
+     "(`benchmarks/ovr_batched.py`).",
+     ["ovr_letter_cpu.md"]),
+    ("GPU hot loop",
+     "Per-iteration time of the simplex solvers on a lazy RBF kernel against the "
+     "memory-bandwidth floor (`benchmarks/gpu_loop.py`).",
+     ["gpu_loop_h100.md"]),
+    ("Distributed training",
+     "Data-parallel `SVC` over `torch.distributed` with 1 and 2 gloo ranks, and the measured "
+     "communication volume per iteration (`benchmarks/distributed.py`).",
+     ["distributed.md"]),
+    ("Lasso against scikit-learn",
+     "Time to a duality gap of 1e-6 and a regularization path against scikit-learn's `Lasso` "
+     "(`benchmarks/lasso_vs_sklearn.py`).",
+     ["lasso.md"]),
+    ("Weston-Watkins SVMs against LIBLINEAR",
+     "Fit time against LIBLINEAR's Crammer-Singer solver, and Walrus against the iterative "
+     "subproblem solver (`benchmarks/ww_vs_liblinear.py`, `benchmarks/ww_walrus_batched.py`).",
+     ["ww.md", "ww_batched.md"]),
+    ("Reading LIBSVM files",
+     "`torchfw.datasets.load_svmlight` against scikit-learn's reader "
+     "(`benchmarks/svmlight_loader.py`).",
+     ["svmlight_loader.md"]),
+]
+
+
+def demote(markdown: str, top: int = 3) -> str:
+    """Renumber an included file's headings to consecutive levels from ``top`` down.
+
+    The page owns levels 1 and 2; a result file may skip levels (``#`` then ``###``), which
+    Sphinx rejects, so its distinct levels are mapped in order onto ``top``, ``top + 1``, ...
+    """
+    levels = sorted({len(m.group(1)) for m in re.finditer(r"^(#+) ", markdown, flags=re.M)})
+    rank = {level: min(6, top + i) for i, level in enumerate(levels)}
+    return re.sub(r"^(#+) ", lambda m: "#" * rank[len(m.group(1))] + " ", markdown, flags=re.M)
+
+
+def build() -> str:
+    parts = ["# Benchmarks", "",
+             "Every table below is a result file written by a script in `benchmarks/`, copied "
+             "here by `python benchmarks/collect.py`; each names its machine and command. "
+             "Timings on shared machines are noisy: compare the ratios measured side by side in "
+             "one run, not numbers across tables.", ""]
+    for title, what, files in SECTIONS:
+        parts += [f"## {title}", "", what, ""]
+        for name in files:
+            path = RESULTS / name
+            if path.exists():
+                parts += [demote(path.read_text().strip()), ""]
+            else:
+                parts += [f"*Not measured yet: `benchmarks/results/{name}` is missing.*", ""]
+    return "\n".join(parts).rstrip() + "\n"
+
+
+def main(argv=None) -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--out", default=str(ROOT / "docs" / "benchmarks.md"))
+    args = p.parse_args(argv)
+    Path(args.out).write_text(build())
+    print(f"wrote {args.out}")
+
+
+if __name__ == "__main__":
+    main()
