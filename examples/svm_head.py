@@ -11,7 +11,7 @@ Steps:
    * an RBF kernel SVM, ``torchfw.SVC`` (one-vs-rest), through :func:`torchfw.heads.fit_head`,
      which runs the backbone over a DataLoader and returns ``SVC.as_module()``;
    * a linear Weston-Watkins multiclass SVM, ``torchfw.WestonWatkinsSVC``, on features from
-     :func:`torchfw.heads.extract_features`, wrapped as a :class:`torchfw.heads.LinearHead`.
+     :func:`torchfw.heads.extract_features`, its head from ``WestonWatkinsSVC.as_module()``.
 
 3. Compare test accuracy of the three heads on the same backbone.
 4. Compose ``nn.Sequential(backbone, head)`` for each SVM head and export it with
@@ -39,7 +39,7 @@ from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 
 import torchfw
-from torchfw.heads import LinearHead, extract_features, fit_head
+from torchfw.heads import extract_features, fit_head
 
 DEFAULT_OUT = Path(__file__).resolve().parent / "output"
 
@@ -170,7 +170,7 @@ def main(argv=None):
         if args.quick:  # the capped run may stop before the gap rule
             warnings.simplefilter("ignore", torchfw.multiclass.ConvergenceWarning)
         ww.fit(features, labels.numpy())
-    ww_head = LinearHead(ww.coef_.float(), ww.intercept_.float())
+    ww_head = ww.as_module()  # a LinearHead with the fitted coef_ and intercept_
     ww_time = time.perf_counter() - start
     assert np.array_equal(ww.classes_, np.arange(10))
     ww_model = nn.Sequential(backbone, ww_head).eval()

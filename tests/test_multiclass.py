@@ -49,6 +49,31 @@ def test_fit_predict_score_shapes():
     assert np.array_equal(clf.predict(X), clf.classes_[scores.argmax(1)])
 
 
+def test_as_module_composes_scripts_and_exports():
+    X, y = blobs()
+    labels = np.array(["a", "b", "c", "d"])[y]
+    clf = WestonWatkinsSVC(C=0.5, random_state=0).fit(X, labels)
+    backbone = torch.nn.Linear(6, 6, dtype=torch.float64)
+    with torch.no_grad():
+        backbone.weight.copy_(torch.eye(6) * 2.0)
+        backbone.bias.fill_(0.5)
+    model = torch.nn.Sequential(backbone, clf.as_module(dtype=torch.float64))
+    Xt = torch.from_numpy(X)
+    with torch.no_grad():
+        scores = model(Xt)
+    expected = clf.decision_function(2.0 * X + 0.5)
+    np.testing.assert_allclose(scores.numpy(), expected, rtol=1e-12, atol=1e-12)
+    head = clf.as_module()
+    assert head.weight.dtype == torch.float32
+    assert np.array_equal(clf.classes_[head.predict_index(Xt.float()).numpy()], clf.predict(X))
+    scripted = torch.jit.script(head)
+    torch.testing.assert_close(scripted(Xt.float()), head(Xt.float()))
+    exported = torch.export.export(head, (Xt.float(),))
+    torch.testing.assert_close(exported.module()(Xt.float()), head(Xt.float()))
+    with pytest.raises(NotFittedError):
+        WestonWatkinsSVC().as_module()
+
+
 def test_gap_nonnegative_and_decays():
     X, y = blobs(n=300, seed=1, sep=1.5)
     clf = WestonWatkinsSVC(C=0.5, tol=1e-5, random_state=1, max_iter=5000,

@@ -510,6 +510,19 @@ class WestonWatkinsSVC(BaseEstimator):
         y = _labels(y, pred.shape[0])
         return float(np.mean(pred == y))
 
+    def as_module(self, dtype: torch.dtype = torch.float32):
+        """The fitted class scores :math:`W x + b` as an ``nn.Module``.
+
+        A :class:`torchfw.heads.LinearHead` holding copies of ``coef_`` and ``intercept_`` as
+        buffers (in ``dtype``): it follows ``.to(device)``, composes with a backbone
+        (``nn.Sequential(backbone, head)``) and scripts and exports; ``predict_index`` gives
+        indices into ``classes_``.
+        """
+        check_is_fitted(self, "coef_")
+        from .heads import LinearHead  # heads depends on torch.nn only; import on use
+
+        return LinearHead(self.coef_.to(dtype), self.intercept_.to(dtype))
+
 
 def _take_rows(csr: _CSR, keep: np.ndarray) -> _CSR:
     lengths = np.diff(csr.indptr)
