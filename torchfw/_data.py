@@ -52,7 +52,8 @@ def as_matrix(X, *, name: str = "X", device=None, dtype: torch.dtype | None = No
         tensor = torch.sparse_csr_tensor(
             torch.from_numpy(np.asarray(csr.indptr, dtype=np.int64)),
             torch.from_numpy(np.asarray(csr.indices, dtype=np.int64)),
-            torch.from_numpy(np.asarray(csr.data)), size=csr.shape)
+            torch.from_numpy(np.asarray(csr.data)), size=csr.shape,
+            check_invariants=False)  # checked below by _check_csr, with a clearer message
     else:
         try:
             array = np.asarray(X)
@@ -75,7 +76,8 @@ def as_matrix(X, *, name: str = "X", device=None, dtype: torch.dtype | None = No
         _check_csr(tensor, name)
         tensor = torch.sparse_csr_tensor(tensor.crow_indices().to(torch.int64),
                                          tensor.col_indices().to(torch.int64),
-                                         tensor.values().to(dtype), size=tensor.shape)
+                                         tensor.values().to(dtype), size=tensor.shape,
+                                         check_invariants=False)  # _check_csr just ran
         if not allow_sparse:
             tensor = tensor.to_dense()
     else:
@@ -140,4 +142,5 @@ def take_rows(X: Tensor, rows: Tensor) -> Tensor:
     positions = torch.repeat_interleave(starts, counts) + offsets
     return torch.sparse_csr_tensor(new_crow, X.col_indices().index_select(0, positions),
                                    X.values().index_select(0, positions),
-                                   size=(rows.numel(), X.shape[1]))
+                                   size=(rows.numel(), X.shape[1]),
+                                   check_invariants=False)  # rows of a valid matrix
