@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import platform
 import statistics
 import sys
@@ -147,12 +148,13 @@ def main(argv=None):
     out.parent.mkdir(parents=True, exist_ok=True)
     meta = {"dataset": args.dataset, "device": args.device, "machine": machine(args.device),
             "C": args.C, "gamma": gamma, "tol": args.tol, "repeats": args.repeats,
-            "torch": torch.__version__,
+            "torch": torch.__version__, "load_average_at_end": list(os.getloadavg()),
             "command": "python benchmarks/svm_vs_libsvm.py " + " ".join(sys.argv[1:])}
     out.with_suffix(".json").write_text(json.dumps({"meta": meta, "sklearn": sk, "rows": rows},
                                                    indent=2, default=str))
     lines = [f"{args.dataset}, C={args.C}, gamma={gamma:.4g}, tol={args.tol}; {meta['machine']}; "
-             f"torch {meta['torch']}; median of {args.repeats} fits.", "",
+             f"torch {meta['torch']}; median of {args.repeats} fits; load average at the end "
+             f"{', '.join(f'{x:.2f}' for x in meta['load_average_at_end'])}.", "",
              "| solver | fit (s) | speed-up vs sklearn | test acc (%) | iterations | SVs |",
              "|---|---|---|---|---|---|"]
     if sk is not None:
