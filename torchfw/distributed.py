@@ -1082,23 +1082,11 @@ class DistributedSVC(SVC):
                  tol=0.3, max_iter=None, cache_size=200.0, device=None, dtype=None,
                  class_weight=None, random_state=None, verbose=False, warm_start=False,
                  n_init=20, time_limit=None, exchange="auto", group=None):
-        self.kernel = kernel
-        self.C = C
-        self.gamma = gamma
-        self.degree = degree
-        self.coef0 = coef0
-        self.solver = solver
-        self.tol = tol
-        self.max_iter = max_iter
-        self.cache_size = cache_size
-        self.device = device
-        self.dtype = dtype
-        self.class_weight = class_weight
-        self.random_state = random_state
-        self.verbose = verbose
-        self.warm_start = warm_start
-        self.n_init = n_init
-        self.time_limit = time_limit
+        super().__init__(kernel=kernel, C=C, gamma=gamma, degree=degree, coef0=coef0,
+                         solver=solver, tol=tol, max_iter=max_iter, sample_size=None,
+                         cache_size=cache_size, device=device, dtype=dtype,
+                         class_weight=class_weight, random_state=random_state, verbose=verbose,
+                         warm_start=warm_start, n_init=n_init, time_limit=time_limit)
         self.exchange = exchange
         self.group = group
 
