@@ -30,7 +30,9 @@ _KERNEL_TYPES = {"0": "linear", "1": "poly", "2": "rbf", "3": "sigmoid",
 
 def _train_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m torchfw train",
-                                description="Train a kernel SVM (L2-SVM) by Frank-Wolfe.")
+                                description="Train a kernel SVM (L2-SVM) by Frank-Wolfe.",
+                                epilog="-wLABEL WEIGHT: multiply C by WEIGHT for class LABEL "
+                                       "(repeatable), as in LIBSVM's svm-train.")
     p.add_argument("training_file")
     p.add_argument("model_file", nargs="?")
     p.add_argument("-t", dest="kernel", default="2",

@@ -55,7 +55,7 @@ Usage, inside an initialized process group (``torchrun`` sets the environment)::
     model.predict(X_test)                      # every rank holds the same fitted model
 
 launched with ``torchrun --nproc_per_node=2 train.py`` (or ``python -m torchfw.distributed``, a
-small demo). See ``docs/distributed.md``.
+small demo). See ``docs/scale.md``.
 """
 
 from __future__ import annotations

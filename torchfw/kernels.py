@@ -221,7 +221,8 @@ class SVMDualOperator(ColumnOperator):
         dense_fits = m * d * itemsize <= self.memory_budget
         if _is_csr(X):
             self.X = torch.sparse_csr_tensor(X.crow_indices(), X.col_indices(),
-                                             X.values().to(self.dtype), size=X.shape)
+                                             X.values().to(self.dtype), size=X.shape,
+                                             check_invariants=False)  # validated on input
         else:
             self.X = X.to(self.dtype).contiguous()
         self.xfm = None

@@ -56,6 +56,23 @@ from .result import History, Result, Status
 __all__ = ["SVC", "SOLVERS", "ConvergenceWarning"]
 
 
+def _plain(value):
+    """``value`` as plain Python data that ``torch.load(weights_only=True)`` accepts.
+
+    Parameters often arrive as NumPy scalars (``C=np.float64(2)``, grids from ``np.logspace``,
+    ``class_weight`` keyed by NumPy labels); dtypes and devices are stored by name.
+    """
+    if isinstance(value, (torch.dtype, torch.device)):
+        return str(value)
+    if isinstance(value, np.generic):
+        return value.item()
+    if isinstance(value, dict):
+        return {_plain(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return type(value)(_plain(v) for v in value)
+    return value
+
+
 class ConvergenceWarning(UserWarning):
     """The solver stopped on its iteration or time budget before reaching ``tol``."""
 
@@ -426,10 +443,7 @@ class SVC(BaseEstimator):
     def state_dict(self) -> dict:
         """The fitted model as tensors and plain values (loadable with ``weights_only=True``)."""
         check_is_fitted(self, "dual_coef_")
-        params = {k: (str(v) if isinstance(v, torch.dtype) else v)
-                  for k, v in self.get_params(deep=False).items()}
-        if isinstance(params.get("device"), torch.device):
-            params["device"] = str(params["device"])
+        params = {k: _plain(v) for k, v in self.get_params(deep=False).items()}
         sv = self.support_vectors_.cpu()
         if sv.layout == torch.sparse_csr:
             support_vectors = {"crow": sv.crow_indices(), "col": sv.col_indices(),
@@ -466,8 +480,9 @@ class SVC(BaseEstimator):
         device = resolve_device(map_location) if map_location is not None else None
         sv = state["support_vectors"]
         if isinstance(sv, dict):
+            # From a file: let torch validate the structure before anything indexes it.
             sv = torch.sparse_csr_tensor(sv["crow"], sv["col"], sv["values"],
-                                         size=tuple(sv["shape"]))
+                                         size=tuple(sv["shape"]), check_invariants=True)
         model.classes_ = np.asarray(state["classes"])
         model._gamma = float(state["gamma"])
         model._kernel = make_kernel(model.kernel, model._gamma, model.degree, model.coef0)
