@@ -628,17 +628,14 @@ def _fit_working_set(data: LassoData, form: str, value: float, w0: Tensor | None
 
     Each round solves the Lasso restricted to a set :math:`W` of features (columns of the
     restricted Gram operator cost :math:`n|W|` instead of :math:`np`), then evaluates the gap of
-    the *full* problem at the result with one product by :math:`X^	op`. Features outside
-    :math:`W` that violate the optimality conditions (:math:`|
-abla_j f| > lpha`, or for the
-    constrained form :math:`|
-abla_j f| > \|
-abla_W f\|_\infty`, i.e. the full problem's FW
-    atom lies outside :math:`W`) join :math:`W`, the most violating first, at least doubling
-    it. With no violator outside :math:`W` the full gap equals the restricted one, so the run
-    stops exactly when the full problem's gap meets ``tol``; :math:`W` only grows, so the loop
-    ends. Rounds with violators solve the restricted problem only to a tenth of the current
-    full gap.
+    the *full* problem at the result with one product by :math:`X^\top`. Features outside
+    :math:`W` that violate the optimality conditions (:math:`|\nabla_j f| > \alpha`, or for the
+    constrained form :math:`|\nabla_j f| > \|\nabla_W f\|_\infty`, i.e. the full problem's FW
+    atom lies outside :math:`W`) join :math:`W`, the most violating first: up to
+    :math:`\max(32, |W|)` of them per round. With no violator outside :math:`W` the full gap
+    equals the restricted one, so the run stops exactly when the full problem's gap meets
+    ``tol``; :math:`W` only grows, so the loop ends. Rounds with violators solve the restricted
+    problem only to a tenth of the current full gap.
     """
     p, dt = data.n_features, torch.float64
     target = tol * data.yy
