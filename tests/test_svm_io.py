@@ -107,3 +107,21 @@ def test_cli_rejects_unknown_weight_label(tmp_path):
     f.write_text("1 1:0.5\n-1 1:-0.5\n1 1:0.7\n-1 1:-0.2\n")
     with pytest.raises(SystemExit, match="no class"):
         cli_main(["train", "-q", "-w7", "2", str(f), str(tmp_path / "m.pt")])
+
+
+def test_head_composes_with_a_backbone_under_compile_and_torchscript():
+    X, y = _data(3)
+    model = SVC(C=5.0, gamma=2.0, random_state=0).fit(X, y)
+    backbone = torch.nn.Sequential(torch.nn.Linear(2, 2, dtype=torch.float64))
+    with torch.no_grad():
+        backbone[0].weight.copy_(torch.eye(2, dtype=torch.float64))
+        backbone[0].bias.zero_()
+    composed = torch.nn.Sequential(backbone, model.as_module()).eval()
+    with torch.no_grad():
+        eager = composed(X)
+        # fullgraph: the head must trace without graph breaks (dynamo + AOT autograd).
+        compiled = torch.compile(composed, fullgraph=True, backend="aot_eager")(X)
+        scripted = torch.jit.script(composed)(X)
+    np.testing.assert_allclose(eager.numpy(), model.decision_function(X), rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(compiled, eager)
+    torch.testing.assert_close(scripted, eager)
