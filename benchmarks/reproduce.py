@@ -4,6 +4,8 @@ Usage::
 
     python benchmarks/reproduce.py            # the full report (about 20-25 minutes on 2 CPU cores)
     python benchmarks/reproduce.py --quick    # smoke run on subsets (a few minutes)
+    python benchmarks/reproduce.py --from-json benchmarks/results/reproduction.json
+                                              # rewrite the Markdown from saved measurements
 
 Every number in the Markdown is written by this script from its own measurements, next to the
 numbers the papers print (transcribed in ``../shared/specs``). Sections:
