@@ -133,6 +133,15 @@ def _extrapolation_bounds_py(w, w_prev, lam, i):
 
     Returns ``(mu_lo, mu_hi)``: the smallest and largest mu keeping every weight >= 0.
     """
+    # A bound changes only at the few entries that tighten it, so the test is written to be
+    # false almost always (a predictable branch, no division per entry): with w~_r >= 0,
+    # ``wt + hi * delta < 0`` holds exactly when delta < 0 and wt / -delta < hi (at hi = inf it
+    # means delta < 0; at delta = 0 the product is nan or 0 and the test is false), and
+    # ``wt + lo * delta < 0`` exactly when delta > 0 and -wt / delta > lo. Rounding in the
+    # product can skip an exact tie (iterates of FW steps are proportional entry by entry, so
+    # ties are common): the bound then differs from the minimum quotient in the last bit, and
+    # the weights the extrapolation lands on zero come out within rounding of it, where the
+    # update snaps them (``ZERO_TOL``).
     hi = _INF
     lo = -_INF
     for r in range(w.shape[0]):
@@ -140,11 +149,11 @@ def _extrapolation_bounds_py(w, w_prev, lam, i):
         if r == i:
             wt += lam
         delta = wt - w_prev[r]
-        if delta < 0.0:
+        if wt + hi * delta < 0.0:
             q = wt / (-delta)
             if q < hi:
                 hi = q
-        elif delta > 0.0:
+        if wt + lo * delta < 0.0:
             q = -wt / delta
             if q > lo:
                 lo = q
