@@ -86,7 +86,7 @@ class GramOperator(ColumnOperator):
         if self.sparse:
             values = X.values().to(dtype)
             X = torch.sparse_csr_tensor(X.crow_indices(), X.col_indices(), values,
-                                        size=X.shape)
+                                        size=X.shape, check_invariants=False)  # same structure
             # Both orientations are kept: products by X^T u and by X w each read CSR rows
             # (torch's product by a transposed CSR matrix is ~30x slower).
             self.X = X
