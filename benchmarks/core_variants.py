@@ -58,6 +58,7 @@ import time
 from pathlib import Path
 
 import torch
+from _machine import cpu_model  # benchmarks/ is sys.path[0] for these scripts
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -264,12 +265,7 @@ def print_table(rows) -> None:
 
 
 def machine() -> dict:
-    cpu = platform.processor() or "unknown CPU"
-    try:
-        with open("/proc/cpuinfo") as fh:
-            cpu = next(line.split(":", 1)[1].strip() for line in fh if "model name" in line)
-    except (OSError, StopIteration):
-        pass
+    cpu = cpu_model()
     info = {"cpu": cpu, "cores": os.cpu_count(), "python": platform.python_version(),
             "torch": torch.__version__, "torch_threads": torch.get_num_threads(),
             "load_average_start": list(os.getloadavg())}

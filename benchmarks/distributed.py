@@ -72,6 +72,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
+from _machine import cpu_model  # benchmarks/ is sys.path[0] for these scripts
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -492,12 +493,7 @@ def tables(res: dict, cfg: dict, meta: dict) -> list[str]:
 
 
 def machine() -> dict:
-    cpu = platform.processor() or "unknown CPU"
-    try:
-        with open("/proc/cpuinfo") as fh:
-            cpu = next(line.split(":", 1)[1].strip() for line in fh if "model name" in line)
-    except (OSError, StopIteration):
-        pass
+    cpu = cpu_model()
     return {"cpu": cpu, "cores": os.cpu_count(), "python": platform.python_version(),
             "torch": torch.__version__, "backend": "gloo", "threads_per_rank": 1,
             "load_average_start": list(os.getloadavg())}

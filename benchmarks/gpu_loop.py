@@ -17,11 +17,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import platform
 import time
 from pathlib import Path
 
 import torch
+from _machine import cpu_model  # benchmarks/ is sys.path[0] for these scripts
 
 import torchfw as tf
 from torchfw.datasets import make_large_classification
@@ -38,11 +38,7 @@ SOLVERS = {
 def machine(device: torch.device) -> str:
     if device.type == "cuda":
         return torch.cuda.get_device_name(device)
-    try:
-        with open("/proc/cpuinfo") as fh:
-            model = next(line.split(":", 1)[1].strip() for line in fh if "model name" in line)
-    except (OSError, StopIteration):
-        model = platform.processor() or "unknown CPU"
+    model = cpu_model()
     return f"{model} ({torch.get_num_threads()} threads)"
 
 

@@ -44,6 +44,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
+from _machine import cpu_model  # benchmarks/ is sys.path[0] for these scripts
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -59,14 +60,7 @@ TOL = 1e-6
 
 
 def machine() -> dict:
-    model = "unknown"
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                model = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
+    model = cpu_model()
     import sklearn
 
     info = {"cpu": model, "cores": os.cpu_count(), "python": platform.python_version(),

@@ -40,6 +40,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
+from _machine import cpu_model  # benchmarks/ is sys.path[0] for these scripts
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -396,12 +397,7 @@ def sci(x):
 
 
 def machine_info() -> dict:
-    model = "unknown"
-    with contextlib.suppress(OSError):
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                model = line.split(":", 1)[1].strip()
-                break
+    model = cpu_model()
     return {"cpu": model, "cores": os.cpu_count(), "python": platform.python_version(),
             "torch": torch.__version__, "torch_threads": torch.get_num_threads(),
             "numpy": np.__version__}

@@ -19,12 +19,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import platform
 import resource
 import subprocess
 import sys
 import time
 from pathlib import Path
+
+from _machine import cpu_model  # benchmarks/ is sys.path[0] for these scripts
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -112,12 +113,7 @@ def main(argv=None) -> None:
                f"relative deviation from that line {100 * worst:.1f}%")
     print(summary)
 
-    machine = platform.processor() or platform.machine()
-    try:
-        with open("/proc/cpuinfo") as fh:
-            machine = next(line.split(":", 1)[1].strip() for line in fh if "model name" in line)
-    except (OSError, StopIteration):
-        pass
+    machine = cpu_model()
     import torch
 
     meta = {"machine": machine, "torch": torch.__version__, "solver": args.solver,

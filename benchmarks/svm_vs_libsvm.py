@@ -17,7 +17,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import statistics
 import sys
 import time
@@ -25,6 +24,7 @@ import warnings
 from pathlib import Path
 
 import torch
+from _machine import cpu_model  # benchmarks/ is sys.path[0] for these scripts
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _data import load_libsvm  # noqa: E402
@@ -39,11 +39,7 @@ ALL_SOLVERS = ["fw", "away", "pairwise", "swap", "swap2", "partan", "sfw", "msfw
 def machine(device: str) -> str:
     if device.startswith("cuda"):
         return torch.cuda.get_device_name(0)
-    try:
-        with open("/proc/cpuinfo") as fh:
-            model = next(line.split(":", 1)[1].strip() for line in fh if "model name" in line)
-    except (OSError, StopIteration):
-        model = platform.processor() or "unknown CPU"
+    model = cpu_model()
     import os
 
     return f"{model}, {os.cpu_count()} cores"

@@ -36,6 +36,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+from _machine import cpu_model  # benchmarks/ is sys.path[0] for these scripts
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -67,14 +68,7 @@ def load(name: str, n_features: int | None = None):
 
 
 def machine() -> dict:
-    model = "unknown"
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                model = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
+    model = cpu_model()
     import numba
     import torch
 
