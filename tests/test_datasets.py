@@ -676,3 +676,17 @@ def test_bench_default_folders(monkeypatch):
     assert bench.data_dir() == ROOT.parent / "shared" / "data"
     monkeypatch.setenv("XDG_CACHE_HOME", "/somewhere")
     assert bench.cache_dir() == Path("/somewhere/torchfw")
+
+
+def test_parse_error_leaves_no_reader_thread_behind(tmp_path):
+    # The read-ahead pool must be shut down where the error is raised, not by the garbage
+    # collector in some other thread later (which deadlocked CI once).
+    import threading
+
+    bad = tmp_path / "bad.txt"
+    bad.write_text("1 1:0.5\n" * 1000 + "1 1:x\n")
+    before = threading.active_count()
+    with pytest.raises(ValueError, match="line 1001") as info:
+        load_svmlight(bad)
+    assert info.value is not None  # the traceback (and its frames) are still alive here
+    assert threading.active_count() == before

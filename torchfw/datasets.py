@@ -37,6 +37,7 @@ imported only when they are called, so it stays an optional dependency.
 from __future__ import annotations
 
 import bz2
+import contextlib
 import gzip
 import io
 import lzma
@@ -593,7 +594,11 @@ def _parse_chunk(data: bytes, first_line: int, name: str) -> _Parsed:
 
 
 def _parse_source(source, name: str) -> _Parsed:
-    parts = [_parse_chunk(chunk, first, name) for chunk, first in _iter_chunks(source, name)]
+    # Close the reader here, also when a chunk fails to parse: left to the garbage collector,
+    # an abandoned generator shuts its read-ahead thread pool down in whatever thread happens
+    # to collect it, which can be a thread still starting up (a deadlock seen in CI).
+    with contextlib.closing(_iter_chunks(source, name)) as chunks:
+        parts = [_parse_chunk(chunk, first, name) for chunk, first in chunks]
     parts = [p for p in parts if p.labels.size]
     if not parts:
         return _empty_parsed()
