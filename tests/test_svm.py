@@ -83,7 +83,7 @@ def test_operator_cache_hits_and_budget():
     op.column(1)
     assert op.hits == 1 and op.misses == 2
     op.column(3)
-    op.column(4)  # evicts the least recently used (2)
+    op.column(4)  # the cache is full: 4 is not admitted over equally frequent columns
     torch.testing.assert_close(op.column(1), a)
     with pytest.raises(ValueError, match="at least 2"):
         SVMDualOperator(X, y, make_kernel("rbf", gamma=1.0), 1.0, cache_size=1e-6)

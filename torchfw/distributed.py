@@ -62,13 +62,13 @@ from __future__ import annotations
 
 import math
 import time
-from collections import OrderedDict
 
 import numpy as np
 import torch
 from torch import Tensor
 
 from . import _kernel_cpu
+from ._column_cache import ColumnCache
 from ._data import as_labels, as_matrix, take_rows
 from ._scalars import HOST
 from ._validation import check_int_at_least, resolve_device
@@ -474,7 +474,8 @@ class DistributedQuadraticEngine(QuadraticEngine):
     gather_limit : int
         ``"auto"`` uses ``"gather"`` while the gathered features are at most this many bytes.
     cache_size : float
-        MB of column slices kept (least recently used), the same number of columns on every rank.
+        MB of column slices kept (:mod:`torchfw._column_cache`), the same number of columns on
+        every rank.
     refresh_every : int, optional
         Recompute ``s`` exactly every that many iterations (collective).
     gather_away : bool, optional
@@ -534,18 +535,19 @@ class DistributedQuadraticEngine(QuadraticEngine):
         self.diag = torch.zeros(n1, dtype=torch.float64, device=device)
         self.diag[:n] = torch.from_numpy(op.diagonal_local()).to(device)
         self.t = 0.0
-        # Column slices, least recently used first; the same slot count on every rank so that
-        # the cache holds the same atoms everywhere (whether to fetch is then a shared decision).
+        # Column slices (with the ghost entry); the same slot count and the same requests on
+        # every rank, so the cache holds the same atoms everywhere (whether to fetch is then a
+        # shared decision).
         itemsize = torch.finfo(op.dtype).bits // 8
-        self._slots = max(2, int(cache_size * 2**20 // ((op.max_local + 1) * itemsize
-                                                        + 8 * self._flen)))
-        self._slots = min(self._slots, self.n + 1)
-        self._store: OrderedDict[int, list] = OrderedDict()  # atom -> [_Atom, slot or None]
-        self._buffer: Tensor | None = None
+        slots = max(2, int(cache_size * 2**20 // ((op.max_local + 1) * itemsize
+                                                  + 8 * self._flen)))
+        self._cache = ColumnCache(slots, self.n_local + 1, n_keys=self.n, dtype=op.dtype,
+                                  device=op.device)
+        self._atoms: dict[int, _Atom] = {}  # features of the cached atoms
         self._fresh: dict[int, _Atom] = {}
         self._known: dict[int, tuple] = {}
         self._active_min = None
-        self.hits = self.misses = self.fetches = 0
+        self.fetches = 0
         self._init_counters(device)
         self.s = self._full_gradient(self.w[:n])
         if self.keep_previous:
@@ -728,11 +730,11 @@ class DistributedQuadraticEngine(QuadraticEngine):
     # -- features and columns ------------------------------------------------------------------
 
     def _has_features(self, k: int) -> bool:
-        return k in self._fresh or k in self._store
+        return k in self._fresh or k in self._atoms
 
     def _features(self, k: int) -> _Atom:
         atom = self._fresh.get(k)
-        return atom if atom is not None else self._store[k][0]
+        return atom if atom is not None else self._atoms[k]
 
     def _exchange(self, atoms, extra=()) -> np.ndarray:
         """Round 2: bring the features of ``atoms`` to every rank, and max-reduce ``extra``.
@@ -758,38 +760,30 @@ class DistributedQuadraticEngine(QuadraticEngine):
         return buf[len(missing) * width:]
 
     def vertex_gradient(self, k):
-        """This rank's slice of column ``k`` (with the ghost entry), cached least recently used."""
+        """This rank's slice of column ``k`` (with the ghost entry, zero), cached."""
         k = int(k)
-        entry = self._store.get(k)
-        if entry is not None and entry[1] is not None:
-            self._store.move_to_end(k)
-            self.hits += 1
-            return self._slice(entry[1])
+        cache = self._cache
+        row = cache.lookup(k)
+        if row is not None:
+            return self._slice(row)
         self._exchange([k])
         atom = self._features(k)
-        self.misses += 1
-        if self._buffer is None:
-            self._buffer = torch.zeros((self._slots, self.n_local + 1), dtype=self.op.dtype,
-                                       device=self.op.device)
-            self._buffer_np = self._buffer.numpy() if self.use_numba else None
-            self._free = list(range(self._slots - 1, -1, -1))
-        if entry is not None:
-            self._store.pop(k)
-        if self._free:
-            slot = self._free.pop()
-        else:
-            _, (_, slot) = self._store.popitem(last=False)
-        self._store[k] = [atom, slot]
-        out = self._slice(slot)
+        row, evicted = cache.insert(k)
+        if evicted >= 0:
+            del self._atoms[evicted]
+        if row < cache.n_slots:
+            self._atoms[k] = atom
+        out = self._slice(row)
         self.op.column_into(atom, k, out[:self.n_local])
+        out[self.n_local] = 0.0
         return out
 
-    def _slice(self, slot: int):
-        return self._buffer_np[slot] if self.use_numba else self._buffer[slot]
+    def _slice(self, row: int):
+        buffer = self._cache.buffer
+        return buffer[row].numpy() if self.use_numba else buffer[row]
 
     def cache_info(self) -> dict:
-        return {"hits": self.hits, "misses": self.misses, "slots": self._slots,
-                "used": len(self._store), "fetched": self.fetches}
+        return {**self._cache.info(), "fetched": self.fetches}
 
     # -- moves that touch vectors or need pairs ------------------------------------------------
 

@@ -66,13 +66,13 @@ Seeds 002/003 of this project (spec ``seed002_003_partan_variants_lasso.md`` §1
 from __future__ import annotations
 
 import math
-from collections import OrderedDict
 from dataclasses import dataclass
 
 import numpy as np
 import torch
 from torch import Tensor
 
+from ._column_cache import ColumnCache
 from ._data import as_matrix
 from ._validation import check_finite, check_nonnegative, check_positive
 from .gram import GramOperator
@@ -209,10 +209,10 @@ class SignedAtomsOperator(ColumnOperator):
         self._c_np = self.c.numpy() if self.c is not None and self.device.type == "cpu" \
             else None
         self._offset_np = offset.numpy() if offset is not None and self._fused else None
-        self._assembled: OrderedDict[int, Tensor] = OrderedDict()
         self._origin_col: Tensor | None = None
-        self._assembled_slots = int(check_nonnegative("cache_size", cache_size) * 2**20
-                                    // (8 * N))
+        slots = int(check_nonnegative("cache_size", cache_size) * 2**20 // (8 * N))
+        self._assembled = ColumnCache(slots, N, n_keys=N, dtype=torch.float64,
+                                      device="cpu") if self._fused else None
 
     def diagonal(self) -> Tensor:
         return self._diag
@@ -264,17 +264,19 @@ class SignedAtomsOperator(ColumnOperator):
     def _fused_column(self, k: int, i: int, sigma: float) -> Tensor:
         """Column ``k`` in one compiled pass over ``N`` (CPU; the vector ops cost 10x more).
 
-        Assembled columns are kept in a small LRU cache: pairwise and away steps ask for the
-        same few active atoms again and again.
+        Assembled columns are cached (:mod:`torchfw._column_cache`): pairwise and away steps
+        ask for the same few active atoms again and again.
         """
-        cached = self._assembled.get(k)
-        if cached is not None:
-            self._assembled.move_to_end(k)
-            return cached
+        cache = self._assembled
+        row = cache.lookup(k)
+        if row is not None:
+            return cache.buffer[row]
         G = self.gram.column(i)
         if G.dtype != torch.float64:
             G = G.to(torch.float64)
-        out = np.empty(self.shape[0])
+        row, _ = cache.insert(k)
+        col = cache.buffer[row]
+        out = col.numpy()
         has_c = self.c is not None
         has_offset = self.offset is not None
         _assemble_kernel(out, G.numpy(), sigma * self.radius * self.radius, self.radius,
@@ -282,11 +284,6 @@ class SignedAtomsOperator(ColumnOperator):
                          float(self._c_np[i]) if has_c else 0.0, self.origin,
                          self._offset_np if has_offset else self._empty, has_offset,
                          float(self._offset_np[k]) if has_offset else 0.0)
-        col = torch.from_numpy(out)
-        if self._assembled_slots:
-            if len(self._assembled) >= self._assembled_slots:
-                self._assembled.popitem(last=False)
-            self._assembled[k] = col
         return col
 
     def _origin_column(self) -> Tensor:

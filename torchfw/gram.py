@@ -8,7 +8,7 @@ iteration, so the solver's incremental engine needs one column of the Hessian
 per iteration (:math:`\bar x` the column means when an intercept is fitted, else zero). Column
 ``i`` is one matrix-vector product, :math:`Q e_i = X_c^\top (X_c e_i) / n`, in
 O(nnz(X)) operations; the ``p x p`` matrix is never formed, so ``p = 100,000`` features cost
-memory linear in ``p``. Recently used columns are kept under a byte budget (away, pairwise and
+memory linear in ``p``. Frequently used columns are kept under a byte budget (away, pairwise and
 SWAP steps revisit the active features, and a regularization path revisits them at every grid
 point).
 
@@ -19,11 +19,10 @@ copy, which is more accurate when the means are large.
 
 from __future__ import annotations
 
-from collections import OrderedDict
-
 import torch
 from torch import Tensor
 
+from ._column_cache import ColumnCache
 from ._data import take_rows as _take_rows
 from ._validation import check_nonnegative, check_positive
 from .objectives import ColumnOperator
@@ -129,11 +128,7 @@ class GramOperator(ColumnOperator):
         slots = int(cache_bytes // column_bytes)
         # Two slots at least when caching at all: a pairwise step holds two columns at once.
         self.cache_slots = min(p, slots) if slots >= 2 else 0
-        self._cache: OrderedDict[int, int] = OrderedDict()
-        self._buffer: Tensor | None = None
-        self._free: list[int] = []
-        self.hits = 0
-        self.misses = 0
+        self._cache = ColumnCache(self.cache_slots, p, n_keys=p, dtype=dtype, device=self.device)
 
     # -- products with X_c ---------------------------------------------------------------------
 
@@ -223,29 +218,17 @@ class GramOperator(ColumnOperator):
             else:
                 return self.columns(i.reshape(1))[:, 0]
         i = int(i)
-        if self.cache_slots == 0:
+        cache = self._cache
+        if self.cache_slots == 0:  # no caching: a fresh column each time
             out = torch.empty(self.n_features, dtype=self.dtype, device=self.device)
-            self.misses += 1
+            cache.misses += 1
             self._compute(i, out)
             return out
-        slot = self._cache.get(i)
-        if slot is not None:
-            self._cache.move_to_end(i)
-            self.hits += 1
-            return self._buffer[slot]
-        self.misses += 1
-        if self._buffer is None:
-            # Allocated on first use, and only as large as the budget allows.
-            self._buffer = torch.empty((self.cache_slots, self.n_features), dtype=self.dtype,
-                                       device=self.device)
-            self._free = list(range(self.cache_slots - 1, -1, -1))
-        if self._free:
-            slot = self._free.pop()
-        else:
-            _, slot = self._cache.popitem(last=False)
-        self._compute(i, self._buffer[slot])
-        self._cache[i] = slot
-        return self._buffer[slot]
+        row = cache.lookup(i)
+        if row is None:
+            row, _ = cache.insert(i)
+            self._compute(i, cache.buffer[row])
+        return cache.buffer[row]
 
     def columns(self, index: Tensor) -> Tensor:
         """Columns ``index`` as a ``(p, k)`` tensor, without host reads (CUDA-graph safe)."""
@@ -270,10 +253,15 @@ class GramOperator(ColumnOperator):
     def clear_cache(self) -> None:
         """Drop all cached columns (the buffer is kept for reuse)."""
         self._cache.clear()
-        if self._buffer is not None:
-            self._free = list(range(self.cache_slots - 1, -1, -1))
+
+    @property
+    def hits(self) -> int:
+        return self._cache.hits
+
+    @property
+    def misses(self) -> int:
+        return self._cache.misses
 
     def cache_info(self) -> dict:
         """Cache statistics: hits, misses, slots and slots in use."""
-        return {"hits": self.hits, "misses": self.misses, "slots": self.cache_slots,
-                "used": len(self._cache)}
+        return self._cache.info()

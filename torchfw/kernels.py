@@ -9,7 +9,8 @@ quadratic over the unit simplex,
 
 :class:`SVMDualOperator` is that :math:`\tilde K` as a :class:`~torchfw.ColumnOperator`: columns
 (and blocks of columns) are computed on demand, products with vectors are computed in row chunks
-sized from a memory budget, and recently used columns are kept in a cache under a byte budget.
+sized from a memory budget, and frequently used columns are kept in a cache under a byte budget
+(:mod:`torchfw._column_cache`).
 The full ``m x m`` matrix is never formed, so memory grows linearly with ``m``. Plugged into
 :class:`~torchfw.Quadratic`, every core optimizer trains SVMs unchanged.
 
@@ -22,13 +23,13 @@ matrix-vector products.
 from __future__ import annotations
 
 import math
-from collections import OrderedDict
 
 import numpy as np
 import torch
 from torch import Tensor
 
 from . import _kernel_cpu
+from ._column_cache import ColumnCache
 from ._data import take_rows as _take_rows
 from ._validation import check_finite, check_nonnegative, check_positive
 from .objectives import ColumnOperator
@@ -208,10 +209,7 @@ class SVMDualOperator(ColumnOperator):
             self._sq_np, self._y_np = self.sq.numpy(), self.y.numpy()
             self._inv_c_np = self.inv_C.numpy()
         self._diag = (self.kernel.diagonal(self.sq) + 1.0 + self.inv_C).contiguous()
-        self._cache: OrderedDict[int, int] = OrderedDict()
-        self._buffer: Tensor | None = None
-        self.hits = 0
-        self.misses = 0
+        self._cache = ColumnCache(self.cache_slots, m, n_keys=m, dtype=dtype, device=X.device)
 
     # -- storage -------------------------------------------------------------------------------
 
@@ -259,24 +257,12 @@ class SVMDualOperator(ColumnOperator):
         if isinstance(i, Tensor):
             return self.columns(i.reshape(1))[:, 0]
         i = int(i)
-        slot = self._cache.get(i)
-        if slot is not None:
-            self._cache.move_to_end(i)
-            self.hits += 1
-            return self._buffer[slot]
-        self.misses += 1
-        if self._buffer is None:
-            # Grow the cache buffer lazily: small problems never pay for the full budget.
-            self._buffer = torch.empty((min(self.cache_slots, self.shape[0]), self.shape[0]),
-                                       dtype=self.dtype, device=self.device)
-            self._free = list(range(self._buffer.shape[0] - 1, -1, -1))
-        if self._free:
-            slot = self._free.pop()
-        else:
-            _, slot = self._cache.popitem(last=False)
-        self._compute_column(i, self._buffer[slot])
-        self._cache[i] = slot
-        return self._buffer[slot]
+        cache = self._cache
+        row = cache.lookup(i)
+        if row is None:
+            row, _ = cache.insert(i)
+            self._compute_column(i, cache.buffer[row])
+        return cache.buffer[row]
 
     def _compute_column(self, i: int, out: Tensor, rows: Tensor | None = None) -> None:
         if self._host_ok:
@@ -355,9 +341,17 @@ class SVMDualOperator(ColumnOperator):
         """A growing working set of examples stored compactly (host execution), or None."""
         return CompactSubset(self, capacity) if self._host_ok else None
 
+    @property
+    def hits(self) -> int:
+        return self._cache.hits
+
+    @property
+    def misses(self) -> int:
+        return self._cache.misses
+
     def cache_info(self) -> dict:
-        return {"hits": self.hits, "misses": self.misses, "slots": self.cache_slots,
-                "used": len(self._cache)}
+        """Cache statistics: hits, misses, slots and slots in use."""
+        return self._cache.info()
 
 
 class CompactSubset:
