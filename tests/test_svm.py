@@ -62,6 +62,48 @@ def test_operator_float32_rbf_columns_are_accurate():
         assert torch.allclose(op.column(i).double(), dense[:, i], rtol=1e-6, atol=1e-6)
 
 
+@pytest.mark.parametrize("name", ["rbf", "poly"])
+@pytest.mark.parametrize("sparse", [False, True])
+def test_count_features_stored_in_one_byte_give_the_same_operator(name, sparse):
+    # Binary and count features (as in a9a or w8a) are kept as uint8 on the CPU host path;
+    # every route through the operator must still see the exact values.
+    g = torch.Generator().manual_seed(3)
+    X = (torch.rand(90, 12, generator=g) < 0.3) * torch.randint(1, 256, (90, 12), generator=g)
+    X = X.double()
+    y = torch.where(X[:, 0] + X[:, 1] > 60, 1.0, -1.0).double()
+    kernel = make_kernel(name, gamma=1e-4, degree=2, coef0=0.5)
+    dense = _dense_dual(X, y, kernel, 2.0)
+    op = SVMDualOperator(X.to_sparse_csr() if sparse else X, y, kernel, 2.0,
+                         dtype=torch.float64)
+    if tf._kernel_cpu.HAVE_NUMBA:
+        assert op.xfm.dtype == torch.uint8
+    for i in (0, 44, 89):
+        torch.testing.assert_close(op.column(i), dense[:, i])
+    idx = torch.tensor([2, 50])
+    torch.testing.assert_close(op.columns(idx), dense[:, idx])
+    rows = torch.tensor([7, 3, 88])
+    torch.testing.assert_close(op.block(rows, idx), dense[rows][:, idx])
+    v = torch.rand(90, dtype=torch.float64)
+    torch.testing.assert_close(op.matvec(v), dense @ v)
+    # A value that is not a small non-negative integer keeps the float storage.
+    X[0, 0] = 0.5
+    assert SVMDualOperator(X, y, kernel, 2.0).xfm.dtype == torch.float32
+
+
+@pytest.mark.parametrize("solver", ["swap", "sfw"])  # full columns; streaming working set
+def test_count_features_fit_equals_float_storage_fit(solver):
+    g = torch.Generator().manual_seed(4)
+    X = (torch.rand(300, 20, generator=g) < 0.25).float()
+    y = torch.where(X[:, :5].sum(1) > X[:, 5:10].sum(1), 1.0, -1.0)
+    compact = SVC(solver=solver, gamma=0.2, tol=1e-3, random_state=0).fit(X, y)
+    # Halving X and quadrupling gamma gives the same kernel, through the float storage.
+    scaled = SVC(solver=solver, gamma=0.8, tol=1e-3, random_state=0).fit(X * 0.5, y)
+    assert compact.n_iter_ == scaled.n_iter_
+    np.testing.assert_array_equal(np.asarray(compact.support_), np.asarray(scaled.support_))
+    np.testing.assert_allclose(np.asarray(compact.dual_coef_), np.asarray(scaled.dual_coef_),
+                               rtol=1e-4, atol=1e-6)
+
+
 def test_operator_csr_equals_dense():
     X, y = _problem(80, 6)
     X[X.abs() < 0.8] = 0  # sparse-ish

@@ -409,7 +409,7 @@ class ShardedSVMDualOperator:
     def _dots(self, block: Tensor) -> Tensor:
         """Inner products of the local examples with the rows of ``block``: ``(n_local, k)``."""
         if self.local.xfm is not None:
-            return (block @ self.local.xfm).T
+            return (block @ self.local.feature_major()).T
         return torch.sparse.mm(self.local.X, block.T.contiguous())
 
     def columns_from(self, rows: np.ndarray) -> Tensor:

@@ -54,6 +54,13 @@ def _row_norms_sq(X: Tensor) -> Tensor:
     return (X * X).sum(dim=1)
 
 
+def _exact_in_uint8(values: Tensor) -> bool:
+    """Whether every value is an integer in ``[0, 255]`` (stored exactly in one byte)."""
+    if values.numel() == 0:
+        return False
+    return bool(((values >= 0) & (values <= 255) & (values == torch.round(values))).all())
+
+
 def _matmul_t(A: Tensor, B: Tensor) -> Tensor:
     """``A @ B.T`` for dense or CSR ``A`` and ``B`` (``B`` densified: it is a small block)."""
     if _is_csr(B):
@@ -233,19 +240,35 @@ class SVMDualOperator(ColumnOperator):
             self._val = self.X.values().cpu().numpy()
         self._host_ok = (self.device.type == "cpu" and self.xfm is not None
                          and _kernel_cpu.HAVE_NUMBA)
+        if self._host_ok and _exact_in_uint8(self.X.values() if _is_csr(self.X) else self.xfm):
+            # Binary and count features (a9a, w8a, mushrooms, ...): one byte per value instead
+            # of four, exactly. The column pass reads the feature rows nnz(x_i) times and is
+            # bound by memory traffic: 40% faster on a9a. Torch paths widen on the fly.
+            self.xfm = self.xfm.to(torch.uint8)
         if self._host_ok:
             self._xfm_np = self.xfm.numpy()
-            self._scratch = np.empty(m, dtype=np.float64 if self.dtype == torch.float64
-                                     else np.float32)
+            self._scratch = np.empty(m, dtype=self._np_dtype)
             self._bits = np.empty(m, dtype=np.int32)
 
     def _row_nonzeros(self, i: int) -> tuple[np.ndarray, np.ndarray]:
         if _is_csr(self.X):
             lo, hi = self._crow[i], self._crow[i + 1]
             return self._col[lo:hi], self._val[lo:hi]
-        row = self.xfm[:, i].numpy()
+        row = self._xfm_np[:, i] if self._host_ok else self.xfm[:, i].cpu().numpy()
         nz = np.flatnonzero(row)
-        return nz, row[nz]
+        return nz, row[nz].astype(self._np_dtype)
+
+    @property
+    def _np_dtype(self):
+        return np.float64 if self.dtype == torch.float64 else np.float32
+
+    def feature_major(self, index: Tensor | None = None) -> Tensor:
+        """The ``(d, m)`` feature-major copy of ``X`` (or its columns ``index``) in ``dtype``.
+
+        A temporary widening when the copy is stored compactly as ``uint8``.
+        """
+        part = self.xfm if index is None else self.xfm.index_select(1, index)
+        return part.to(self.dtype)
 
     # -- ColumnOperator ------------------------------------------------------------------------
 
@@ -289,8 +312,8 @@ class SVMDualOperator(ColumnOperator):
     def kernel_block(self, index: Tensor, rows: Tensor | None = None) -> Tensor:
         """Plain kernel values ``k(x_r, x_c)`` for rows ``rows`` (all) and columns ``index``."""
         if self.xfm is not None:
-            cols = self.xfm.index_select(1, index).T  # (k, d)
-            dots = cols @ (self.xfm if rows is None else self.xfm.index_select(1, rows))
+            cols = self.feature_major(index).T  # (k, d)
+            dots = cols @ self.feature_major(rows)
             dots = dots.T  # (m, k): one pass over X for all k columns
         else:
             data = self.X if rows is None else _take_rows(self.X, rows)
@@ -367,8 +390,8 @@ class CompactSubset:
         d = op.xfm.shape[0]
         self.op = op
         self.size = 0
-        dtype = op._xfm_np.dtype
-        self.xfm = np.zeros((d, capacity), dtype=dtype)
+        dtype = op._np_dtype
+        self.xfm = np.zeros((d, capacity), dtype=op._xfm_np.dtype)
         self.sq = np.zeros(capacity, dtype=dtype)
         self.y = np.zeros(capacity, dtype=dtype)
         self.scratch = np.empty(capacity, dtype=dtype)
@@ -446,9 +469,9 @@ class OneVsRestOperator:
         return (self.base.kernel.diagonal(self.base.sq) + 1.0).unsqueeze(0) + self.inv_C
 
     def entry_batched(self, i: Tensor, j: Tensor) -> Tensor:
-        xi = self.base.xfm.index_select(1, i) if self.base.xfm is not None else None
+        xi = self.base.feature_major(i) if self.base.xfm is not None else None
         if xi is not None:
-            dots = (xi * self.base.xfm.index_select(1, j)).sum(0)
+            dots = (xi * self.base.feature_major(j)).sum(0)
         else:
             dots = (_take_rows(self.base.X, i).to_dense() *
                     _take_rows(self.base.X, j).to_dense()).sum(1)
