@@ -67,6 +67,7 @@ class ColumnCache:
         self.buffer: torch.Tensor | None = None
         self._freq = np.zeros(n_keys, dtype=np.int64)
         self._slot_key = np.full(self.n_slots, -1, dtype=np.int64)
+        self._slot_freq = np.zeros(self.n_slots, dtype=np.int64)  # _freq of each slot's key
         self._where: dict[int, int] = {}
         self._recent: list[int] = []
         self._used = 0
@@ -92,8 +93,11 @@ class ColumnCache:
             self.misses += 1
             if self.misses % self._age_every == 0:
                 self._freq >>= 1
+                self._slot_freq >>= 1
             return None
         self.hits += 1
+        if row < self.n_slots:
+            self._slot_freq[row] = self._freq[key]
         self._touch(row)
         return row
 
@@ -120,6 +124,7 @@ class ColumnCache:
             evicted = int(self._slot_key[row])
             del self._where[evicted]
         self._slot_key[row] = key
+        self._slot_freq[row] = self._freq[key]
         self._where[key] = row
         self._touch(row)
         return row, evicted
@@ -128,17 +133,21 @@ class ColumnCache:
         """The least frequent unprotected slot if ``key`` is strictly more frequent, else -1."""
         if self.n_slots == 0:
             return -1
-        freq = self._freq[self._slot_key]
-        for row in self._recent:
-            if row < self.n_slots:
-                freq[row] = np.iinfo(np.int64).max
-        row = int(np.argmin(freq))
-        return row if self._freq[key] > freq[row] else -1
+        freq = self._slot_freq
+        protected = [(row, freq[row]) for row in self._recent if row < self.n_slots]
+        for row, _ in protected:
+            freq[row] = np.iinfo(np.int64).max
+        victim = int(np.argmin(freq))
+        lowest = int(freq[victim])
+        for row, value in protected:
+            freq[row] = value
+        return victim if self._freq[key] > lowest else -1
 
     def clear(self) -> None:
         """Forget every cached column (the buffer and the frequencies are kept)."""
         self._where.clear()
         self._slot_key.fill(-1)
+        self._slot_freq.fill(0)
         self._recent.clear()
         self._used = 0
 

@@ -356,14 +356,17 @@ class QuadraticEngine(_Engine):
     def _entry(self, h: Tensor, j):
         return self._get(h, j)
 
+    # Host scalars come from the NumPy views: indexing a tensor costs microseconds per read.
     def _ct(self, k):
-        return 0.0 if self.ct is None else self._get(self.ct, k)
+        if self.ct is None:
+            return 0.0
+        return float(self._ct_np[k]) if self.use_numba else self._get(self.ct, k)
 
     def _diag(self, k):
-        return self._get(self.diag, k)
+        return float(self._diag_np[k]) if self.use_numba else self._get(self.diag, k)
 
     def _w(self, k):
-        return self._get(self.w, k)
+        return float(self._w_np[k]) if self.use_numba else self._get(self.w, k)
 
     # -- moves ---------------------------------------------------------------------------------
 
@@ -445,7 +448,7 @@ class QuadraticEngine(_Engine):
             - self.objective.constant
         t_t = (1.0 - lam) * self.t + lam * ci
         p_t = 2.0 * f_t - t_t                       # w~' s~
-        u_prev_i = self._get(self.s_prev, i) - ci
+        u_prev_i = (float(self._sp_np[i]) if self.use_numba else self._get(self.s_prev, i)) - ci
         cross = (1.0 - lam) * self.W + lam * u_prev_i  # w~' Q~ w_prev
         q_t = p_t - t_t
         q_prev = self.p_prev - self.t_prev
@@ -528,7 +531,7 @@ class QuadraticEngine(_Engine):
             self.refresh()
 
     def _s(self, k):
-        return self._get(self.s, k)
+        return float(self._s_np[k]) if self.use_numba else self._get(self.s, k)
 
 
 # ---------------------------------------------------------------------------------------------
