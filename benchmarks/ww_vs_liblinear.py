@@ -14,8 +14,8 @@ median fit times (CPU seconds of this process, and wall seconds), their ratio, a
 against the paper's.
 
 Part 2 (the paper's Figure 2 metric): BCD with Walrus and with the iterative solver, same
-permutation seed, no shrinking, timing only the sweeps (the gap is evaluated between epochs with the clock
-stopped, as the paper does); ``ET^delta`` = time to the first epoch with
+permutation seed, no shrinking, timing only the sweeps (the gap is evaluated between epochs
+with the clock stopped, as the paper does); ``ET^delta`` = time to the first epoch with
 ``gap <= delta * gap_1``, for delta in {0.1, 0.01, 0.001}; at k = 3 (dna), 26 (letter),
 105 (sector) and 1000 (a generated problem). Plus the cost of one subproblem solve for each
 solver on BCD-like inputs.
