@@ -111,8 +111,10 @@ def test_walrus_and_iterative_same_gap_trajectory():
     """Same permutation seed: Walrus-BCD and Shark-style BCD trace the same duality gaps (the
     iterative solver is inexact, at Shark's 1e-6 KKT threshold; spec anchor 9.7.2)."""
     X, y = blobs(n=400, d=10, k=6, seed=3, sep=1.2)
-    a = WestonWatkinsSVC(C=1.0, random_state=7, check_every=1).fit(X, y)
-    b = WestonWatkinsSVC(C=1.0, random_state=7, subproblem="iterative", check_every=1).fit(X, y)
+    # shrinking off: the paper compares the solvers inside plain BCD (Algorithm 1)
+    a = WestonWatkinsSVC(C=1.0, random_state=7, check_every=1, shrinking=False).fit(X, y)
+    b = WestonWatkinsSVC(C=1.0, random_state=7, subproblem="iterative", check_every=1,
+                         shrinking=False).fit(X, y)
     n = min(len(a.gap_history_), len(b.gap_history_))
     assert abs(a.n_iter_ - b.n_iter_) <= 1
     assert a.gap_history_[0] == pytest.approx(b.gap_history_[0], rel=1e-5)
@@ -139,22 +141,32 @@ def test_auto_gap_checks_same_iterates():
     assert (np.diff(fixed.gap_epochs_) == 3).all()
 
 
-def test_uncompiled_epoch_equals_compiled():
-    """Without numba the same epoch function runs in the interpreter, with the same result."""
+@pytest.mark.parametrize("thr", [np.inf, 0.0])
+def test_uncompiled_epoch_equals_compiled(thr):
+    """Without numba the same epoch function runs in the interpreter, with the same result
+    (unshrunk, and shrinking slots at 0 with a positive gradient, skipping a few blocks)."""
     from torchfw import _ww_kernels as K
 
-    X, y = blobs(n=60, d=5, k=4, seed=15, sep=1.0)
+    X, y = blobs(n=60, d=5, k=7, seed=15, sep=1.0)
     runs = []
     for epoch_fn in (K._ww_epoch_py, K.ww_epoch):
-        prob = WWDualProblem(_as_csr(X), y, 4, 0.8)
+        prob = WWDualProblem(_as_csr(X), y, 7, 0.8)
         ws = prob.ws
-        for order in np.random.default_rng(0).permuted(np.tile(np.arange(60), (3, 1)), axis=1):
+        orders = np.random.default_rng(0).permuted(np.tile(np.arange(60), (4, 1)), axis=1)
+        for e, order in enumerate(orders):
+            if e == 2:
+                prob.skip[::7] = 1
             epoch_fn(prob.X.indptr, prob.X.indices, prob.X.data, prob.sqnorm, prob.y, order,
-                     prob.W, prob.beta, prob.bsum, prob.C, 0, 1, 1e-6, ws.scores, ws.v,
+                     prob.W, prob.beta, prob.bsum, prob.C, 0, 1, 1e-6, prob.active,
+                     prob.n_act, thr if e else np.inf, prob.skip, prob.gblk, ws.scores, ws.v,
                      ws.bnew, ws.heap, ws.hidx, ws.sv, ws.si, ws.prefix, ws.grad, ws.changed,
-                     ws.u, prob.est)
-        runs.append(prob.W.copy())
-    np.testing.assert_allclose(runs[0], runs[1], rtol=0, atol=1e-12)
+                     ws.u, ws.cls, ws.sc, prob.est)
+        runs.append((prob.W.copy(), prob.n_act.copy(), prob.gblk.copy()))
+    np.testing.assert_allclose(runs[0][0], runs[1][0], rtol=0, atol=1e-12)
+    assert np.array_equal(runs[0][1], runs[1][1])
+    np.testing.assert_allclose(runs[0][2], runs[1][2], rtol=1e-12, atol=1e-12)
+    if thr == 0.0:  # the gather path (few slots listed) ran too
+        assert (runs[1][1] < 3).any()
 
 
 def test_sweep_gap_estimate():
@@ -168,6 +180,91 @@ def test_sweep_gap_estimate():
     est = prob.gap_estimate()
     _, gap = prob.value_and_gap()
     assert np.isfinite(est) and est > 0 and 0.2 < gap / est < 5
+
+
+def _kkt_violation(X, y, W, beta, C):
+    """Largest projected-gradient violation of the dual (D2), from scratch in NumPy."""
+    n, k = len(y), W.shape[0]
+    S = X @ W.T
+    slots = np.arange(k - 1)
+    cls = np.where(slots[None, :] < y[:, None], slots[None, :], slots[None, :] + 1)
+    G = S[np.arange(n), y][:, None] - np.take_along_axis(S, cls, 1) - 1.0  # margin - 1
+    pg = np.where(beta <= 0, np.minimum(G, 0), np.where(beta >= C, np.maximum(G, 0), G))
+    return np.abs(pg).max()
+
+
+def test_shrinking_same_solution_and_stopping_rule():
+    """Shrinking changes the path, not the problem: the same first gap, the rule met on the
+    full problem (gap recomputed from scratch), the same optimum as plain BCD."""
+    X, y = blobs(n=400, d=10, k=8, seed=16, sep=1.5)
+    C = 0.5
+    fits = {}
+    for shrink in (False, True):
+        for tol in (0.0009, 1e-7):
+            fits[shrink, tol] = WestonWatkinsSVC(C=C, tol=tol, random_state=3, max_iter=5000,
+                                                 shrinking=shrink).fit(X, y)
+    plain, shrunk = fits[False, 0.0009], fits[True, 0.0009]
+    assert shrunk.gap_history_[0] == pytest.approx(plain.gap_history_[0], rel=1e-12)
+    for f in (plain, shrunk):
+        W = f.coef_.numpy()
+        beta = f.result_.x.numpy()
+        P = primal_numpy(X, y, W, C)
+        D = beta.sum() - 0.5 * (W * W).sum()
+        assert f.converged_
+        assert P - D == pytest.approx(f.gap_history_[-1], rel=1e-8, abs=1e-10)
+        assert P - D <= 0.0009 * f.gap_history_[0]
+    # at a tight tolerance both reach the same optimum: objectives and the KKT conditions
+    a, b = fits[False, 1e-7], fits[True, 1e-7]
+    assert b.primal_history_[-1] == pytest.approx(a.primal_history_[-1], rel=1e-7)
+    assert b.dual_history_[-1] == pytest.approx(a.dual_history_[-1], rel=1e-7)
+    np.testing.assert_allclose(b.coef_.numpy(), a.coef_.numpy(), atol=1e-4)
+    assert _kkt_violation(X, y, b.coef_.numpy(), b.result_.x.numpy(), C) < 1e-3
+    assert np.array_equal(a.predict(X), b.predict(X))
+
+
+def test_shrinking_shrinks_and_recovers_from_a_wrong_shrink():
+    """The sweeps do leave slots and blocks out, and a full re-check sweep restores slots
+    that were left out wrongly: with every slot at 0 dropped after epoch 1, whatever its
+    gradient, BCD still reaches the plain run's optimum."""
+    X, y = blobs(n=300, d=8, k=6, seed=17, sep=1.2)
+    csr = _as_csr(X)
+    plain = WWDualProblem(csr, y, 6, 0.5)
+    r0 = BlockCoordinateDescent(rtol=1e-6, random_state=1, max_iter=5000).minimize(plain)
+    prob = WWDualProblem(csr, y, 6, 0.5, shrinking=True)
+    seen = {"listed": [], "visited": []}
+    sweep = prob.sweep
+
+    def spy(order, solver, steps):
+        out = sweep(order, solver, steps)
+        seen["listed"].append(prob.n_act.mean())
+        seen["visited"].append((prob.skip == 0).mean())
+        return out
+
+    prob.sweep = spy
+    r1 = BlockCoordinateDescent(rtol=1e-6, random_state=1, max_iter=5000).minimize(prob)
+    assert r1.converged and r1.gap <= 1e-6 * r1.info["first_gap"]
+    assert min(seen["listed"]) < 5 and min(seen["visited"]) < 1.0
+    assert r1.value == pytest.approx(r0.value, rel=1e-6)
+
+    wrong = WWDualProblem(csr, y, 6, 0.5, shrinking=True)
+    sweep2 = wrong.sweep
+
+    def sabotage(order, solver, steps):
+        out = sweep2(order, solver, steps)
+        if wrong.epochs == 1:  # keep only the slots with beta > 0 (the kernel's invariant)
+            for i in range(wrong.n_blocks):
+                pos = np.flatnonzero(wrong.beta[i] > 0)
+                wrong.active[i, :pos.size] = pos
+                wrong.n_act[i] = pos.size
+            dropped.append(int((wrong.n_act < 5).sum()))
+        return out
+
+    dropped = []
+    wrong.sweep = sabotage
+    r2 = BlockCoordinateDescent(rtol=1e-6, random_state=1, max_iter=5000).minimize(wrong)
+    assert dropped and dropped[0] > 0
+    assert r2.converged and r2.gap <= 1e-6 * r2.info["first_gap"]
+    assert r2.value == pytest.approx(r0.value, rel=1e-6)
 
 
 def test_fw_block_steps_converge():
