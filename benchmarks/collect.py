@@ -30,7 +30,13 @@ SECTIONS = [
      "torchfw `SVC` against scikit-learn's `SVC` (LIBSVM) on a9a, side by side in one run "
      "(`benchmarks/svm_vs_libsvm.py`). CPU rows come from the 2-core CI-class machine; GPU rows "
      "from a lent H100.",
-     ["svm_a9a_cpu.md", "svm_w8a_cpu.md", "svm_scaling.md", "svm_a9a_h100.md"]),
+     ["svm_a9a_cpu.md", "svm_a9a_cpu_repeats.md", "svm_w8a_cpu.md", "svm_scaling.md",
+      "svm_a9a_h100.md"]),
+    ("Kernel columns: storage and cache",
+     "The CPU column pass with features stored in one byte against four, and the cache hit "
+     "rates of the column requests of real fits replayed through frequency-based admission "
+     "and through LRU (`benchmarks/svm_columns.py`).",
+     ["svm_columns_a9a.md"]),
     ("Memory",
      "Peak resident memory of an `SVC` fit against the number of examples "
      "(`benchmarks/svm_memory.py`): linear, the kernel matrix is never formed.",

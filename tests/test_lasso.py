@@ -227,6 +227,19 @@ def test_other_solvers_converge(housing, solver):
     assert model.dual_gap_ <= tol * float(((y - y.mean()) ** 2).mean())
 
 
+@pytest.mark.parametrize("working_set", [False, True])
+def test_result_status_says_converged_or_max_iter(housing, working_set):
+    # The penalized stopping rule is a callback; a converged fit must not report "callback".
+    X, y, _ = housing
+    alpha = 0.1 * _alpha_max(X, y)
+    model = Lasso(alpha=alpha, tol=1e-6, working_set=working_set).fit(X, y)
+    assert str(model.result_.status) == "converged"
+    with pytest.warns(ConvergenceWarning):
+        short = Lasso(alpha=0.01 * _alpha_max(X, y), tol=1e-12, max_iter=3,
+                      working_set=working_set).fit(X, y)
+    assert str(short.result_.status) == "max_iter"
+
+
 def test_device_execution_matches_host(housing):
     """The sync-free engine path (what CUDA runs) gives the host's solution, here on CPU."""
     X, y, _ = housing

@@ -326,11 +326,16 @@ class LassoData:
             state["gap"] = gap
             if callback is not None and callback(info):
                 return True
-            return gap <= target
+            state["converged"] = gap <= target
+            return state["converged"]
 
         opt = SOLVERS[solver](Simplex(), ExactLineSearch(), tol=1e-300, callback=stop,
                               **options)
         result = opt.minimize(objective, x0)
+        if result.status is Status.CALLBACK and state.get("converged"):
+            # The stopping rule lives in the callback (the scaled gap is the Lasso's, not the
+            # epigraph problem's), so the optimizer cannot tell convergence from a user stop.
+            result.status = Status.CONVERGED
         w = T * (result.x[:p] - result.x[p:2 * p])
         return w, result, T, state["gap"]
 
