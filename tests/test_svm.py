@@ -277,6 +277,23 @@ def test_batched_one_vs_rest_matches_per_class_fits(solver):
     assert (sequential.predict(X) == batched.predict(X)).mean() > 0.99
 
 
+@pytest.mark.filterwarnings("ignore::torchfw.svm.ConvergenceWarning")
+@pytest.mark.parametrize("option", [{"sample_size": 40}, {"time_limit": 30.0}])
+def test_one_vs_rest_options_the_batched_engine_lacks_solve_one_by_one(option, capsys):
+    from torchfw.datasets import make_classification_blobs
+
+    X, y = make_classification_blobs(150, 2, n_classes=3, random_state=0)
+    model = SVC(gamma=1.0, random_state=0, **option)
+    model._batched_ovr = True  # as on CUDA
+    model.fit(X, y)
+    assert all(r.info.get("engine") != "BatchedQuadraticEngine" for r in model.result_)
+    plain = SVC(gamma=1.0, random_state=0, verbose=True)
+    plain._batched_ovr = True
+    plain.fit(X, y)
+    assert all(r.info["engine"] == "BatchedQuadraticEngine" for r in plain.result_)
+    assert "3 problems solved together" in capsys.readouterr().out
+
+
 @pytest.mark.parametrize("bad,match", [
     ({"C": 0}, "C must be"), ({"C": -1.0}, "C must be"), ({"gamma": 0.0}, "gamma must be"),
     ({"kernel": "cosine"}, "unknown kernel"), ({"solver": "smo"}, "unknown solver"),

@@ -265,7 +265,10 @@ class SVC(BaseEstimator):
                                      or previous[0].shape[0] != X.shape[0]):
             previous = None
         self._X_train = X
+        # The batched engine has no candidate sampling and no clock: with either option set the
+        # problems are solved one by one, so that the option means what it says.
         batched = len(problems) > 1 and self.solver not in ("sfw", "msfw", "swap2", "fc") and \
+            self.sample_size is None and self.time_limit is None and \
             getattr(self, "_batched_ovr", X.is_cuda)
         if batched:
             alphas, results = self._fit_ovr_batched(X, problems, C_examples, kdtype, previous)
@@ -336,6 +339,9 @@ class SVC(BaseEstimator):
         batch = minimize_batched(solver, operator, w0, tol=1e-300, rtol=2.0 * float(self.tol),
                                  max_iter=self.max_iter or 100 * m,
                                  use_graph=X.is_cuda)
+        if self.verbose:
+            print(f"one-vs-rest: {len(problems)} problems solved together, "
+                  f"{int(batch.n_iter.max())} iterations, {int(batch.converged.sum())} converged")
         alphas, results = [], []
         for k in range(len(problems)):
             converged = bool(batch.converged[k])
