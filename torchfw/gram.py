@@ -22,7 +22,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from ._column_cache import ColumnCache
+from ._column_cache import CachedColumnsMixin, ColumnCache
 from ._data import take_rows as _take_rows
 from ._validation import check_nonnegative, check_positive
 from .objectives import ColumnOperator
@@ -32,7 +32,7 @@ __all__ = ["GramOperator"]
 _CSR = torch.sparse_csr
 
 
-class GramOperator(ColumnOperator):
+class GramOperator(CachedColumnsMixin, ColumnOperator):
     r""":math:`Q = X_c^\top X_c / n` for dense or sparse ``X``, columns on demand.
 
     Parameters
@@ -250,18 +250,3 @@ class GramOperator(ColumnOperator):
         r""":math:`Q v = X_c^\top (X_c v) / n`: two (sparse) matrix-vector products."""
         return (self.rmatvec(self.design_matvec(v)) * self.scale).to(v.dtype)
 
-    def clear_cache(self) -> None:
-        """Drop all cached columns (the buffer is kept for reuse)."""
-        self._cache.clear()
-
-    @property
-    def hits(self) -> int:
-        return self._cache.hits
-
-    @property
-    def misses(self) -> int:
-        return self._cache.misses
-
-    def cache_info(self) -> dict:
-        """Cache statistics: hits, misses, slots and slots in use."""
-        return self._cache.info()

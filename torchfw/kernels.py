@@ -29,7 +29,7 @@ import torch
 from torch import Tensor
 
 from . import _kernel_cpu
-from ._column_cache import ColumnCache
+from ._column_cache import CachedColumnsMixin, ColumnCache
 from ._data import take_rows as _take_rows
 from ._validation import check_finite, check_nonnegative, check_positive
 from .objectives import ColumnOperator
@@ -156,7 +156,7 @@ def make_kernel(name: str, gamma: float = 1.0, degree: int = 3, coef0: float = 0
     return KERNELS[name](gamma=gamma, degree=degree, coef0=coef0)
 
 
-class SVMDualOperator(ColumnOperator):
+class SVMDualOperator(CachedColumnsMixin, ColumnOperator):
     r"""The L2-SVM dual matrix :math:`\tilde K` as a lazy column operator.
 
     Parameters
@@ -363,18 +363,6 @@ class SVMDualOperator(ColumnOperator):
     def compact_subset(self, capacity: int) -> CompactSubset | None:
         """A growing working set of examples stored compactly (host execution), or None."""
         return CompactSubset(self, capacity) if self._host_ok else None
-
-    @property
-    def hits(self) -> int:
-        return self._cache.hits
-
-    @property
-    def misses(self) -> int:
-        return self._cache.misses
-
-    def cache_info(self) -> dict:
-        """Cache statistics: hits, misses, slots and slots in use."""
-        return self._cache.info()
 
 
 class CompactSubset:
