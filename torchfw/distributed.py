@@ -73,10 +73,10 @@ from ._data import as_labels, as_matrix, take_rows
 from ._scalars import HOST
 from ._validation import check_int_at_least, resolve_device
 from .kernels import Kernel, SVMDualOperator, make_kernel
-from .linesearch import ExactLineSearch, Line, OpenLoop
+from .linesearch import ExactLineSearch, OpenLoop
 from .objectives import Quadratic
 from .optimizers import _kernels as K
-from .optimizers._engine import ZERO_TOL, Coefficients, Move, QuadraticEngine
+from .optimizers._engine import ZERO_TOL, Coefficients, Move, QuadraticEngine, partan_move
 from .optimizers.away import AwayStepFrankWolfe, PairwiseFrankWolfe
 from .oracles import Simplex
 from .result import Status
@@ -852,20 +852,8 @@ class DistributedQuadraticEngine(QuadraticEngine):
         # The feature fetch of the FW atom (needed by apply) rides along with the bounds.
         lo, neg_hi = self._exchange([i], extra=(lo, -hi))
         hi = -neg_hi
-        sigma = -1.0 if slope > 0.0 else 1.0
-        gamma_max = -lo if slope > 0.0 else hi
         noise = 1e-11 * (abs(q_t) + 2.0 * abs(cross) + abs(q_prev))
-        if not curvature > noise:
-            gamma_max = 0.0  # below rounding noise: see QuadraticEngine.extrapolation
-        line = Line(value=f_t, slope=sigma * slope, gamma_max=gamma_max, curvature=curvature,
-                    ops=self.ops)
-        line.phi = lambda g: line.value + g * line.slope + 0.5 * g * g * curvature
-
-        def to_coefficients(gamma):
-            mu = sigma * gamma
-            return Coefficients(a=(1.0 + mu) * (1.0 - lam), b=(1.0 + mu) * lam, i=i, d=-mu)
-
-        return Move("partan", line, to_coefficients)
+        return partan_move(f_t, slope, curvature, noise, lo, hi, lam, i, self.ops)
 
     def apply(self, co: Coefficients, tick: bool = True) -> None:
         """Apply the move to the local slices, then select (round 1)."""

@@ -87,6 +87,32 @@ def ops_abs(x):
     return x.abs() if isinstance(x, Tensor) else abs(x)
 
 
+def partan_move(value, slope, curvature, noise, lo, hi, lam, i, ops) -> Move:
+    r"""The PARTAN extrapolation as a move along :math:`\sigma\delta` from the FW point.
+
+    ``value`` is :math:`F(\tilde w)`, ``slope`` :math:`\langle\nabla F(\tilde w), \delta\rangle`
+    and ``curvature`` :math:`\|\delta\|^2_Q` for :math:`\delta = \tilde w - w_{prev}`;
+    ``[lo, hi]`` are the feasible :math:`\mu`. The line is oriented so that it descends
+    (:math:`\sigma = -\operatorname{sign}` of the slope), and the new weights are
+    :math:`(1+\mu)\tilde w - \mu w_{prev}` with :math:`\tilde w = (1-\lambda) w + \lambda e_i`.
+    """
+    sigma = ops.where(slope > 0.0, -1.0, 1.0)
+    gamma_max = ops.where(slope > 0.0, -lo, hi)
+    # The curvature is a difference of O(1) terms; near convergence it drops below their
+    # rounding noise (and may even come out negative), and an "exact" step along such a line
+    # explodes. There the extrapolation gains nothing anyway: skip it.
+    gamma_max = ops.where(curvature > noise, gamma_max, 0.0)
+    line = Line(value=value, slope=sigma * slope, gamma_max=gamma_max, curvature=curvature,
+                ops=ops)
+    line.phi = lambda g: line.value + g * line.slope + 0.5 * g * g * curvature
+
+    def to_coefficients(gamma):
+        mu = sigma * gamma
+        return Coefficients(a=(1.0 + mu) * (1.0 - lam), b=(1.0 + mu) * lam, i=i, d=-mu)
+
+    return Move("partan", line, to_coefficients)
+
+
 def _at(vec: Tensor, i):
     """``vec[i]`` (shape (1,)) for an index tensor without a host read (indexing may sync)."""
     return vec.index_select(0, i.reshape(1))
@@ -460,22 +486,9 @@ class QuadraticEngine(_Engine):
             lo, hi = K.torch_extrapolation_bounds(self.w, self.w_prev, lam, i)
             if not ops.on_device:
                 lo, hi = float(lo), float(hi)
-        sigma = ops.where(slope > 0.0, -1.0, 1.0)
-        gamma_max = ops.where(slope > 0.0, -lo, hi)
-        # The curvature is a difference of O(1) terms; near convergence it drops below their
-        # rounding noise (and may even come out negative), and an "exact" step along such a line
-        # explodes. There the extrapolation gains nothing anyway: skip it.
         noise = 1e-11 * (ops_abs(q_t) + 2.0 * ops_abs(cross) + ops_abs(q_prev))
-        gamma_max = ops.where(curvature > noise, gamma_max, 0.0)
-        line = Line(value=f_t + self.objective.constant, slope=sigma * slope,
-                    gamma_max=gamma_max, curvature=curvature, ops=ops)
-        line.phi = lambda g: line.value + g * line.slope + 0.5 * g * g * curvature
-
-        def to_coefficients(gamma):
-            mu = sigma * gamma
-            return Coefficients(a=(1.0 + mu) * (1.0 - lam), b=(1.0 + mu) * lam, i=i, d=-mu)
-
-        return Move("partan", line, to_coefficients)
+        return partan_move(f_t + self.objective.constant, slope, curvature, noise, lo, hi, lam,
+                           i, ops)
 
     # -- update --------------------------------------------------------------------------------
 
