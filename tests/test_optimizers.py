@@ -834,3 +834,26 @@ def test_cuda_matches_the_reference(variant, set_name, execution):
         lmo.initial_point(n, dtype=F64, device="cuda"))
     assert res.status is Status.CONVERGED and res.x.dtype == F64
     assert res.value == pytest.approx(f_ref, abs=max(tol, 1e-5) + 1e-5)
+
+
+def test_streaming_partan_extrapolates_past_streaming_fw():
+    # stream=True runs on the working-set engine, whose PARTAN move reads slot-indexed vectors.
+    # With the extrapolation broken (or skipped) PARTAN would do what FW does.
+    from torchfw.datasets import make_classification_blobs
+    from torchfw.kernels import SVMDualOperator, make_kernel
+
+    X, y = make_classification_blobs(400, 2, n_classes=2, pattern="rings", random_state=0)
+    X = torch.as_tensor(X, dtype=F64)
+    y = torch.as_tensor(np.where(np.asarray(y) == 1, 1.0, -1.0))
+    objective = tf.Quadratic(SVMDualOperator(X, y, make_kernel("rbf", 1.0, 3, 0.0), 5.0,
+                                             dtype=F64))
+    start = torch.nn.functional.one_hot(torch.tensor(7), 400).to(F64)
+    best = tf.PairwiseFrankWolfe(tf.Simplex(), tf.ExactLineSearch(), tol=1e-12,
+                                 max_iter=100_000).minimize(objective, start).value
+    runs = {name: cls(tf.Simplex(), tf.ExactLineSearch(), stream=True, max_iter=1200,
+                      tol=1e-300, random_state=0).minimize(objective, start)
+            for name, cls in [("fw", tf.FrankWolfe), ("partan", tf.PartanFrankWolfe)]}
+    partan = runs["partan"]
+    assert float(partan.x.min()) >= 0.0 and abs(float(partan.x.sum()) - 1.0) < 1e-12
+    assert partan.value - best < 0.25 * (runs["fw"].value - best)
+    assert partan.value - best < 0.01 * best

@@ -76,7 +76,7 @@ from .kernels import Kernel, SVMDualOperator, make_kernel
 from .linesearch import ExactLineSearch, OpenLoop
 from .objectives import Quadratic
 from .optimizers import _kernels as K
-from .optimizers._engine import ZERO_TOL, Coefficients, Move, QuadraticEngine, partan_move
+from .optimizers._engine import ZERO_TOL, Coefficients, Move, QuadraticEngine
 from .optimizers.away import AwayStepFrankWolfe, PairwiseFrankWolfe
 from .oracles import Simplex
 from .result import Status
@@ -834,15 +834,11 @@ class DistributedQuadraticEngine(QuadraticEngine):
         self._known.setdefault(k, tuple(rows[r, 1:]))
         return k
 
-    def extrapolation(self, fw: Move, lam) -> Move:
-        """PARTAN move (see :meth:`QuadraticEngine.extrapolation`); the bounds are reduced."""
-        i = fw.coefficients(0.0).i
-        f_t = fw.line.value + lam * fw.line.slope + 0.5 * lam * lam * fw.line.curvature
-        p_t = 2.0 * f_t
-        cross = (1.0 - lam) * self.W + lam * self._s_prev(i)
-        q_t, q_prev = p_t, self.p_prev
-        slope = p_t - cross
-        curvature = q_t - 2.0 * cross + q_prev
+    def _previous_score(self, i):
+        return self._s_prev(i)
+
+    def _extrapolation_bounds(self, lam, i):
+        """The feasible mu on the local slice, reduced over the ranks."""
         n = self.n_local
         li = i - self.offset if self.op.owns(i) else -1
         if self.use_numba:
@@ -851,9 +847,7 @@ class DistributedQuadraticEngine(QuadraticEngine):
             lo, hi = _torch_bounds(self.w[:n], self.w_prev[:n], lam, li)
         # The feature fetch of the FW atom (needed by apply) rides along with the bounds.
         lo, neg_hi = self._exchange([i], extra=(lo, -hi))
-        hi = -neg_hi
-        noise = 1e-11 * (abs(q_t) + 2.0 * abs(cross) + abs(q_prev))
-        return partan_move(f_t, slope, curvature, noise, lo, hi, lam, i, self.ops)
+        return lo, -neg_hi
 
     def apply(self, co: Coefficients, tick: bool = True) -> None:
         """Apply the move to the local slices, then select (round 1)."""

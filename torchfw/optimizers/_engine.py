@@ -466,7 +466,6 @@ class QuadraticEngine(_Engine):
         :math:`\sigma = -\operatorname{sign}(\langle \nabla F(\tilde w), \delta\rangle)` so that it
         is a descent direction and the step is :math:`\mu = \sigma\gamma \ge 0`-parametrized.
         """
-        ops = self.ops
         i = fw.coefficients(0.0).i
         ci = self._ct(i)
         # Scalars at the FW point w~.
@@ -474,21 +473,27 @@ class QuadraticEngine(_Engine):
             - self.objective.constant
         t_t = (1.0 - lam) * self.t + lam * ci
         p_t = 2.0 * f_t - t_t                       # w~' s~
-        u_prev_i = (float(self._sp_np[i]) if self.use_numba else self._get(self.s_prev, i)) - ci
+        u_prev_i = self._previous_score(i) - ci
         cross = (1.0 - lam) * self.W + lam * u_prev_i  # w~' Q~ w_prev
         q_t = p_t - t_t
         q_prev = self.p_prev - self.t_prev
         slope = p_t - (cross + self.t_prev)        # <s~, w~ - w_prev>
         curvature = q_t - 2.0 * cross + q_prev     # ||w~ - w_prev||^2_Q~
-        if self.use_numba:
-            lo, hi = K.extrapolation_bounds(self._w_np, self._wp_np, lam, i)
-        else:
-            lo, hi = K.torch_extrapolation_bounds(self.w, self.w_prev, lam, i)
-            if not ops.on_device:
-                lo, hi = float(lo), float(hi)
+        lo, hi = self._extrapolation_bounds(lam, i)
         noise = 1e-11 * (ops_abs(q_t) + 2.0 * ops_abs(cross) + ops_abs(q_prev))
         return partan_move(f_t + self.objective.constant, slope, curvature, noise, lo, hi, lam,
-                           i, ops)
+                           i, self.ops)
+
+    def _previous_score(self, i):
+        """:math:`s_{prev}[i]`, the previous iterate's score of atom ``i``."""
+        return float(self._sp_np[i]) if self.use_numba else self._get(self.s_prev, i)
+
+    def _extrapolation_bounds(self, lam, i):
+        r"""The feasible :math:`\mu` of :math:`(1+\mu)\tilde w - \mu w_{prev}` as ``(lo, hi)``."""
+        if self.use_numba:
+            return K.extrapolation_bounds(self._w_np, self._wp_np, lam, i)
+        lo, hi = K.torch_extrapolation_bounds(self.w, self.w_prev, lam, i)
+        return (lo, hi) if self.ops.on_device else (float(lo), float(hi))
 
     # -- update --------------------------------------------------------------------------------
 

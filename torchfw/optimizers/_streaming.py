@@ -24,11 +24,10 @@ import torch
 from torch import Tensor
 
 from .._scalars import HOST
-from ..linesearch import Line
 from ..objectives import Quadratic
 from ..oracles import Simplex
 from . import _kernels as K
-from ._engine import ZERO_TOL, Coefficients, Move, QuadraticEngine
+from ._engine import ZERO_TOL, Coefficients, QuadraticEngine
 
 __all__ = ["StreamingEngine"]
 
@@ -250,34 +249,14 @@ class StreamingEngine(QuadraticEngine):
 
     # -- PARTAN and update (slot-indexed vectors) ----------------------------------------------
 
-    def extrapolation(self, fw: Move, lam) -> Move:
+    def _previous_score(self, i):
+        return float(self.sps[self._slot(i)])
+
+    def _extrapolation_bounds(self, lam, i):
         n = self.size
-        i = fw.coefficients(0.0).i
-        ci = self._ct(i)
-        f_t = fw.line.value + lam * fw.line.slope + 0.5 * lam * lam * fw.line.curvature \
-            - self.objective.constant
-        t_t = (1.0 - lam) * self.t + lam * ci
-        p_t = 2.0 * f_t - t_t
-        cross = (1.0 - lam) * self.W + lam * (float(self.sps[self._slot(i)]) - ci)
-        q_t, q_prev = p_t - t_t, self.p_prev - self.t_prev
-        slope = p_t - (cross + self.t_prev)
-        curvature = q_t - 2.0 * cross + q_prev
-        lo, hi = (K.extrapolation_bounds(self.ws[:n], self.wps[:n], lam, self._slot(i))
-                  if self.use_numba else _bounds_numpy(self.ws[:n], self.wps[:n], lam,
-                                                       self._slot(i)))
-        sigma = -1.0 if slope > 0.0 else 1.0
-        gamma_max = -lo if slope > 0.0 else hi
-        if not curvature > 1e-11 * (abs(q_t) + 2.0 * abs(cross) + abs(q_prev)):
-            gamma_max = 0.0  # below rounding noise: see QuadraticEngine.extrapolation
-        value = f_t + self.objective.constant
-        line = Line(value=value, slope=sigma * slope, gamma_max=gamma_max, curvature=curvature,
-                    phi=lambda g: value + g * sigma * slope + 0.5 * g * g * curvature, ops=HOST)
-
-        def to_coefficients(gamma):
-            mu = sigma * gamma
-            return Coefficients(a=(1.0 + mu) * (1.0 - lam), b=(1.0 + mu) * lam, i=i, d=-mu)
-
-        return Move("partan", line, to_coefficients)
+        if self.use_numba:
+            return K.extrapolation_bounds(self.ws[:n], self.wps[:n], lam, self._slot(i))
+        return _bounds_numpy(self.ws[:n], self.wps[:n], lam, self._slot(i))
 
     def apply(self, co: Coefficients, tick: bool = True) -> None:
         n = self.size
