@@ -187,9 +187,12 @@ def test_converged_dual_matches_one_process(two_ranks, key, params, sparse):
     if params.get("class_weight") == "balanced":  # the largest per-example C bounds them all
         counts = np.bincount(np.unique(_case_data(key)[1], return_inverse=True)[1])
         C *= float((counts.sum() / (len(counts) * counts)).max())
-    for alpha, gap, r in zip(got["alphas"], got["gap"], refs, strict=True):
+    for alpha, gap, value, r in zip(got["alphas"], got["gap"], got["value"], refs, strict=True):
         assert np.linalg.norm(alpha - r.x.numpy()) <= _certified_distance(gap, r.gap, C)
-        assert np.abs(alpha - r.x.numpy()).max() < 1e-6  # in practice: the same path
+        # Both values lie within their gaps above f*. (The two runs start from the exact solution
+        # of the same subset problem, built from differently rounded kernel entries, so their
+        # paths may part at a tie; the same-path test above covers identical paths.)
+        assert abs(value - r.value) <= gap + r.gap
     assert set(got["status"]) == {"converged"}
     X, _ = _case_data(key)
     np.testing.assert_array_equal(got["predict"], ref.predict(X))

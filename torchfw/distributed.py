@@ -74,10 +74,10 @@ from ._scalars import HOST
 from ._validation import check_int_at_least, resolve_device
 from .kernels import Kernel, SVMDualOperator, make_kernel
 from .linesearch import ExactLineSearch, OpenLoop
-from .objectives import Quadratic
 from .optimizers import _kernels as K
 from .optimizers._engine import ZERO_TOL, Coefficients, Move, QuadraticEngine
-from .optimizers.away import AwayStepFrankWolfe, PairwiseFrankWolfe
+from .optimizers.active_set import simplex_qp
+from .optimizers.away import AwayStepFrankWolfe
 from .oracles import Simplex
 from .result import Status
 from .svm import SVC, ConvergenceWarning, _solver_factory
@@ -1207,10 +1207,7 @@ class DistributedSVC(SVC):
         small_op = SVMDualOperator(X_sub, torch.from_numpy(subset[:, 1].copy()).to(op.device),
                                    self._kernel, C_sub, dtype=op.dtype)
         idx = torch.arange(subset.shape[0], device=op.device)
-        block = small_op.block(idx, idx).double()
-        small = PairwiseFrankWolfe(Simplex(), ExactLineSearch(), tol=1e-12, max_iter=10_000,
-                                   execution="host")
-        w = small.minimize(Quadratic(block)).x.cpu().numpy()
+        w, _ = simplex_qp(small_op.block(idx, idx).double().cpu().numpy())
         w0 = torch.zeros(op.n_local, dtype=torch.float64)
         for q, k in enumerate(subset[:, 0].astype(np.int64)):
             if op.owns(int(k)):

@@ -1,0 +1,76 @@
+"""Exact small simplex QPs (torchfw.optimizers.active_set), used for SVM initial subsets."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import torchfw as tf
+from torchfw.optimizers.active_set import simplex_qp
+
+
+def test_diagonal_quadratic_has_the_closed_form():
+    # min sum d_i w_i^2 / 2 on the simplex: w_i proportional to 1 / d_i.
+    d = np.array([1.0, 2.0, 4.0, 8.0])
+    w, gap = simplex_qp(np.diag(d))
+    np.testing.assert_allclose(w, (1 / d) / (1 / d).sum(), rtol=1e-14)
+    assert gap <= 1e-14
+
+
+def test_linear_term_can_leave_atoms_out():
+    # c pushes atom 2 away: its optimal weight is 0, the others solve the equality problem.
+    B = np.eye(3)
+    c = np.array([0.0, 0.0, 5.0])
+    w, _ = simplex_qp(B, c)
+    np.testing.assert_allclose(w, [0.5, 0.5, 0.0], atol=1e-15)
+
+
+@settings(max_examples=300, deadline=None)
+@given(p=st.integers(1, 30), rank=st.integers(1, 30), ridge=st.sampled_from([0.0, 1e-3, 1.0]),
+       linear=st.booleans(), seed=st.integers(0, 2**32 - 1))
+def test_solution_is_certified_by_its_frank_wolfe_gap(p, rank, ridge, linear, seed):
+    rng = np.random.default_rng(seed)
+    A = rng.normal(size=(min(rank, p), p))
+    B = A.T @ A + ridge * np.eye(p)  # semidefinite (rank < p) as well as definite
+    c = rng.normal(size=p) if linear else np.zeros(p)
+    w, gap = simplex_qp(B, c)
+    assert w.min() >= 0.0 and abs(w.sum() - 1.0) < 1e-12
+    g = B @ w + c
+    scale = max(1.0, np.abs(g).max(), np.abs(np.diag(B)).max())
+    assert gap == pytest.approx(float(w @ g - g.min()), abs=1e-12 * scale)
+    # The FW gap bounds f(w) - f*, so a small gap computed here from B, c and w (not the
+    # solver's word) certifies optimality.
+    assert gap <= 1e-10 * scale
+
+
+def test_constant_objective_gives_a_feasible_point():
+    w, gap = simplex_qp(np.ones((4, 4)))  # f = (1'w)^2 / 2 = 1/2 on the whole simplex
+    assert gap == 0.0 and w.min() >= 0.0 and w.sum() == pytest.approx(1.0, abs=1e-15)
+
+
+@pytest.mark.parametrize("B,match", [(np.ones((2, 3)), "square"), (np.zeros((0, 0)), "square"),
+                                     (np.array([[np.nan]]), "finite")])
+def test_bad_input(B, match):
+    with pytest.raises(ValueError, match=match):
+        simplex_qp(B)
+
+
+def test_svc_initial_subset_is_solved_exactly():
+    from torchfw.datasets import make_classification_blobs
+    from torchfw.kernels import SVMDualOperator
+
+    X, y = make_classification_blobs(500, 2, n_classes=2, pattern="rings", random_state=0)
+    model = tf.SVC(gamma=1.0, random_state=3, n_init=30)
+    y_pm = np.where(np.asarray(y) == 1, 1.0, -1.0)
+    op = SVMDualOperator(torch.as_tensor(X, dtype=torch.float64), torch.as_tensor(y_pm),
+                         tf.kernels.make_kernel("rbf", 1.0, 3, 0.0), 1.0, dtype=torch.float64)
+    alpha = model._initial_alpha(op, y_pm, 3)
+    support = torch.nonzero(alpha).squeeze(1)
+    assert 0 < len(support) <= 30 and abs(float(alpha.sum()) - 1.0) < 1e-12
+    # Optimal on the face of its support: equal gradients there (to rounding).
+    block = op.block(support, support).double()
+    g = block @ alpha[support]
+    assert float(g.max() - g.min()) <= 1e-10 * float(block.diagonal().max())
