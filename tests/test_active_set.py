@@ -52,6 +52,7 @@ def test_constant_objective_gives_a_feasible_point():
 
 
 @pytest.mark.parametrize("B,match", [(np.ones((2, 3)), "square"), (np.zeros((0, 0)), "square"),
+                                     (np.ones(3), "square"), (np.float64(2.0), "square"),
                                      (np.array([[np.nan]]), "finite")])
 def test_bad_input(B, match):
     with pytest.raises(ValueError, match=match):

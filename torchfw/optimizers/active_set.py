@@ -54,9 +54,9 @@ def simplex_qp(B, c=None, *, max_iter: int | None = None, rtol: float = 1e-13):
         :math:`f(w) - f^*`).
     """
     B = np.asarray(B, dtype=np.float64)
-    p = B.shape[0]
-    if B.ndim != 2 or B.shape[1] != p or p == 0:
+    if B.ndim != 2 or B.shape[0] != B.shape[1] or B.shape[0] == 0:
         raise ValueError(f"B must be a non-empty square matrix, got shape {B.shape}")
+    p = B.shape[0]
     c = np.zeros(p) if c is None else np.asarray(c, dtype=np.float64).reshape(p)
     if not (np.isfinite(B).all() and np.isfinite(c).all()):
         raise ValueError("B and c must be finite")
