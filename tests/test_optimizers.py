@@ -857,3 +857,52 @@ def test_streaming_partan_extrapolates_past_streaming_fw():
     assert float(partan.x.min()) >= 0.0 and abs(float(partan.x.sum()) - 1.0) < 1e-12
     assert partan.value - best < 0.25 * (runs["fw"].value - best)
     assert partan.value - best < 0.01 * best
+
+
+@pytest.mark.parametrize("cls", [tf.FrankWolfe, tf.AwayStepFrankWolfe])
+def test_streaming_tail_average_is_the_mean_of_the_iterates_and_its_value_is_exact(cls):
+    # average_from=a: Result.average is the mean of the iterates after iterations a, ..., max_iter
+    # (the callback with check_every=1 sees each of them but the last, which is Result.x), and
+    # average_value is F at that mean, kept by a recursion instead of a kernel pass.
+    from torchfw.datasets import make_classification_blobs
+    from torchfw.kernels import SVMDualOperator, make_kernel
+
+    X, y = make_classification_blobs(300, 2, n_classes=2, pattern="rings", random_state=1)
+    X = torch.as_tensor(X, dtype=F64)
+    y = torch.as_tensor(np.where(np.asarray(y) == 1, 1.0, -1.0))
+    op = SVMDualOperator(X, y, make_kernel("rbf", 1.0, 3, 0.0), 5.0, dtype=F64)
+    c = torch.linspace(-0.2, 0.3, 300, dtype=F64)  # a linear term exercises the c' w part
+    objective = tf.Quadratic(op, c)
+    seen = {}
+
+    def record(info):
+        seen[info.iteration] = info.x.clone()
+
+    start, max_iter = 120, 500
+    res = cls(tf.Simplex(), tf.ExactLineSearch(), stream=True, max_iter=max_iter, tol=1e-300,
+              random_state=2, check_every=1, callback=record,
+              average_from=start).minimize(objective)
+    tail = [seen[k] for k in range(start, max_iter)] + [res.x]
+    expected = torch.stack(tail).mean(0)
+    torch.testing.assert_close(res.average, expected, rtol=0, atol=1e-14)
+    assert float(res.average.min()) >= 0.0 and abs(float(res.average.sum()) - 1.0) < 1e-12
+    dense = torch.stack([op.column(i).to(F64) for i in range(300)], 1)
+    w = res.average
+    assert res.average_value == pytest.approx(float(0.5 * w @ dense @ w + c @ w), rel=1e-10)
+    # The average is not the last iterate, and by convexity F(mean) <= mean F.
+    assert not torch.equal(res.average, res.x)
+    values = [float(0.5 * v @ dense @ v + c @ v) for v in tail]
+    assert res.average_value <= sum(values) / len(values) + 1e-15
+    # Without average_from there is nothing averaged.
+    plain = cls(tf.Simplex(), tf.ExactLineSearch(), stream=True, max_iter=50, tol=1e-300,
+                random_state=2).minimize(objective)
+    assert plain.average is None and plain.average_value is None
+
+
+def test_average_from_needs_a_streaming_run_and_a_nonnegative_integer():
+    with pytest.raises(ValueError, match="stream=True"):
+        tf.FrankWolfe(tf.Simplex(), average_from=10)
+    with pytest.raises(ValueError, match="average_from"):
+        tf.FrankWolfe(tf.Simplex(), stream=True, average_from=-1)
+    with pytest.raises((TypeError, ValueError), match="average_from"):
+        tf.FrankWolfe(tf.Simplex(), stream=True, average_from=2.5)

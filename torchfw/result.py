@@ -93,6 +93,13 @@ class Result:
         Active-set weights over the atoms (atomic sets only).
     best_gap : float
         Smallest gap seen at any check.
+    average : Tensor or None
+        Streaming runs with ``average_from``: the mean of the iterates from that iteration on
+        (feasible: a convex combination of iterates); ``value`` and ``gap`` are those of ``x``.
+        ``None`` otherwise.
+    average_value : float or None
+        The objective at ``average`` (at most the mean of the averaged iterates' values, by
+        convexity).
     """
 
     x: torch.Tensor
@@ -103,6 +110,8 @@ class Result:
     history: History
     weights: torch.Tensor | None = None
     best_gap: float = float("inf")
+    average: torch.Tensor | None = None
+    average_value: float | None = None
     info: dict[str, Any] = field(default_factory=dict)
 
     @property

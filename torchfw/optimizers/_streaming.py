@@ -15,6 +15,17 @@ no full gradient. With :class:`~torchfw.FrankWolfe` this is SFW (Algorithm 1-2 o
 :math:`\{p \in S: w_p > 0\}` as the spec's erratum requires). The reported gap is the gap of the
 problem restricted to :math:`S`: a progress measure, not a certificate for the full problem
 (the paper's Lemma 4.1 argument for it is flawed, see the spec).
+
+**Tail averaging** (``average_from``, not in the paper). The last iterate of one pass is a
+lottery: a toward step of size :math:`\lambda` moves the implicit bias
+:math:`b = \sum_m w_m y_m` of the SVM by up to :math:`\lambda`, which is the order of the margin
+:math:`\rho = w^\top \tilde Q w` itself late in the pass, so the decision threshold swings from
+step to step (on a9a the test accuracy after one epoch ranges over 63-84% with the random order;
+an independent NumPy transcription of the paper's Algorithm 1-2 does the same). The running
+mean of the iterates from iteration ``average_from`` on is a convex combination, so it stays on
+the simplex, and by convexity its objective is at most the mean of the averaged iterates'
+values; it smooths the threshold out (84.9-85.2% on the same runs). It costs one O(|S|) vector
+addition per iteration, the order of the gradient update.
 """
 
 from __future__ import annotations
@@ -55,7 +66,7 @@ class StreamingEngine(QuadraticEngine):
     certifies_gap = False
 
     def __init__(self, objective: Quadratic, lmo: Simplex, first: int, *, rng, keep_previous=False,
-                 pair_columns=False):
+                 pair_columns=False, average_from: int | None = None):
         if not isinstance(lmo, Simplex) or isinstance(lmo.radius, Tensor):
             raise ValueError("streaming candidates need a Simplex with a scalar radius")
         if not hasattr(objective.Q, "column_rows"):
@@ -92,6 +103,10 @@ class StreamingEngine(QuadraticEngine):
         self.sps = np.zeros(m)
         self.t = 0.0
         self.t_prev = 0.0
+        self.average_from = average_from
+        self._w_sum = np.zeros(m) if average_from is not None else None
+        self._n_averaged = 0
+        self._quad_sum = 0.0
         self._init_counters(self._device)
         self._columns: dict[int, np.ndarray] = {}
         make_subset = getattr(self.Q, "compact_subset", None)
@@ -234,6 +249,39 @@ class StreamingEngine(QuadraticEngine):
     def point(self) -> Tensor:
         return self.lmo.to_point(self.weights())
 
+    def average(self) -> tuple[Tensor, float] | None:
+        r"""Mean :math:`\bar w` of the iterates after iterations ``average_from, ...`` and
+        :math:`F(\bar w)`; ``None`` when averaging is off or has not begun.
+
+        The value is exact without any kernel evaluation: with :math:`W_{l-1}` the sum of the
+        averaged iterates before :math:`w_l` (supported on the working set of time :math:`l`,
+        which only grows), :math:`T^2\,\bar w^\top Q \bar w = \sum_l w_l^\top Q w_l
+        + 2 \sum_l W_{l-1}^\top Q w_l`, and :math:`Q w_l = s_l - \tilde c` on that working set.
+        """
+        T = self._n_averaged
+        if T == 0:
+            return None
+        n = self.size
+        w_bar = self._w_sum[:n] / T
+        value = 0.5 * self._quad_sum / (T * T)
+        if self._ct_full is not None:
+            value += float(w_bar @ self._ct_full[self.members[:n]])
+        w = np.zeros(self.N)
+        w[self.members[:n]] = w_bar
+        return self.lmo.to_point(torch.from_numpy(w).to(self._device)), \
+            value + self.objective.constant
+
+    def _accumulate_average(self) -> None:
+        if self.average_from is None or self.iteration() < self.average_from:
+            return
+        n = self.size  # slots never move, and new slots start at zero in the sum
+        w, s = self.ws[:n], self.ss[:n]
+        Qw = s if self._ct_full is None else s - self._ct_full[self.members[:n]]
+        cross = float(self._w_sum[:n] @ Qw)  # W_{l-1}' Q w_l
+        self._quad_sum += (self.p - self.t) + 2.0 * cross  # p - t = w_l' Q w_l
+        self._w_sum[:n] += w
+        self._n_averaged += 1
+
     def snapshot(self):
         n = self.size
         return n, self.ws[:n].copy(), self.ss[:n].copy()
@@ -279,6 +327,7 @@ class StreamingEngine(QuadraticEngine):
         self._refresh_selection()
         if tick:
             self.tick()
+            self._accumulate_average()
             # The next iteration sees the next streamed atom (admitted or not).
             self._advance_stream()
 

@@ -39,6 +39,15 @@ from .sampling import make_sampler
 
 __all__ = ["ConstrainedOptimizer"]
 
+
+def _tail_average(eng) -> dict:
+    """``Result`` fields of the engine's tail average (streaming with ``average_from``)."""
+    average = eng.average() if hasattr(eng, "average") else None
+    if average is None:
+        return {}
+    point, value = average
+    return {"average": point.detach().clone(), "average_value": float(value)}
+
 _EXECUTIONS = ("auto", "host", "device", "compile", "graph")
 
 
@@ -78,6 +87,12 @@ class ConstrainedOptimizer:
         atoms (see :mod:`torchfw.optimizers._streaming`). Needs a Quadratic over a Simplex whose
         operator has ``column_rows`` (e.g. the SVM kernel operator); the gap it reports is that of
         the working-set problem. With FrankWolfe this is SFW, with AwayStepFrankWolfe MSFW.
+    average_from : int, optional
+        Streaming only: keep the running mean of the iterates from iteration ``average_from``
+        on and return it (and its objective value) as ``Result.average`` and
+        ``Result.average_value``. A single pass leaves the
+        last iterate dependent on its last few steps; the tail average does not (see
+        :mod:`torchfw.optimizers._streaming`).
     execution : {"auto", "host", "device", "compile", "graph"}, default "auto"
         How the incremental quadratic engine runs: ``"host"`` reads scalars to the host and uses
         compiled CPU kernels; ``"device"`` keeps every scalar on the device (no synchronization
@@ -103,7 +118,8 @@ class ConstrainedOptimizer:
                  check_every: int | None = None, callback: Callable | None = None,
                  verbose: bool = False, sample_size: int | None = None,
                  random_state: int | None = None, execution: str = "auto",
-                 refresh_every: int | None = None, stream: bool = False):
+                 refresh_every: int | None = None, stream: bool = False,
+                 average_from: int | None = None):
         if not isinstance(lmo, LMO):
             raise TypeError(f"lmo must be a torchfw LMO (Simplex, L1Ball, ...), got "
                             f"{type(lmo).__name__}")
@@ -137,6 +153,12 @@ class ConstrainedOptimizer:
         self.stream = bool(stream)
         if self.stream and sample_size is not None:
             raise ValueError("stream=True and sample_size are two candidate policies; pick one")
+        self.average_from = None if average_from is None else check_int_at_least(
+            "average_from", average_from, 0)
+        if average_from is not None and not self.stream:
+            raise ValueError("average_from averages the iterates of a streaming run: it needs "
+                             "stream=True (deterministic runs converge; their last iterate is "
+                             "the answer)")
         if self.needs_atoms and not lmo.is_atomic:
             raise ValueError(f"{type(self).__name__} needs a set with indexed atoms (Simplex, "
                              f"L1Ball); got {type(lmo).__name__}")
@@ -213,7 +235,8 @@ class ConstrainedOptimizer:
             first = int(support[0]) if support.numel() == 1 else int(rng.integers(x0.numel()))
             engine = StreamingEngine(objective, self.lmo, first, rng=rng,
                                      keep_previous=self.keeps_previous,
-                                     pair_columns=self.uses_pairs)
+                                     pair_columns=self.uses_pairs,
+                                     average_from=self.average_from)
             return engine, "host"
         if isinstance(objective, Quadratic) and self.lmo.is_atomic and closed_form:
             execution = self.execution
@@ -329,6 +352,7 @@ class ConstrainedOptimizer:
                       history=history,
                       weights=None if eng.weights() is None else eng.weights().detach().clone(),
                       best_gap=min(best_gap, float(eng.gap())),
+                      **_tail_average(eng),
                       info={"engine": type(eng).__name__, "execution": execution,
                             "line_search": repr(self._ls)})
 
