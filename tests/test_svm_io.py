@@ -95,6 +95,24 @@ def test_cli_trains_and_predicts_on_svmguide1(tmp_path, capsys):
     assert model.get_params()["class_weight"] == {1.0: 2.0}
 
 
+def test_cli_streaming_solver_keeps_the_last_iterate_on_request(tmp_path, capsys):
+    data = tmp_path / "tiny.txt"
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(80, 3))
+    data.write_text("".join(f"{1 if x[0] > 0 else -1} 1:{x[0]:.4f} 2:{x[1]:.4f} 3:{x[2]:.4f}\n"
+                            for x in X))
+    coefs = []
+    for flags, average in (([], True), (["--last-iterate"], False)):
+        model_file = tmp_path / f"m{average}.pt"
+        assert cli_main(["train", "-q", "--solver", "sfw", *flags, str(data),
+                         str(model_file)]) == 0
+        model = SVC.load(model_file)
+        assert model.get_params()["average"] is average
+        coefs.append(model.dual_coef_)
+    # The same run (same seed), two models of it: the mean of the second half, the last iterate.
+    assert coefs[0].shape == coefs[1].shape and not torch.allclose(coefs[0], coefs[1])
+
+
 def test_cli_reports_malformed_lines_by_number(tmp_path):
     bad = tmp_path / "bad.txt"
     bad.write_text("1 1:0.5 2:1\n-1 1:0.25 2:x\n")

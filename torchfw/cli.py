@@ -52,6 +52,9 @@ def _train_parser() -> argparse.ArgumentParser:
                    help="fw, away, pairwise, swap (default), swap2, partan, fc, sfw, msfw")
     p.add_argument("--device", default=None, help="cpu (default) or cuda[:k]")
     p.add_argument("--max-iter", type=int, default=None)
+    p.add_argument("--last-iterate", action="store_true",
+                   help="sfw/msfw: keep the last iterate, as seed 001 prints the algorithm, "
+                        "instead of the mean of the second half of the run (the default)")
     p.add_argument("--seed", type=int, default=0)
     return p
 
@@ -102,7 +105,8 @@ def train(argv: list[str]) -> int:
     params = dict(kernel=kernel, C=args.C, gamma=gamma, degree=args.degree, coef0=args.coef0,
                   solver=args.solver, tol=args.tol, max_iter=args.max_iter,
                   cache_size=args.cache_size, device=args.device, class_weight=class_weight,
-                  random_state=args.seed, verbose=not args.quiet)
+                  random_state=args.seed, verbose=not args.quiet,
+                  average=not args.last_iterate)
     if args.folds:
         return _cross_validate(SVC(**params), X, y.numpy(), args.folds, args.seed)
     start = time.perf_counter()
