@@ -795,7 +795,8 @@ def build_report(res: dict) -> str:  # noqa: C901 - one linear report writer
         "point and model recovery are SVC's). Gaussian kernel `exp(-gamma |x - z|^2)` with "
         "`1/gamma` = the mean squared distance between training points (CVM's heuristic, which "
         "the paper cites). **C = 1** everywhere: the paper tuned C on a 70/30 split but does not "
-        "report the values (the ordering against C, with that split, follows the table). Initial point: the exact solution on 20 random training points "
+        "report the values (the ordering against C, with that split, follows the table). "
+        "Initial point: the exact solution on 20 random training points "
         "(SVC's default). Kernel values in float32, solver state in float64, 200 MB column "
         "cache. One fit per cell; the time of the same configuration is measured a second time "
         "in the deeper runs of the Table 3 section below.")

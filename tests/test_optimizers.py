@@ -68,6 +68,12 @@ ALL_SETS = {**ATOMIC_SETS, "l2": lambda: tf.L2Ball(1.0), "linf": lambda: tf.Linf
             "box": lambda: tf.Box(-0.2, 0.5)}
 
 
+def _kernels_have_numba() -> bool:
+    from torchfw.optimizers import _kernels
+
+    return _kernels.HAVE_NUMBA
+
+
 def _tol(variant) -> float:
     """Linear variants go to 1e-9; FW and PARTAN (sublinear here) to 1e-3."""
     return 1e-9 if variant[3] else 1e-3
@@ -906,3 +912,55 @@ def test_average_from_needs_a_streaming_run_and_a_nonnegative_integer():
         tf.FrankWolfe(tf.Simplex(), stream=True, average_from=-1)
     with pytest.raises((TypeError, ValueError), match="average_from"):
         tf.FrankWolfe(tf.Simplex(), stream=True, average_from=2.5)
+
+
+@pytest.mark.skipif(not _kernels_have_numba(), reason="needs numba")
+@pytest.mark.parametrize("cls", [tf.FrankWolfe, tf.AwayStepFrankWolfe, tf.PairwiseFrankWolfe])
+@pytest.mark.parametrize("lmo", [tf.Simplex(), tf.Simplex(2.5), tf.L1Ball(2.0)],
+                         ids=["simplex", "simplex-r", "l1ball"])
+def test_dense_execution_follows_the_host_engine_iterate_for_iterate(cls, lmo):
+    # execution="dense" runs each block in one compiled loop over the dense vertex gradients;
+    # it must take the host engine's steps: same iterates, same step counts, same stop.
+    g = torch.Generator().manual_seed(3)
+    A = torch.randn(60, 12, generator=g, dtype=F64)
+    Q = A @ A.T / 12 + 1e-3 * torch.eye(60, dtype=F64)
+    c = torch.randn(60, generator=g, dtype=F64)
+    objective = tf.Quadratic(Q, c, constant=0.5)
+    runs = {}
+    for execution in ("host", "dense"):
+        seen = []
+        runs[execution] = (cls(lmo, tf.ExactLineSearch(), tol=1e-10, max_iter=3000,
+                               check_every=7, execution=execution,
+                               callback=lambda info, seen=seen: seen.append(info.x.clone()))
+                           .minimize(objective), seen)
+    (host, host_seen), (dense, dense_seen) = runs["host"], runs["dense"]
+    assert dense.info["execution"] == "dense"
+    assert dense.n_iter == host.n_iter and dense.status is host.status
+    assert dense.steps == host.steps
+    assert len(dense_seen) == len(host_seen)
+    for a, b in zip(host_seen, dense_seen, strict=True):
+        torch.testing.assert_close(b, a, rtol=0, atol=1e-12)
+    assert dense.value == pytest.approx(host.value, rel=1e-12, abs=1e-12)
+    assert dense.gap == pytest.approx(host.gap, rel=1e-8, abs=1e-12)
+
+
+@pytest.mark.skipif(not _kernels_have_numba(), reason="needs numba")
+def test_dense_execution_rejects_what_it_cannot_run(monkeypatch):
+    import torchfw.optimizers._dense as dense
+
+    Q = torch.eye(6, dtype=F64)
+    quad = tf.Quadratic(Q)
+    with pytest.raises(ValueError, match="PartanFrankWolfe"):
+        tf.PartanFrankWolfe(tf.Simplex(), execution="dense").minimize(quad)
+    with pytest.raises(ValueError, match="ExactLineSearch"):
+        tf.FrankWolfe(tf.Simplex(), tf.OpenLoop(), execution="dense").minimize(quad)
+    with pytest.raises(ValueError, match="Quadratic"):
+        tf.FrankWolfe(tf.Simplex(), tf.Backtracking(), execution="dense").minimize(
+            lambda x: (x * x).sum(), torch.full((6,), 1 / 6, dtype=F64))
+    with pytest.raises(ValueError, match="sample_size"):
+        tf.FrankWolfe(tf.Simplex(), sample_size=2, execution="dense").minimize(quad)
+    with pytest.raises(ValueError, match="Simplex/L1Ball"):
+        tf.FrankWolfe(tf.L2Ball(), execution="dense").minimize(quad)
+    monkeypatch.setattr(dense, "MAX_DENSE_ATOMS", 10)
+    with pytest.raises(ValueError, match="12 atoms"):
+        tf.FrankWolfe(tf.L1Ball(), execution="dense").minimize(quad)

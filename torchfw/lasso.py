@@ -272,6 +272,7 @@ class LassoData:
             op = SignedAtomsOperator(self.gram, radius, self.q, self.yy)
             objective = Quadratic(op)
             lmo, x0 = Simplex(), L1Ball(radius).to_weights(w0)
+        options = _small_problem_execution(options, 2 * p, self.device, solver)
         opt = SOLVERS[solver](lmo, ExactLineSearch(), tol=tol_abs, **options)
         result = opt.minimize(objective, x0)
         w = result.x if method == "l1ball" else radius * (result.x[:p] - result.x[p:])
@@ -329,6 +330,7 @@ class LassoData:
             state["converged"] = gap <= target
             return state["converged"]
 
+        options = _small_problem_execution(options, 2 * p + 1, self.device, solver)
         opt = SOLVERS[solver](Simplex(), ExactLineSearch(), tol=1e-300, callback=stop,
                               **options)
         result = opt.minimize(objective, x0)
@@ -573,6 +575,25 @@ def _execution(execution: str, data: LassoData) -> str:
         # cuSPARSE products are not guaranteed capturable: run sync-free but uncaptured.
         return "device"
     return execution
+
+
+#: Problems of at most this many atoms run the compiled dense loop under execution="auto"
+#: (forming the N x N matrix once costs about as much as a few host iterations).
+_DENSE_ATOMS = 2048
+
+
+def _small_problem_execution(options: dict, n_atoms: int, device, solver: str) -> dict:
+    """``options`` with ``execution="dense"`` for a small CPU problem under ``"auto"``.
+
+    On the few hundred atoms of a working-set round the host engine's cost is interpreter work
+    per iteration; the dense engine runs the same iterations in compiled blocks
+    (:mod:`torchfw.optimizers._dense`).
+    """
+    if (options.get("execution", "auto") == "auto" and device.type == "cpu"
+            and _kernels.HAVE_NUMBA and n_atoms <= _DENSE_ATOMS
+            and SOLVERS[solver].dense_variant is not None):
+        return dict(options, execution="dense")
+    return options
 
 
 def _fit_one(data: LassoData, form: str, value: float, w0: Tensor | None, method: str,

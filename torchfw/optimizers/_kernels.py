@@ -29,6 +29,7 @@ except ImportError:  # pragma: no cover - exercised when numba is absent
     HAVE_NUMBA = False
 
 __all__ = ["HAVE_NUMBA", "update", "select", "active_argmin", "extrapolation_bounds",
+           "dense_block", "DENSE_FW", "DENSE_AWAY", "DENSE_PAIRWISE",
            "second_order_partner", "torch_update", "torch_select", "torch_active_argmin",
            "torch_extrapolation_bounds", "torch_second_order_partner"]
 
@@ -182,12 +183,104 @@ def _second_order_partner_py(w, s, h, diag, ct, has_ct, i, si, dii):
     return best
 
 
+#: Variant codes of :func:`dense_block`.
+DENSE_FW, DENSE_AWAY, DENSE_PAIRWISE = 0, 1, 2
+
+
+def _exact_step(slope, curvature, gamma_max):
+    """:class:`~torchfw.ExactLineSearch` on host floats (the same formula, branch for branch)."""
+    if curvature > 1e-300:
+        gamma = -slope / curvature
+    else:
+        gamma = gamma_max if slope < 0.0 else 0.0
+    if gamma < 0.0:
+        gamma = 0.0
+    if gamma > gamma_max:
+        gamma = gamma_max
+    return gamma
+
+
+def _dense_block_py(variant, n_iter, H, diag, ct, has_ct, w, s, zero_tol, counts):
+    """``n_iter`` iterations of FW, away-step FW or pairwise FW on a dense quadratic.
+
+    ``H[k]`` is the vertex gradient of atom ``k`` (row ``k`` of :math:`\tilde Q` plus
+    :math:`\tilde c`), so a move costs one or two row reads and no operator call. Moves, step
+    sizes, snapping and step counts are those of :class:`~torchfw.optimizers._engine.
+    QuadraticEngine` with :class:`~torchfw.ExactLineSearch`; ``counts`` accumulates
+    ``[fw, away, drop, pairwise]``.
+    """
+    n = w.shape[0]
+    ct_i = 0.0
+    ct_j = 0.0
+    for _ in range(n_iter):
+        i, si, j, sj, p, t = _select_kernel(w, s, ct, has_ct)
+        wj = 0.0
+        q = p - t
+        if has_ct:
+            ct_i = ct[i]
+            ct_j = ct[j] if j >= 0 else 0.0
+        if variant == 2:  # pairwise: mass from the away atom j to the FW atom i
+            if j < 0:
+                j = i
+                sj = si
+                ct_j = ct_i
+            gamma_max = w[j]
+            curvature = diag[i] + diag[j] - 2.0 * (H[i, j] - ct_j)
+            gamma = _step_kernel(si - sj, curvature, gamma_max)
+            hi = H[i]
+            hj = H[j]
+            for r in range(n):
+                s[r] = s[r] + gamma * hi[r] - gamma * hj[r]
+            w[i] += gamma
+            if w[i] <= zero_tol:
+                w[i] = 0.0
+            w[j] += -gamma
+            if w[j] <= zero_tol:
+                w[j] = 0.0
+            counts[3] += 1
+            if gamma >= gamma_max and gamma > 0.0:
+                counts[2] += 1
+            continue
+        use_fw = True
+        if variant == 1:
+            wj = w[j]
+            use_fw = si - p <= p - sj
+        if use_fw:
+            gamma = _step_kernel(si - p, diag[i] - 2.0 * (si - ct_i) + q, 1.0)
+            a = 1.0 - gamma
+            b = gamma
+            k = i
+            counts[0] += 1
+        else:
+            gamma_max = wj / max(1.0 - wj, 1e-300) if wj < 1.0 else 0.0
+            gamma = _step_kernel(p - sj, diag[j] - 2.0 * (sj - ct_j) + q, gamma_max)
+            a = 1.0 + gamma
+            b = -gamma
+            k = j
+            counts[1] += 1
+            if gamma >= gamma_max and gamma_max > 0.0:
+                counts[2] += 1
+        hk = H[k]
+        for r in range(n):
+            s[r] = a * s[r] + b * hk[r]
+        if a != 1.0:
+            for r in range(n):
+                w[r] = a * w[r]
+        w[k] += b
+        if w[k] <= zero_tol:
+            w[k] = 0.0
+
+
 update = _njit(_update_py)
 dot = _njit(_dot_py)
 select = _njit(_select_py)
 active_argmin = _njit(_active_argmin_py)
 extrapolation_bounds = _njit(_extrapolation_bounds_py)
 second_order_partner = _njit(_second_order_partner_py)
+# dense_block calls these through their global names, compiled when numba is there.
+_select_kernel = select if HAVE_NUMBA else _select_py
+_step_kernel = _njit(_exact_step) if HAVE_NUMBA else _exact_step
+dense_block = _njit(_dense_block_py)
 
 
 # --------------------------------------------------------------------------------------------

@@ -2,6 +2,7 @@ r"""Wolfe's away-step Frank-Wolfe (MFW) and the pairwise variant."""
 
 from __future__ import annotations
 
+from ._kernels import DENSE_AWAY, DENSE_PAIRWISE
 from .base import ConstrainedOptimizer
 
 __all__ = ["AwayStepFrankWolfe", "PairwiseFrankWolfe"]
@@ -26,6 +27,7 @@ class AwayStepFrankWolfe(ConstrainedOptimizer):
     """
 
     needs_atoms = True
+    dense_variant = DENSE_AWAY
 
     def _step(self, eng) -> None:
         ops = eng.ops
@@ -62,6 +64,7 @@ class PairwiseFrankWolfe(ConstrainedOptimizer):
 
     needs_atoms = True
     uses_pairs = True
+    dense_variant = DENSE_PAIRWISE
 
     def _step(self, eng) -> None:
         ops = eng.ops

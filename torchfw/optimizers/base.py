@@ -33,6 +33,7 @@ from ..linesearch import ExactLineSearch, LineSearch, OpenLoop, default_line_sea
 from ..objectives import Quadratic, as_objective
 from ..oracles import LMO
 from ..result import History, IterationInfo, Result, Status
+from ._dense import DenseQuadraticEngine
 from ._engine import GenericEngine, QuadraticEngine
 from ._streaming import StreamingEngine
 from .sampling import make_sampler
@@ -48,7 +49,7 @@ def _tail_average(eng) -> dict:
     point, value = average
     return {"average": point.detach().clone(), "average_value": float(value)}
 
-_EXECUTIONS = ("auto", "host", "device", "compile", "graph")
+_EXECUTIONS = ("auto", "host", "device", "compile", "graph", "dense")
 
 
 class ConstrainedOptimizer:
@@ -69,8 +70,9 @@ class ConstrainedOptimizer:
     time_limit : float, optional
         Wall-clock budget in seconds (checked between blocks).
     check_every : int, optional
-        Iterations between checks of the gap. Default 10 with host scalars and 50 on a device
-        (where each check is a host synchronization).
+        Iterations between checks of the gap. Default 10 with host scalars, 50 on a device
+        (where each check is a host synchronization) and with ``execution="dense"`` (where a
+        check costs as much as dozens of compiled iterations).
     callback : callable, optional
         ``callback(info: IterationInfo) -> bool | None`` called at each check; returning
         ``True`` (or raising ``StopIteration``) stops the run.
@@ -100,6 +102,11 @@ class ConstrainedOptimizer:
         ``"graph"`` additionally captures blocks of compiled iterations as CUDA graphs (CUDA
         only). ``"auto"`` picks ``"graph"`` for CUDA tensors and ``"host"`` otherwise. The first
         compiled run of a problem shape pays the compilation (cached on disk afterwards).
+        ``"dense"`` (small problems on the CPU, FrankWolfe, AwayStepFrankWolfe and
+        PairwiseFrankWolfe with ExactLineSearch) forms the ``N x N`` matrix of vertex gradients
+        once and runs each block between two checks in one compiled call: the same iterates as
+        ``"host"`` without the interpreter's cost per iteration (see
+        :mod:`torchfw.optimizers._dense`).
     refresh_every : int, optional
         Recompute the incremental gradient exactly every that many iterations (host execution).
     """
@@ -112,6 +119,8 @@ class ConstrainedOptimizer:
     keeps_previous = False
     #: The variant needs curvature or objective evaluations beyond the line search.
     needs_quadratic = False
+    #: Code of the variant's compiled dense loop (``execution="dense"``), or None.
+    dense_variant: int | None = None
 
     def __init__(self, lmo: LMO, line_search: LineSearch | None = None, *, tol: float = 1e-6,
                  rtol: float = 0.0, max_iter: int = 10_000, time_limit: float | None = None,
@@ -238,6 +247,8 @@ class ConstrainedOptimizer:
                                      pair_columns=self.uses_pairs,
                                      average_from=self.average_from)
             return engine, "host"
+        if self.execution == "dense":
+            return self._make_dense_engine(objective, x0, line_search), "dense"
         if isinstance(objective, Quadratic) and self.lmo.is_atomic and closed_form:
             execution = self.execution
             if execution == "auto":
@@ -263,6 +274,20 @@ class ConstrainedOptimizer:
         engine = GenericEngine(objective, self.lmo, x0, keep_previous=self.keeps_previous,
                                sample=sampler(HOST))
         return engine, "host"
+
+    def _make_dense_engine(self, objective, x0: Tensor, line_search: LineSearch):
+        if self.dense_variant is None:
+            raise ValueError(f"execution='dense' has compiled loops for FrankWolfe, "
+                             f"AwayStepFrankWolfe and PairwiseFrankWolfe, not "
+                             f"{type(self).__name__}")
+        if not (isinstance(objective, Quadratic) and self.lmo.is_atomic
+                and isinstance(line_search, ExactLineSearch)):
+            raise ValueError("execution='dense' needs a torchfw.Quadratic over Simplex/L1Ball "
+                             "with ExactLineSearch")
+        if self.sample_size is not None or self.refresh_every is not None:
+            raise ValueError("execution='dense' runs every iteration in one compiled loop: "
+                             "sample_size and refresh_every are not available there")
+        return DenseQuadraticEngine(objective, self.lmo, self.lmo.to_weights(x0))
 
     # -- the loop ------------------------------------------------------------------------------
 
@@ -341,6 +366,8 @@ class ConstrainedOptimizer:
                 n = min(check_every, self.max_iter - k)
                 if execution in ("compile", "graph"):
                     graph = self._run_compiled_block(eng, n, graph, execution == "graph")
+                elif execution == "dense":
+                    eng.run_block(self.dense_variant, n)
                 else:
                     for _ in range(n):
                         self._step(eng)

@@ -2,6 +2,7 @@ r"""The classic Frank-Wolfe (conditional gradient) method."""
 
 from __future__ import annotations
 
+from ._kernels import DENSE_FW
 from .base import ConstrainedOptimizer
 
 __all__ = ["FrankWolfe"]
@@ -21,6 +22,8 @@ class FrankWolfe(ConstrainedOptimizer):
 
     See :class:`ConstrainedOptimizer` for the parameters.
     """
+
+    dense_variant = DENSE_FW
 
     def _step(self, eng) -> None:
         move = eng.toward()
