@@ -964,3 +964,53 @@ def test_dense_execution_rejects_what_it_cannot_run(monkeypatch):
     monkeypatch.setattr(dense, "MAX_DENSE_ATOMS", 10)
     with pytest.raises(ValueError, match="12 atoms"):
         tf.FrankWolfe(tf.L1Ball(), execution="dense").minimize(quad)
+
+
+@pytest.mark.skipif(not _kernels_have_numba(), reason="needs numba")
+def test_partan_bounds_over_the_support_equal_the_full_pass():
+    # PARTAN's feasible mu interval read over the atoms that ever had weight (plus the FW atom)
+    # equals the pass over all N entries: elsewhere w = w_prev = 0 bounds nothing.
+    from torchfw.optimizers import _kernels as K
+
+    rng = np.random.default_rng(0)
+    for trial in range(300):
+        n = 50
+        w, wp = np.zeros(n), np.zeros(n)
+        on = rng.choice(n, 8, replace=False)
+        w[on[:6]] = rng.random(6)
+        wp[on[2:]] = rng.random(6)
+        if trial % 3 == 0:
+            wp[on[:6]] = w[on[:6]] * 0.7  # proportional iterates: exact ties in the quotients
+        w /= w.sum()
+        wp /= wp.sum()
+        i = int(rng.integers(n))
+        lam = float(rng.choice([0.0, 1e-3, 0.3, 1.0]))
+        support = np.unique(np.concatenate([on, [i]])).astype(np.int64)
+        rng.shuffle(support)
+        full = K.extrapolation_bounds(w, wp, lam, i)
+        restricted = K.extrapolation_bounds_on(w, wp, lam, i, support, support.size)
+        np.testing.assert_allclose(restricted, full, rtol=1e-15, atol=0)
+
+
+@pytest.mark.skipif(not _kernels_have_numba(), reason="needs numba")
+def test_partan_update_over_the_support_equals_the_full_update():
+    from torchfw.optimizers import _kernels as K
+
+    rng = np.random.default_rng(1)
+    n = 40
+    for _ in range(50):
+        w, wp = np.zeros(n), np.zeros(n)
+        on = rng.choice(n, 10, replace=False)
+        w[on[:7]] = rng.random(7)
+        wp[on[3:]] = rng.random(7)
+        s, sp, h0, h1 = (rng.normal(size=n) for _ in range(4))
+        i0, i1 = int(on[0]), int(rng.integers(n))
+        a, b, c, d = 1.2, 0.05, float(rng.choice([0.0, -0.01])), -0.15
+        support = np.unique(np.concatenate([on, [i0, i1]])).astype(np.int64)
+        full = [x.copy() for x in (w, s, wp, sp)]
+        K.update(full[0], full[1], a, b, i0, h0, c, i1, h1, d, full[2], full[3], True, 1e-15)
+        part = [x.copy() for x in (w, s, wp, sp)]
+        K.shift_update_on(part[0], part[1], a, b, i0, h0, c, i1, h1, d, part[2], part[3],
+                          support, support.size, 1e-15)
+        for x, y in zip(part, full, strict=True):
+            np.testing.assert_array_equal(x, y)

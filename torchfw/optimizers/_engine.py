@@ -27,6 +27,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
+import numpy as np
 import torch
 from torch import Tensor
 
@@ -271,9 +272,25 @@ class QuadraticEngine(_Engine):
 
     # -- state ---------------------------------------------------------------------------------
 
+    def _note_support(self, i: int) -> None:
+        """Record that atom ``i`` may carry weight (PARTAN's bounds read only such atoms)."""
+        if not self._in_support[i]:
+            self._in_support[i] = True
+            self._support[self._n_support] = i
+            self._n_support += 1
+
     def _numpy_views(self) -> None:
         if not self.use_numba:
             return
+        if self.keep_previous:
+            # Atoms that ever had weight, in order of arrival: a superset of the supports of
+            # w and w_prev (moves give weight only to their FW atom, and w_prev was once w).
+            nonzero = np.flatnonzero(K.as_numpy(self.w))
+            self._support = np.empty(self.N, dtype=np.int64)
+            self._support[:nonzero.size] = nonzero
+            self._n_support = nonzero.size
+            self._in_support = np.zeros(self.N, dtype=np.bool_)
+            self._in_support[nonzero] = True
         self._w_np = K.as_numpy(self.w)
         self._s_np = K.as_numpy(self.s)
         self._wp_np = K.as_numpy(self.w_prev) if self.keep_previous else self._w_np
@@ -491,7 +508,10 @@ class QuadraticEngine(_Engine):
     def _extrapolation_bounds(self, lam, i):
         r"""The feasible :math:`\mu` of :math:`(1+\mu)\tilde w - \mu w_{prev}` as ``(lo, hi)``."""
         if self.use_numba:
-            return K.extrapolation_bounds(self._w_np, self._wp_np, lam, i)
+            # Only atoms that ever had weight can bound mu: read those, not all N entries.
+            self._note_support(int(i))
+            return K.extrapolation_bounds_on(self._w_np, self._wp_np, lam, i, self._support,
+                                             self._n_support)
         lo, hi = K.torch_extrapolation_bounds(self.w, self.w_prev, lam, i)
         return (lo, hi) if self.ops.on_device else (float(lo), float(hi))
 
@@ -519,9 +539,16 @@ class QuadraticEngine(_Engine):
         if self.use_numba:
             use_h1 = co.j is not None and co.c != 0.0
             h1 = self.vertex_gradient(j) if use_h1 else h0
-            K.update(self._w_np, self._s_np, co.a, co.b, co.i, K.as_numpy(h0),
-                     co.c if use_h1 else 0.0, j, K.as_numpy(h1), co.d, self._wp_np,
-                     self._sp_np, self.keep_previous, ZERO_TOL)
+            if self.keep_previous:
+                self._note_support(int(co.i))
+                self._note_support(int(j))
+                K.shift_update_on(self._w_np, self._s_np, co.a, co.b, co.i, K.as_numpy(h0),
+                                  co.c if use_h1 else 0.0, j, K.as_numpy(h1), co.d, self._wp_np,
+                                  self._sp_np, self._support, self._n_support, ZERO_TOL)
+            else:
+                K.update(self._w_np, self._s_np, co.a, co.b, co.i, K.as_numpy(h0),
+                         co.c if use_h1 else 0.0, j, K.as_numpy(h1), co.d, self._wp_np,
+                         self._sp_np, False, ZERO_TOL)
             sel = K.select(self._w_np, self._s_np, self._ct_np, self.ct is not None)
             self._store_selection(sel, host=True)
         else:

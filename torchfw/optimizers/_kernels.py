@@ -29,6 +29,7 @@ except ImportError:  # pragma: no cover - exercised when numba is absent
     HAVE_NUMBA = False
 
 __all__ = ["HAVE_NUMBA", "update", "select", "active_argmin", "extrapolation_bounds",
+           "extrapolation_bounds_on", "shift_update_on",
            "dense_block", "DENSE_FW", "DENSE_AWAY", "DENSE_PAIRWISE",
            "second_order_partner", "torch_update", "torch_select", "torch_active_argmin",
            "torch_extrapolation_bounds", "torch_second_order_partner"]
@@ -80,6 +81,33 @@ def _update_py(w, s, a, b, i0, h0, c, i1, h1, d, w_prev, s_prev, shift, zero_tol
         w[i1] += c
         if w[i1] <= zero_tol:
             w[i1] = 0.0  # pairwise step to its maximum: a drop
+
+
+def _shift_update_on_py(w, s, a, b, i0, h0, c, i1, h1, d, w_prev, s_prev, support, n_support,
+                        zero_tol):
+    """:func:`update` with ``shift`` (PARTAN), the weights updated over ``support[:n_support]``.
+
+    The gradients change everywhere, but ``w`` and ``w_prev`` are zero off the support (which
+    must hold every atom that ever had weight, ``i0`` and ``i1`` included), where the update
+    leaves them zero: only the two gradient arrays are read in full.
+    """
+    for r in range(s.shape[0]):
+        so = s[r]
+        s[r] = a * so + b * h0[r] + c * h1[r] + d * s_prev[r]
+        s_prev[r] = so
+    for k in range(n_support):
+        r = support[k]
+        wo = w[r]
+        wn = a * wo + d * w_prev[r]
+        w[r] = wn if wn > zero_tol else 0.0
+        w_prev[r] = wo
+    w[i0] += b
+    if w[i0] <= zero_tol:
+        w[i0] = 0.0
+    if c != 0.0:
+        w[i1] += c
+        if w[i1] <= zero_tol:
+            w[i1] = 0.0
 
 
 def _select_py(w, s, ct, has_ct):
@@ -146,6 +174,32 @@ def _extrapolation_bounds_py(w, w_prev, lam, i):
     hi = _INF
     lo = -_INF
     for r in range(w.shape[0]):
+        wt = (1.0 - lam) * w[r]
+        if r == i:
+            wt += lam
+        delta = wt - w_prev[r]
+        if wt + hi * delta < 0.0:
+            q = wt / (-delta)
+            if q < hi:
+                hi = q
+        if wt + lo * delta < 0.0:
+            q = -wt / delta
+            if q > lo:
+                lo = q
+    return lo, hi
+
+
+def _extrapolation_bounds_on_py(w, w_prev, lam, i, support, n_support):
+    """:func:`extrapolation_bounds` over the entries ``support[:n_support]`` only.
+
+    ``support`` must hold every index where ``w`` or ``w_prev`` is nonzero, and ``i``: elsewhere
+    both are zero, so ``w~_r = delta_r = 0`` bounds nothing. On an SVM dual the support is a
+    fraction of the examples, so this reads a fraction of the two arrays.
+    """
+    hi = _INF
+    lo = -_INF
+    for k in range(n_support):
+        r = support[k]
         wt = (1.0 - lam) * w[r]
         if r == i:
             wt += lam
@@ -272,10 +326,12 @@ def _dense_block_py(variant, n_iter, H, diag, ct, has_ct, w, s, zero_tol, counts
 
 
 update = _njit(_update_py)
+shift_update_on = _njit(_shift_update_on_py)
 dot = _njit(_dot_py)
 select = _njit(_select_py)
 active_argmin = _njit(_active_argmin_py)
 extrapolation_bounds = _njit(_extrapolation_bounds_py)
+extrapolation_bounds_on = _njit(_extrapolation_bounds_on_py)
 second_order_partner = _njit(_second_order_partner_py)
 # dense_block calls these through their global names, compiled when numba is there.
 _select_kernel = select if HAVE_NUMBA else _select_py
