@@ -146,6 +146,10 @@ class _Engine:
     def step_counts(self) -> dict[str, int]:
         return {k: int(v) for k, v in self._counts.items()}
 
+    def average(self):
+        """``(point, value)`` of the averaged iterates, or None (only streaming runs average)."""
+        return None
+
     def tick(self) -> None:
         if self.ops.on_device:
             self.k.add_(1)

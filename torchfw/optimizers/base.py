@@ -40,16 +40,16 @@ from .sampling import make_sampler
 
 __all__ = ["ConstrainedOptimizer"]
 
+_EXECUTIONS = ("auto", "host", "device", "compile", "graph", "dense")
+
 
 def _tail_average(eng) -> dict:
     """``Result`` fields of the engine's tail average (streaming with ``average_from``)."""
-    average = eng.average() if hasattr(eng, "average") else None
+    average = eng.average()
     if average is None:
         return {}
     point, value = average
     return {"average": point.detach().clone(), "average_value": float(value)}
-
-_EXECUTIONS = ("auto", "host", "device", "compile", "graph", "dense")
 
 
 class ConstrainedOptimizer:
@@ -92,10 +92,9 @@ class ConstrainedOptimizer:
     average_from : int, optional
         Streaming only: keep the running mean of the iterates from iteration ``average_from``
         on and return it (and its objective value) as ``Result.average`` and
-        ``Result.average_value``. A single pass leaves the
-        last iterate dependent on its last few steps; the tail average does not (see
-        :mod:`torchfw.optimizers._streaming`).
-    execution : {"auto", "host", "device", "compile", "graph"}, default "auto"
+        ``Result.average_value``. A single pass leaves the last iterate dependent on its last
+        few steps; the tail average does not (see :mod:`torchfw.optimizers._streaming`).
+    execution : {"auto", "host", "device", "compile", "graph", "dense"}, default "auto"
         How the incremental quadratic engine runs: ``"host"`` reads scalars to the host and uses
         compiled CPU kernels; ``"device"`` keeps every scalar on the device (no synchronization
         inside a block); ``"compile"`` also fuses each iteration with ``torch.compile``;
