@@ -162,12 +162,8 @@ def _extrapolation_bounds_py(w, w_prev, lam, i):
 
     Returns ``(mu_lo, mu_hi)``: the smallest and largest mu keeping every weight >= 0.
     """
-    # A bound changes only at the few entries that tighten it, so the test is written to be
-    # false almost always (a predictable branch, no division per entry): with w~_r >= 0,
-    # ``wt + hi * delta < 0`` holds exactly when delta < 0 and wt / -delta < hi (at hi = inf it
-    # means delta < 0; at delta = 0 the product is nan or 0 and the test is false), and
-    # ``wt + lo * delta < 0`` exactly when delta > 0 and -wt / delta > lo. Rounding in the
-    # product can skip an exact tie (iterates of FW steps are proportional entry by entry, so
+    # Each entry tightens the interval through _tighten. Rounding in its product test can skip
+    # an exact tie (iterates of FW steps are proportional entry by entry, so
     # ties are common): the bound then differs from the minimum quotient in the last bit, and
     # the weights the extrapolation lands on zero come out within rounding of it, where the
     # update snaps them (``ZERO_TOL``).
@@ -177,15 +173,27 @@ def _extrapolation_bounds_py(w, w_prev, lam, i):
         wt = (1.0 - lam) * w[r]
         if r == i:
             wt += lam
-        delta = wt - w_prev[r]
-        if wt + hi * delta < 0.0:
-            q = wt / (-delta)
-            if q < hi:
-                hi = q
-        if wt + lo * delta < 0.0:
-            q = -wt / delta
-            if q > lo:
-                lo = q
+        lo, hi = _tighten_kernel(wt, wt - w_prev[r], lo, hi)
+    return lo, hi
+
+
+def _tighten(wt, delta, lo, hi):
+    """One entry's constraint ``wt + mu delta >= 0`` applied to ``[lo, hi]``.
+
+    A bound changes only at the few entries that tighten it, so the test is written to be
+    false almost always (a predictable branch, no division per entry): with ``wt >= 0``,
+    ``wt + hi * delta < 0`` holds exactly when delta < 0 and wt / -delta < hi (at hi = inf it
+    means delta < 0; at delta = 0 the product is nan or 0 and the test is false), and
+    ``wt + lo * delta < 0`` exactly when delta > 0 and -wt / delta > lo.
+    """
+    if wt + hi * delta < 0.0:
+        q = wt / (-delta)
+        if q < hi:
+            hi = q
+    if wt + lo * delta < 0.0:
+        q = -wt / delta
+        if q > lo:
+            lo = q
     return lo, hi
 
 
@@ -203,15 +211,7 @@ def _extrapolation_bounds_on_py(w, w_prev, lam, i, support, n_support):
         wt = (1.0 - lam) * w[r]
         if r == i:
             wt += lam
-        delta = wt - w_prev[r]
-        if wt + hi * delta < 0.0:
-            q = wt / (-delta)
-            if q < hi:
-                hi = q
-        if wt + lo * delta < 0.0:
-            q = -wt / delta
-            if q > lo:
-                lo = q
+        lo, hi = _tighten_kernel(wt, wt - w_prev[r], lo, hi)
     return lo, hi
 
 
@@ -333,7 +333,8 @@ active_argmin = _njit(_active_argmin_py)
 extrapolation_bounds = _njit(_extrapolation_bounds_py)
 extrapolation_bounds_on = _njit(_extrapolation_bounds_on_py)
 second_order_partner = _njit(_second_order_partner_py)
-# dense_block calls these through their global names, compiled when numba is there.
+# These kernels call helpers through their global names: compiled ones when numba is there.
+_tighten_kernel = _njit(_tighten) if HAVE_NUMBA else _tighten
 _select_kernel = select if HAVE_NUMBA else _select_py
 _step_kernel = _njit(_exact_step) if HAVE_NUMBA else _exact_step
 dense_block = _njit(_dense_block_py)
