@@ -263,7 +263,6 @@ def _dense_block_py(variant, n_iter, H, diag, ct, has_ct, w, s, zero_tol, counts
     QuadraticEngine` with :class:`~torchfw.ExactLineSearch`; ``counts`` accumulates
     ``[fw, away, drop, pairwise]``.
     """
-    n = w.shape[0]
     ct_i = 0.0
     ct_j = 0.0
     for _ in range(n_iter):
@@ -281,16 +280,9 @@ def _dense_block_py(variant, n_iter, H, diag, ct, has_ct, w, s, zero_tol, counts
             gamma_max = w[j]
             curvature = diag[i] + diag[j] - 2.0 * (H[i, j] - ct_j)
             gamma = _step_kernel(si - sj, curvature, gamma_max)
-            hi = H[i]
-            hj = H[j]
-            for r in range(n):
-                s[r] = s[r] + gamma * hi[r] - gamma * hj[r]
-            w[i] += gamma
-            if w[i] <= zero_tol:
-                w[i] = 0.0
-            w[j] += -gamma
-            if w[j] <= zero_tol:
-                w[j] = 0.0
+            # The host engine's update call for a pairwise move, rows of H for the columns.
+            _update_kernel(w, s, 1.0, gamma, i, H[i], -gamma, j, H[j], 0.0, w, s, False,
+                           zero_tol)
             counts[3] += 1
             if gamma >= gamma_max and gamma > 0.0:
                 counts[2] += 1
@@ -314,15 +306,7 @@ def _dense_block_py(variant, n_iter, H, diag, ct, has_ct, w, s, zero_tol, counts
             counts[1] += 1
             if gamma >= gamma_max and gamma_max > 0.0:
                 counts[2] += 1
-        hk = H[k]
-        for r in range(n):
-            s[r] = a * s[r] + b * hk[r]
-        if a != 1.0:
-            for r in range(n):
-                w[r] = a * w[r]
-        w[k] += b
-        if w[k] <= zero_tol:
-            w[k] = 0.0
+        _update_kernel(w, s, a, b, k, H[k], 0.0, k, H[k], 0.0, w, s, False, zero_tol)
 
 
 update = _njit(_update_py)
@@ -335,6 +319,7 @@ extrapolation_bounds_on = _njit(_extrapolation_bounds_on_py)
 second_order_partner = _njit(_second_order_partner_py)
 # These kernels call helpers through their global names: compiled ones when numba is there.
 _tighten_kernel = _njit(_tighten) if HAVE_NUMBA else _tighten
+_update_kernel = update if HAVE_NUMBA else _update_py
 _select_kernel = select if HAVE_NUMBA else _select_py
 _step_kernel = _njit(_exact_step) if HAVE_NUMBA else _exact_step
 dense_block = _njit(_dense_block_py)
