@@ -1,76 +1,138 @@
 """Command line: LIBSVM-style ``train`` / ``predict``, and a ``demo``.
 
-::
-
-    python -m torchfw train [options] training_file [model_file]
-    python -m torchfw predict test_file model_file [output_file]
-    python -m torchfw demo
-
-``train`` mirrors LIBSVM's ``svm-train`` flags where they mean the same thing (``-t`` kernel
-type, ``-d`` degree, ``-g`` gamma, ``-r`` coef0, ``-c`` cost, ``-m`` cache size in MB, ``-e``
-tolerance, ``-wi`` class weights, ``-v`` cross-validation folds, ``-q`` quiet) and adds
-``--solver``, ``--device`` and ``--max-iter``. Models are saved as tensors and plain values
-(loaded with ``torch.load(weights_only=True)``: no arbitrary unpickling).
+``train`` takes ``svm-train``'s options with LIBSVM's meaning where they apply to a C-SVM, and
+``predict`` takes ``svm-predict``'s. Every error is one line starting with ``error:`` (exit
+status 1; 2 for a usage error), never a traceback. Models are saved as tensors and plain values
+(loaded with ``torch.load(weights_only=True)``: no arbitrary unpickling) or, with
+``--format libsvm``, as LIBSVM model files; ``predict`` reads both.
 """
 
 from __future__ import annotations
 
-import argparse
 import sys
 import time
 from pathlib import Path
 
 import numpy as np
 
-__all__ = ["main"]
+__all__ = ["main", "CLIError"]
 
-_KERNEL_TYPES = {"0": "linear", "1": "poly", "2": "rbf", "3": "sigmoid",
-                 "linear": "linear", "poly": "poly", "rbf": "rbf", "sigmoid": "sigmoid"}
+USAGE = """\
+usage: python -m torchfw COMMAND [options]
+
+commands:
+  train [options] training_set_file [model_file]
+        train a kernel SVM by Frank-Wolfe (svm-train's options; see `train --help`)
+  predict [options] test_file model_file [output_file]
+        predict with a model saved by `train` or by LIBSVM's svm-train
+  demo  train every solver on generated data and compare with scikit-learn
+  --version   print the version and exit
+  --help      print this help and exit
+"""
+
+TRAIN_HELP = """\
+usage: python -m torchfw train [options] training_set_file [model_file]
+
+options (LIBSVM's svm-train meaning where they apply):
+  -s svm_type : 0 -- C-SVC (the only type: torchfw trains the L2-SVM dual, see the docs)
+  -t kernel_type : 0 -- linear: u'v
+                   1 -- polynomial: (gamma*u'v + coef0)^degree
+                   2 -- radial basis function: exp(-gamma*|u-v|^2) (default)
+                   3 -- sigmoid: tanh(gamma*u'v + coef0)
+                   4 -- precomputed kernel (kernel values in the training file)
+  -d degree : degree of the polynomial kernel (default 3)
+  -g gamma : a number, 'scale' (default, as scikit-learn) or 'auto' (1/num_features,
+             LIBSVM's default)
+  -r coef0 : coef0 of the polynomial and sigmoid kernels (default 0)
+  -c cost : C (default 1)
+  -m cachesize : kernel cache in MB (default 200)
+  -e epsilon : tolerance: duality gap relative to the margin (default 0.3; see the docs)
+  -h shrinking : 0 or 1, accepted for compatibility (Frank-Wolfe has no shrinking)
+  -b probability_estimates : 1 to fit Platt probabilities by internal 5-fold CV (default 0)
+  -wi weight : multiply C by weight for class i (repeatable)
+  -v n : n-fold cross validation: print the accuracy, save no model
+  -q : quiet mode (no progress output)
+torchfw's own options:
+  --solver NAME : fw, away, pairwise, swap (default), swap2, partan, fc, sfw, msfw
+  --device DEV : cpu (default) or cuda[:k]
+  --max-iter N : iteration budget
+  --seed N : random seed (default 0)
+  --last-iterate : sfw/msfw keep the last iterate instead of the tail average
+  --format {torchfw,libsvm} : model file format (default torchfw)
+"""
+
+PREDICT_HELP = """\
+usage: python -m torchfw predict [options] test_file model_file [output_file]
+
+options:
+  -b probability_estimates : 1 to write class probabilities (the model must have them)
+  -q : quiet mode (no accuracy line)
+  --device DEV : cpu (default) or cuda[:k]
+"""
+
+_KERNEL_TYPES = {"0": "linear", "1": "poly", "2": "rbf", "3": "sigmoid", "4": "precomputed",
+                 "linear": "linear", "poly": "poly", "rbf": "rbf", "sigmoid": "sigmoid",
+                 "precomputed": "precomputed"}
+_NOT_C_SVC = {"1": "nu-SVC", "2": "one-class SVM", "3": "epsilon-SVR", "4": "nu-SVR"}
 
 
-def _train_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m torchfw train",
-                                description="Train a kernel SVM (L2-SVM) by Frank-Wolfe.",
-                                epilog="-wLABEL WEIGHT: multiply C by WEIGHT for class LABEL "
-                                       "(repeatable), as in LIBSVM's svm-train.")
-    p.add_argument("training_file")
-    p.add_argument("model_file", nargs="?")
-    p.add_argument("-t", dest="kernel", default="2",
-                   help="kernel: 0/linear, 1/poly, 2/rbf (default), 3/sigmoid")
-    p.add_argument("-d", dest="degree", type=int, default=3, help="degree (poly)")
-    p.add_argument("-g", dest="gamma", default="scale",
-                   help="gamma: a number, 'scale' (default) or 'auto'")
-    p.add_argument("-r", dest="coef0", type=float, default=0.0, help="coef0 (poly/sigmoid)")
-    p.add_argument("-c", dest="C", type=float, default=1.0, help="cost C (default 1)")
-    p.add_argument("-m", dest="cache_size", type=float, default=200.0,
-                   help="kernel column cache in MB (default 200)")
-    p.add_argument("-e", dest="tol", type=float, default=0.3,
-                   help="tolerance: relative duality gap (default 0.3, see the docs)")
-    p.add_argument("-v", dest="folds", type=int, default=0, help="n-fold cross-validation")
-    p.add_argument("-q", dest="quiet", action="store_true", help="quiet mode")
-    p.add_argument("--solver", default="swap",
-                   help="fw, away, pairwise, swap (default), swap2, partan, fc, sfw, msfw")
-    p.add_argument("--device", default=None, help="cpu (default) or cuda[:k]")
-    p.add_argument("--max-iter", type=int, default=None)
-    p.add_argument("--last-iterate", action="store_true",
-                   help="sfw/msfw: keep the last iterate, as seed 001 prints the algorithm, "
-                        "instead of the mean of the second half of the run (the default)")
-    p.add_argument("--seed", type=int, default=0)
-    return p
+class CLIError(Exception):
+    """A user error: printed as one ``error:`` line."""
+
+    def __init__(self, message: str, status: int = 1):
+        super().__init__(message)
+        self.status = status
 
 
-def _parse_weights(argv: list[str]) -> tuple[list[str], dict]:
-    """Pull LIBSVM's ``-wLABEL WEIGHT`` pairs out of ``argv``."""
-    rest, weights = [], {}
-    it = iter(range(len(argv)))
-    for k in it:
+def _number(option: str, text: str, kind=float, minimum=None, exclusive=False):
+    try:
+        value = kind(text)
+    except ValueError:
+        raise CLIError(f"{option} {text}: not a{'n integer' if kind is int else ' number'}",
+                       2) from None
+    if minimum is not None and (value <= minimum if exclusive else value < minimum):
+        bound = f"> {minimum:g}" if exclusive else f">= {minimum:g}"
+        raise CLIError(f"{option} {text}: must be {bound}", 2)
+    return value
+
+
+def _parse_options(argv: list[str], takes_value: dict, flags: set, n_positional: tuple,
+                   help_text: str) -> tuple[dict, list[str], dict]:
+    """LIBSVM-style option parsing: ``-x value`` pairs before the positional arguments."""
+    opts, weights, positional = {}, {}, []
+    k = 0
+    while k < len(argv):
         arg = argv[k]
-        if arg.startswith("-w") and len(arg) > 2 and k + 1 < len(argv):
-            weights[arg[2:]] = float(argv[k + 1])
-            next(it, None)
+        if arg in ("--help", "-?"):
+            print(help_text, end="")
+            raise SystemExit(0)
+        if positional or not arg.startswith("-") or arg == "-":
+            positional.append(arg)
+            k += 1
+            continue
+        if arg in flags:
+            opts[arg] = True
+            k += 1
+            continue
+        if arg.startswith("-w") and not arg.startswith("--") and len(arg) > 2:
+            name = arg
+        elif arg in takes_value:
+            name = arg
         else:
-            rest.append(arg)
-    return rest, weights
+            raise CLIError(f"unknown option {arg} (see --help)", 2)
+        if k + 1 >= len(argv):
+            raise CLIError(f"option {arg} needs a value", 2)
+        value = argv[k + 1]
+        if name.startswith("-w") and name not in takes_value:
+            weights[name[2:]] = _number(name, value, minimum=0.0, exclusive=True)
+        else:
+            opts[name] = value
+        k += 2
+    lo, hi = n_positional
+    if not lo <= len(positional) <= hi:
+        raise CLIError(f"expected {lo}{'-' + str(hi) if hi > lo else ''} file arguments, got "
+                       f"{len(positional)} (see --help)", 2)
+    return opts, positional, weights
 
 
 def _label_key(labels: np.ndarray, text: str):
@@ -78,7 +140,7 @@ def _label_key(labels: np.ndarray, text: str):
     for label in labels:
         if float(label) == float(text):
             return label
-    raise SystemExit(f"error: -w{text}: no class {text!r} in the training file")
+    raise CLIError(f"-w{text}: no class {text!r} in the training file")
 
 
 def _load(path: str, n_features=None):
@@ -86,89 +148,175 @@ def _load(path: str, n_features=None):
 
     try:
         return load_svmlight(path, n_features=n_features)
-    except (OSError, ValueError) as exc:
-        raise SystemExit(f"error: {exc}") from None
+    except (OSError, ValueError, OverflowError, MemoryError) as exc:
+        raise CLIError(str(exc)) from None
+
+
+def _check_classification_labels(y: np.ndarray, path: str) -> None:
+    """A regression file (many non-integer targets) is not a classification problem."""
+    if y.size and not np.all(np.isfinite(y)):
+        raise CLIError(f"{path}: labels must be finite numbers")
+    if y.size and not np.all(y == np.round(y)):
+        raise CLIError(f"{path}: labels are not class labels (non-integer values such as "
+                       f"{y[y != np.round(y)][0]:g}: a regression file?); C-SVC needs integer "
+                       "class labels")
 
 
 def train(argv: list[str]) -> int:
+    takes_value = {"-s", "-t", "-d", "-g", "-r", "-c", "-n", "-p", "-m", "-e", "-h", "-b",
+                   "-v", "--solver", "--device", "--max-iter", "--seed", "--format"}
+    opts, files, weights = _parse_options(argv, takes_value, {"-q", "--last-iterate"}, (1, 2),
+                                          TRAIN_HELP)
+    svm_type = opts.get("-s", "0")
+    if svm_type in _NOT_C_SVC:
+        raise CLIError(f"-s {svm_type} ({_NOT_C_SVC[svm_type]}) is not available: torchfw "
+                       "trains C-SVC (-s 0) only", 2)
+    if svm_type != "0":
+        raise CLIError(f"-s {svm_type}: unknown svm_type (0 is C-SVC)", 2)
+    for option, meaning in (("-n", "nu"), ("-p", "epsilon of epsilon-SVR")):
+        if option in opts:
+            raise CLIError(f"{option} ({meaning}) does not apply to C-SVC", 2)
+    kernel = _KERNEL_TYPES.get(opts.get("-t", "2"))
+    if kernel is None:
+        raise CLIError(f"-t {opts['-t']}: unknown kernel type (0-4)", 2)
+    gamma_text = opts.get("-g", "scale")
+    gamma = gamma_text if gamma_text in ("scale", "auto") else \
+        _number("-g", gamma_text, minimum=0.0, exclusive=True)
+    shrinking = opts.get("-h", "1")
+    if shrinking not in ("0", "1"):
+        raise CLIError(f"-h {shrinking}: shrinking is 0 or 1", 2)
+    probability = opts.get("-b", "0")
+    if probability not in ("0", "1"):
+        raise CLIError(f"-b {probability}: probability_estimates is 0 or 1", 2)
+    fmt = opts.get("--format", "torchfw")
+    if fmt not in ("torchfw", "libsvm"):
+        raise CLIError(f"--format {fmt}: expected torchfw or libsvm", 2)
+    folds = _number("-v", opts["-v"], int, minimum=2) if "-v" in opts else 0
+    max_iter = _number("--max-iter", opts["--max-iter"], int, minimum=1) \
+        if "--max-iter" in opts else None
+    seed = _number("--seed", opts.get("--seed", "0"), int, minimum=0)
+    params = dict(kernel=kernel, C=_number("-c", opts.get("-c", "1"), minimum=0.0, exclusive=True),
+                  gamma=gamma, degree=_number("-d", opts.get("-d", "3"), int, minimum=1),
+                  coef0=_number("-r", opts.get("-r", "0")),
+                  solver=opts.get("--solver", "swap"),
+                  tol=_number("-e", opts.get("-e", "0.3"), minimum=0.0, exclusive=True),
+                  max_iter=max_iter,
+                  cache_size=_number("-m", opts.get("-m", "200"), minimum=0.0, exclusive=True),
+                  device=opts.get("--device"), random_state=seed,
+                  verbose=not opts.get("-q", False),
+                  average=not opts.get("--last-iterate", False))
+    if probability == "1":
+        params["probability"] = True
+
     from .svm import SVC
 
-    argv, weights = _parse_weights(argv)
-    args = _train_parser().parse_args(argv)
-    kernel = _KERNEL_TYPES.get(args.kernel)
-    if kernel is None:
-        raise SystemExit(f"error: unknown kernel type -t {args.kernel}")
-    gamma = args.gamma if args.gamma in ("scale", "auto") else float(args.gamma)
-    X, y = _load(args.training_file)
-    labels = np.unique(y.numpy())
-    class_weight = {_label_key(labels, k): v for k, v in weights.items()} or None
-    params = dict(kernel=kernel, C=args.C, gamma=gamma, degree=args.degree, coef0=args.coef0,
-                  solver=args.solver, tol=args.tol, max_iter=args.max_iter,
-                  cache_size=args.cache_size, device=args.device, class_weight=class_weight,
-                  random_state=args.seed, verbose=not args.quiet,
-                  average=not args.last_iterate)
-    if args.folds:
-        return _cross_validate(SVC(**params), X, y.numpy(), args.folds, args.seed)
+    try:
+        SVC(**params)._check_params()
+    except (TypeError, ValueError) as exc:
+        raise CLIError(str(exc), 2) from None
+    X, y = _load(files[0])
+    y = y.numpy()
+    _check_classification_labels(y, files[0])
+    labels = np.unique(y)
+    params["class_weight"] = {_label_key(labels, k): v for k, v in weights.items()} or None
+    if folds:
+        return _cross_validate(SVC(**params), X, y, folds, seed)
     start = time.perf_counter()
-    model = SVC(**params).fit(X, y.numpy())
+    model = SVC(**params).fit(X, y)
     elapsed = time.perf_counter() - start
-    out = args.model_file or Path(args.training_file).name + ".model"
-    model.save(out)
+    out = files[1] if len(files) > 1 else Path(files[0]).name + ".model"
+    if fmt == "libsvm":
+        from .libsvm_model import write_libsvm_model
+
+        write_libsvm_model(model, out)
+    else:
+        model.save(out)
     results = model.result_ if isinstance(model.result_, list) else [model.result_]
-    print(f"optimization finished: {len(model.classes_)} classes, {len(model.support_)} "
-          f"support vectors, iterations {sum(r.n_iter for r in results)}, "
-          f"{elapsed:.2f} s; status {', '.join(str(r.status) for r in results)}")
-    print(f"model saved to {out}")
+    if not opts.get("-q"):
+        statuses = sorted({str(r.status) for r in results})
+        print(f"optimization finished: {len(model.classes_)} classes, {len(model.support_)} "
+              f"support vectors, iterations {sum(r.n_iter for r in results)}, "
+              f"{elapsed:.2f} s; status {', '.join(statuses)}")
+        print(f"model saved to {out}")
     return 0
 
 
 def _cross_validate(model, X, y, folds: int, seed: int) -> int:
-    from ._data import take_rows
-    from ._estimator import BaseEstimator
+    import torch
 
-    if folds < 2:
-        raise SystemExit("error: -v needs at least 2 folds")
+    from ._data import take_rows
+
+    if folds > len(y):
+        raise CLIError(f"-v {folds}: more folds than the {len(y)} examples")
     rng = np.random.default_rng(seed)
     order = rng.permutation(len(y))
     correct = 0
+    params = model.get_params(deep=False)
+    params["verbose"] = False
     for fold in np.array_split(order, folds):
         train_idx = np.setdiff1d(order, fold)
-        est = type(model)(**BaseEstimator.get_params(model, deep=False))
-        est.set_params(verbose=False)
-        import torch
-
+        est = type(model)(**params)
         est.fit(take_rows(X, torch.from_numpy(train_idx)), y[train_idx])
         correct += int((est.predict(take_rows(X, torch.from_numpy(fold))) == y[fold]).sum())
     print(f"Cross Validation Accuracy = {100.0 * correct / len(y):g}%")
     return 0
 
 
-def predict(argv: list[str]) -> int:
+def _load_model(path: str, device):
     from .svm import SVC
 
-    p = argparse.ArgumentParser(prog="python -m torchfw predict",
-                                description="Predict with a model saved by `train`.")
-    p.add_argument("test_file")
-    p.add_argument("model_file")
-    p.add_argument("output_file", nargs="?")
-    p.add_argument("--device", default=None)
-    args = p.parse_args(argv)
     try:
-        model = SVC.load(args.model_file, map_location=args.device)
-    except (OSError, ValueError, RuntimeError) as exc:
-        raise SystemExit(f"error: cannot load model {args.model_file}: {exc}") from None
-    X, y = _load(args.test_file, n_features=model.n_features_in_)
+        with open(path, "rb") as fh:
+            head = fh.read(16)
+    except OSError as exc:
+        raise CLIError(f"cannot read model {path}: {exc.strerror or exc}") from None
+    try:
+        if head.startswith(b"svm_type"):
+            from .libsvm_model import read_libsvm_model
+
+            return read_libsvm_model(path, device=device)
+        return SVC.load(path, map_location=device)
+    except Exception as exc:  # noqa: BLE001 - any file at all may be handed in: one line
+        reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise CLIError(f"cannot load model {path}: {reason}") from None
+
+
+def predict(argv: list[str]) -> int:
+    opts, files, weights = _parse_options(argv, {"-b", "--device"}, {"-q"}, (2, 3),
+                                          PREDICT_HELP)
+    if weights:
+        raise CLIError("predict takes no -w option", 2)
+    probability = opts.get("-b", "0")
+    if probability not in ("0", "1"):
+        raise CLIError(f"-b {probability}: probability_estimates is 0 or 1", 2)
+    model = _load_model(files[1], opts.get("--device"))
+    if probability == "1" and not getattr(model, "probability", False):
+        raise CLIError(f"model {files[1]} has no probability estimates (train it with -b 1)")
+    X, y = _load(files[0], n_features=model.n_features_in_)
     if X.shape[1] > model.n_features_in_:
-        raise SystemExit(f"error: {args.test_file} has {X.shape[1]} features, the model "
-                         f"{model.n_features_in_}")
-    pred = model.predict(X)
+        raise CLIError(f"{files[0]} has {X.shape[1]} features, the model "
+                       f"{model.n_features_in_}")
+    try:
+        if probability == "1":
+            proba = model.predict_proba(X)
+            pred = model.classes_[np.argmax(proba, axis=1)]
+        else:
+            pred = model.predict(X)
+    except ValueError as exc:
+        raise CLIError(str(exc)) from None
     truth = y.numpy()
     correct = int((pred == truth).sum())
-    print(f"Accuracy = {100.0 * correct / len(truth):g}% ({correct}/{len(truth)}) "
-          f"(classification)")
-    if args.output_file:
-        with open(args.output_file, "w") as fh:
-            fh.writelines(f"{label:g}\n" for label in pred.astype(float))
+    if not opts.get("-q"):
+        print(f"Accuracy = {100.0 * correct / max(1, len(truth)):g}% ({correct}/{len(truth)}) "
+              f"(classification)")
+    if len(files) > 2:
+        with open(files[2], "w") as fh:
+            if probability == "1":
+                fh.write("labels " + " ".join(f"{c:g}" for c in model.classes_) + "\n")
+                for label, row in zip(pred, proba, strict=True):
+                    fh.write(f"{label:g} " + " ".join(f"{p:g}" for p in row) + "\n")
+            else:
+                fh.writelines(f"{label:g}\n" for label in pred.astype(float))
     return 0
 
 
@@ -178,26 +326,25 @@ def demo(argv: list[str]) -> int:
     from .datasets import make_classification_blobs
     from .svm import SVC
 
-    p = argparse.ArgumentParser(prog="python -m torchfw demo",
-                                description="Train every solver on generated data.")
-    p.add_argument("--n", type=int, default=4000, help="training examples")
-    p.add_argument("--device", default=None)
-    args = p.parse_args(argv)
-    X, y = make_classification_blobs(args.n, 2, pattern="rings", noise=0.15, random_state=0)
-    Xt, yt = make_classification_blobs(args.n, 2, pattern="rings", noise=0.15, random_state=1)
-    print(f"torchfw demo: RBF SVM on {args.n} generated examples (two noisy rings), "
-          f"device {args.device or 'cpu'}, torch {torch.__version__}")
+    opts, _, _ = _parse_options(argv, {"--n", "--device"}, set(), (0, 0),
+                                "usage: python -m torchfw demo [--n N] [--device DEV]\n")
+    n = _number("--n", opts.get("--n", "4000"), int, minimum=10)
+    device = opts.get("--device")
+    X, y = make_classification_blobs(n, 2, pattern="rings", noise=0.15, random_state=0)
+    Xt, yt = make_classification_blobs(n, 2, pattern="rings", noise=0.15, random_state=1)
+    print(f"torchfw demo: RBF SVM on {n} generated examples (two noisy rings), "
+          f"device {device or 'cpu'}, torch {torch.__version__}")
     # The first fit compiles the CPU kernels (numba); keep that out of the timings.
-    SVC(C=10.0, gamma=2.0, random_state=0, device=args.device).fit(X[:200], y[:200])
+    SVC(C=10.0, gamma=2.0, random_state=0, device=device).fit(X[:200], y[:200])
     print(f"{'solver':10s} {'fit (s)':>8s} {'test acc':>9s} {'iters':>7s} {'SVs':>6s}")
     for solver in ("fw", "away", "pairwise", "swap", "swap2", "partan", "sfw", "msfw"):
-        model = SVC(solver=solver, C=10.0, gamma=2.0, random_state=0, device=args.device,
-                    max_iter=args.n if solver in ("sfw", "msfw") else None)
+        model = SVC(solver=solver, C=10.0, gamma=2.0, random_state=0, device=device,
+                    max_iter=n if solver in ("sfw", "msfw") else None)
         start = time.perf_counter()
         model.fit(X, y)
         elapsed = time.perf_counter() - start
         print(f"{solver:10s} {elapsed:8.2f} {100 * model.score(Xt, yt):8.2f}% "
-              f"{model.n_iter_:7d} {len(model.support_):6d}")
+              f"{int(np.sum(model.n_iter_)):7d} {len(model.support_):6d}")
     try:
         from sklearn.svm import SVC as SkSVC
     except ImportError:
@@ -212,9 +359,31 @@ def demo(argv: list[str]) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Entry point of ``python -m torchfw`` and the ``torchfw`` script; returns the exit status."""
     argv = list(sys.argv[1:] if argv is None else argv)
     commands = {"train": train, "predict": predict, "demo": demo}
+    if argv and argv[0] == "--version":
+        from . import __version__
+
+        print(f"torchfw {__version__}")
+        return 0
     if not argv or argv[0] not in commands:
-        print(__doc__)
-        return 0 if argv and argv[0] in ("-h", "--help") else 2
-    return commands[argv[0]](argv[1:])
+        if argv and argv[0] in ("-h", "--help", "help"):
+            print(USAGE, end="")
+            return 0
+        print(USAGE, end="", file=sys.stderr)
+        if argv:
+            print(f"error: unknown command {argv[0]!r}", file=sys.stderr)
+        return 2
+    try:
+        return commands[argv[0]](argv[1:])
+    except CLIError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return exc.status
+    except (ValueError, TypeError) as exc:
+        # Parameter or data errors raised by the estimator: one line, as for a file error.
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("error: interrupted", file=sys.stderr)
+        return 130

@@ -77,7 +77,8 @@ class ConstrainedOptimizer:
         ``callback(info: IterationInfo) -> bool | None`` called at each check; returning
         ``True`` (or raising ``StopIteration``) stops the run.
     verbose : bool, default False
-        Show a tqdm progress bar with the current gap.
+        Show a tqdm progress bar of the gap's way down to the tolerance (log scale), with the
+        iteration count and the gap; none when stderr is not a terminal.
     sample_size : int, optional
         Randomized LMO: the FW atom is the best of ``sample_size`` random atoms (atomic sets).
         The stopping test keeps using the exact gap.
@@ -328,9 +329,9 @@ class ConstrainedOptimizer:
         graph = None
         bar = None
         if self.verbose:
-            from tqdm.auto import tqdm
+            from .._progress import GapProgress
 
-            bar = tqdm(total=self.max_iter, desc=type(self).__name__, unit="it")
+            bar = GapProgress(type(self).__name__, unit="it")
         try:
             while True:
                 k = eng.iteration()
@@ -340,9 +341,7 @@ class ConstrainedOptimizer:
                 steps = eng.step_counts()
                 history.append(k, value, gap, elapsed, steps)
                 if bar is not None:
-                    bar.n = k
-                    bar.set_postfix(gap=f"{gap:.3e}", f=f"{value:.6g}", refresh=False)
-                    bar.refresh()
+                    bar.update(k, gap, max(self.tol, self.rtol * abs(value)), f=f"{value:.6g}")
                 if not (math.isfinite(value) and math.isfinite(gap)):
                     eng.restore(snapshot)
                     status = Status.NONFINITE

@@ -152,7 +152,8 @@ class BlockCoordinateDescent:
     callback : callable, optional
         ``callback(info: IterationInfo) -> bool | None`` after each epoch; ``True`` stops.
     verbose : bool, default False
-        tqdm progress bar over epochs with the current gap.
+        Progress bar of the gap's way down to its target (log scale), with the epoch count and
+        the gap; none when stderr is not a terminal.
     check_every : int or "auto", default 1
         Epochs between duality-gap evaluations. A gap evaluation can cost as much as an epoch
         (the Weston-Watkins primal needs all ``n k`` scores), so ``"auto"`` evaluates it only
@@ -278,9 +279,9 @@ class BlockCoordinateDescent:
         value = gap = math.nan
         bar = None
         if self.verbose:
-            from tqdm.auto import tqdm
+            from .._progress import GapProgress
 
-            bar = tqdm(total=self.max_iter, desc=type(self).__name__, unit="epoch")
+            bar = GapProgress(type(self).__name__, unit="epoch")
         try:
             for epoch in range(1, self.max_iter + 1):
                 order = rng.permutation(n) if self.shuffle else np.arange(n)
@@ -288,8 +289,6 @@ class BlockCoordinateDescent:
                 if changed is None:
                     changed = self._python_sweep(problem, order)
                 changed_total += int(changed)
-                if bar is not None:
-                    bar.update(1)
                 out_of_time = (self.time_limit is not None
                                and time.perf_counter() - start >= self.time_limit)
                 est = problem.gap_estimate() if self.check_every == "auto" else None
@@ -310,7 +309,7 @@ class BlockCoordinateDescent:
                 steps = {"changed": changed_total}
                 history.append(epoch, value, gap, elapsed, steps)
                 if bar is not None:
-                    bar.set_postfix(gap=f"{gap:.3e}", refresh=False)
+                    bar.update(epoch, gap, max(self.tol, self.rtol * (first_gap or gap)))
                 if not (math.isfinite(value) and math.isfinite(gap)):
                     status = Status.NONFINITE
                     break
