@@ -1,0 +1,494 @@
+"""The sharded engine: one Frank-Wolfe iteration over examples split across ranks.
+
+One concern: the :class:`~torchfw.optimizers._engine.QuadraticEngine` accessors and vector
+steps for shards (local selection, the round-1 record exchange, the feature exchange of the
+chosen atoms, local updates), so that the single-process moves run unchanged on every rank.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import torch
+from torch import Tensor
+
+from .._column_cache import ColumnCache
+from .._scalars import HOST
+from ..optimizers import _kernels as K
+from ..optimizers._engine import ZERO_TOL, Coefficients, Move, QuadraticEngine
+from ..oracles import Simplex
+from .operator import ShardedSVMDualOperator, _Atom
+
+#: Feature exchange modes (see the module docstring).
+EXCHANGES = ("auto", "gather", "broadcast")
+
+_INF = math.inf
+
+
+class _ConstantObjective:
+    """What the inherited moves read from the objective: its constant (zero here)."""
+
+    constant = 0.0
+
+
+#: Round-1 record of one candidate: s, global index, w, diagonal entry, s_prev.
+_REC = 5
+
+
+class DistributedQuadraticEngine(QuadraticEngine):
+    r"""Incremental engine for :math:`\min_{w \in \Delta_m} \tfrac12 w^\top \tilde K w` on shards.
+
+    Host scalars, the moves of :class:`~torchfw.optimizers._engine.QuadraticEngine` (their
+    scalar formulas run unchanged on every rank, as in the streaming engine: only the accessors
+    ``_s``, ``_w``, ``_diag`` and the steps that touch vectors are overridden). Local vectors have
+    one extra *ghost* entry at the end: an atom owned by another rank is addressed as the ghost,
+    so the single-process ``update`` kernel applies moves unchanged, and the ghost is zeroed
+    afterwards.
+
+    Parameters
+    ----------
+    operator : ShardedSVMDualOperator
+    w0 : Tensor
+        This rank's slice of the initial weights (on the simplex over all ranks).
+    keep_previous, pair_columns : bool
+        As in :class:`QuadraticEngine` (PARTAN; pairwise/SWAP/fully corrective).
+    exchange : {"auto", "gather", "broadcast"}
+        How atom features travel (see the module docstring).
+    gather_limit : int
+        ``"auto"`` uses ``"gather"`` while the gathered features are at most this many bytes.
+    cache_size : float
+        MB of column slices kept (:mod:`torchfw._column_cache`), the same number of columns on
+        every rank.
+    refresh_every : int, optional
+        Recompute ``s`` exactly every that many iterations (collective).
+    gather_away : bool, optional
+        In ``"gather"`` mode, also send the away candidate's features (default: with
+        ``pair_columns``; away-step variants want it too).
+    """
+
+    certifies_gap = True
+
+    def __init__(self, operator: ShardedSVMDualOperator, w0: Tensor, *,
+                 keep_previous: bool = False, pair_columns: bool = False,
+                 exchange: str = "auto", gather_limit: int = 65536, cache_size: float = 200.0,
+                 refresh_every: int | None = None, gather_away: bool | None = None):
+        if exchange not in EXCHANGES:
+            raise ValueError(f"exchange must be one of {EXCHANGES}, got {exchange!r}")
+        op = operator
+        self.op = op
+        self.comm = op.comm
+        self.objective = _ConstantObjective()
+        self.lmo = Simplex()
+        self.ops = HOST
+        self.Q = op
+        self.n = self.N = op.shape[0]
+        self.n_local = n = op.n_local
+        self.offset = op.offset
+        self.dtype = torch.float64
+        self.keep_previous = bool(keep_previous)
+        self.pair_columns = bool(pair_columns)
+        self.sample = None
+        self.refresh_every = refresh_every
+        self._radius = 1.0
+        self._identity_atoms = True
+        self.ct = None
+        self.use_numba = op.host and K.HAVE_NUMBA
+        device = op.device
+        # Candidates whose features ride along in "gather" mode: the away atom too when moves
+        # use two atoms or may step away from it.
+        self._n_feat = 2 if (pair_columns if gather_away is None else gather_away) else 1
+        d = op.n_features
+        feature_bytes = self.comm.size * self._n_feat * (3 + d) * 8
+        if exchange == "auto":
+            exchange = "gather" if feature_bytes <= gather_limit else "broadcast"
+        self.exchange = exchange
+        self._flen = 3 + d
+        self._packet = np.zeros(1 + 2 * _REC + (self._n_feat * self._flen
+                                                if exchange == "gather" else 0))
+        w0 = torch.as_tensor(w0, dtype=torch.float64)
+        if w0.shape != (n,):
+            raise ValueError(f"w0 must be this rank's slice, shape ({n},), got "
+                             f"{tuple(w0.shape)}")
+        total, negative = self.comm.sum([float(w0.sum()), float((w0 < 0).sum())], op="setup")
+        if negative > 0 or abs(total - 1.0) > 1e-6:
+            raise ValueError(f"w0 is not on the unit simplex over all ranks (sum {total:.9g})")
+        n1 = n + 1  # + the ghost entry
+        self.w = torch.zeros(n1, dtype=torch.float64, device=device)
+        self.w[:n] = w0.to(device)
+        self.diag = torch.zeros(n1, dtype=torch.float64, device=device)
+        self.diag[:n] = torch.from_numpy(op.diagonal_local()).to(device)
+        self.t = 0.0
+        # Column slices (with the ghost entry); the same slot count and the same requests on
+        # every rank, so the cache holds the same atoms everywhere (whether to fetch is then a
+        # shared decision).
+        itemsize = torch.finfo(op.dtype).bits // 8
+        slots = max(2, int(cache_size * 2**20 // ((op.max_local + 1) * itemsize
+                                                  + 8 * self._flen)))
+        self._cache = ColumnCache(slots, self.n_local + 1, n_keys=self.n, dtype=op.dtype,
+                                  device=op.device)
+        self._atoms: dict[int, _Atom] = {}  # features of the cached atoms
+        self._fresh: dict[int, _Atom] = {}
+        self._known: dict[int, tuple] = {}
+        self._active_min = None
+        self.fetches = 0
+        self._init_counters(device)
+        self.s = self._full_gradient(self.w[:n])
+        if self.keep_previous:
+            self.w_prev = self.w.clone()
+            self.s_prev = self.s.clone()
+        else:
+            self.w_prev = self.s_prev = None
+        self._views()
+        self._select()
+        if self.keep_previous:
+            self._set(W=self.p, p_prev=self.p, t_prev=0.0)
+
+    # -- state ---------------------------------------------------------------------------------
+
+    def _views(self) -> None:
+        if not self.use_numba:
+            return
+        self._w_np = self.w.numpy()
+        self._s_np = self.s.numpy()
+        self._wp_np = self.w_prev.numpy() if self.keep_previous else self._w_np
+        self._sp_np = self.s_prev.numpy() if self.keep_previous else self._s_np
+
+    def _full_gradient(self, w: Tensor) -> Tensor:
+        """:math:`s = \\tilde K w` on the local rows (collective: the support is gathered).
+
+        Costs the support's features once (set-up, refresh, restore), never per iteration.
+        """
+        op = self.op
+        local = torch.nonzero(w > 0).squeeze(1).cpu().numpy()
+        rows = np.zeros((local.size, 2 + self._flen))
+        w_host = w.double().cpu().numpy()
+        for q, li in enumerate(local):
+            rows[q, 0] = li + self.offset
+            rows[q, 1] = w_host[li]
+            op.write_features(int(li), rows[q, 2:])
+        support = self.comm.gather_rows(rows, op="support")
+        s = torch.zeros(self.n_local + 1, dtype=torch.float64, device=op.device)
+        itemsize = torch.finfo(op.dtype).bits // 8
+        chunk = max(1, int(op.local.memory_budget // (4 * itemsize * max(1, self.n_local))))
+        weights = torch.from_numpy(support[:, 1].copy()).to(op.device)
+        for start in range(0, support.shape[0], chunk):
+            block = np.delete(support[start:start + chunk], 1, axis=1)
+            cols = op.columns_from(np.ascontiguousarray(block))
+            s[:self.n_local] += cols.to(torch.float64) @ weights[start:start + chunk]
+        return s
+
+    def _select(self) -> None:
+        """Local selection, then round 1: every rank learns the global candidates and ``p``."""
+        n = self.n_local
+        if self.use_numba:
+            imin, smin, jmax, smax, p, _ = K.select(self._w_np[:n], self._s_np[:n],
+                                                    self._s_np[:n], False)
+        else:
+            imin, smin, jmax, smax, p, _ = (
+                v.item() for v in K.torch_select(self.w[:n], self.s[:n], None))
+            if smax == -_INF:
+                jmax = -1
+        packet = self._packet
+        packet[0] = p
+        self._write_candidate(packet[1:1 + _REC], int(imin), smin)
+        self._write_candidate(packet[1 + _REC:1 + 2 * _REC], int(jmax), smax)
+        if self.exchange == "gather":
+            base = 1 + 2 * _REC
+            self.op.write_features(int(imin), packet[base:base + self._flen])
+            if self._n_feat == 2:
+                tail = packet[base + self._flen:]
+                if jmax >= 0:
+                    self.op.write_features(int(jmax), tail)
+                else:
+                    tail[:] = 0.0
+        rows = self.comm.all_gather(packet, op="select")
+        self._combine(rows)
+
+    def _write_candidate(self, out: np.ndarray, local: int, value: float) -> None:
+        if local < 0:
+            out[:] = (-_INF, -1.0, 0.0, 0.0, 0.0)
+            return
+        out[0] = value
+        out[1] = local + self.offset
+        out[2] = self._w_np[local] if self.use_numba else float(self.w[local])
+        out[3] = self.op._diag_host[local]
+        out[4] = (0.0 if not self.keep_previous else
+                  (self._sp_np[local] if self.use_numba else float(self.s_prev[local])))
+
+    def _combine(self, rows: np.ndarray) -> None:
+        """Global scalars from the ranks' records, in rank order (identical on every rank)."""
+        p = math.fsum(rows[:, 0])
+        fw = rows[:, 1:1 + _REC]
+        away = rows[:, 1 + _REC:1 + 2 * _REC]
+        r_fw = _best(fw[:, 0], fw[:, 1], minimize=True)
+        r_aw = _best(away[:, 0], away[:, 1], minimize=False)
+        i = int(fw[r_fw, 1])
+        self._known = {i: tuple(fw[r_fw])}
+        self._fresh = {}
+        if r_aw >= 0:
+            j, s_j = int(away[r_aw, 1]), float(away[r_aw, 0])
+            self._known[j] = tuple(away[r_aw])
+        else:  # pragma: no cover - the weights sum to one, so some atom is active
+            j, s_j = -1, -_INF
+        if self.exchange == "gather":
+            base = 1 + 2 * _REC
+            self._fresh[i] = self.op.atom(rows[r_fw, base:base + self._flen])
+            if self._n_feat == 2 and r_aw >= 0:
+                self._fresh.setdefault(j, self.op.atom(rows[r_aw, base + self._flen:]))
+        s_i = float(fw[r_fw, 0])
+        self._active_min = None
+        self._set(i_min=i, s_min=s_i, i_fw=i, s_fw=s_i, j_max=j, s_max=s_j, p=p, t=0.0)
+
+    def _record(self, k: int) -> tuple:
+        try:
+            return self._known[k]
+        except KeyError:  # pragma: no cover - a variant asked about an atom nobody announced
+            raise RuntimeError(f"atom {k} was not announced this iteration") from None
+
+    def _s(self, k):
+        return float(self._record(k)[0])
+
+    def _w(self, k):
+        return float(self._record(k)[2])
+
+    def _diag(self, k):
+        return float(self._record(k)[3])
+
+    def _ct(self, k):
+        return 0.0
+
+    def _s_prev(self, k):
+        return float(self._record(k)[4])
+
+    def active_min(self):
+        """Active atom of smallest gradient (collective; cached until the next move)."""
+        if self._active_min is None:
+            n = self.n_local
+            if self.use_numba:
+                best, value, _ = K.active_argmin(self._w_np[:n], self._s_np[:n])
+            else:
+                best, value, _ = K.torch_active_argmin(self.w[:n], self.s[:n])
+                best, value = int(best), float(value)
+            record = np.zeros(_REC)
+            self._write_candidate(record, int(best), float(value))
+            if best < 0:
+                record[0] = _INF
+            rows = self.comm.all_gather(record, op="active_min")
+            r = _best(rows[:, 0], rows[:, 1], minimize=True)
+            k = int(rows[r, 1])
+            self._known.setdefault(k, tuple(rows[r]))
+            self._active_min = (k, float(rows[r, 0]))
+        return self._active_min
+
+    def n_active(self) -> int:
+        return int(self.comm.sum([float((self.w[:self.n_local] > 0).sum())], op="n_active")[0])
+
+    def refresh(self) -> None:
+        """Renormalize ``w`` and recompute ``s`` exactly (collective)."""
+        n = self.n_local
+        total = self.comm.sum([float(self.w[:n].sum())], op="refresh")[0]
+        self.w[:n] /= total
+        self.s.copy_(self._full_gradient(self.w[:n]))
+        self._select()
+
+    def value(self):
+        return 0.5 * self.p
+
+    def point(self) -> Tensor:
+        """This rank's slice of the iterate."""
+        return self.w[:self.n_local]
+
+    def weights(self) -> Tensor:
+        return self.w[:self.n_local]
+
+    def snapshot(self):
+        return self.w[:self.n_local].clone()
+
+    def restore(self, snap) -> None:
+        self.w[:self.n_local].copy_(snap)
+        self.w[self.n_local] = 0.0
+        self.s.copy_(self._full_gradient(self.w[:self.n_local]))
+        self._select()
+
+    # -- features and columns ------------------------------------------------------------------
+
+    def _has_features(self, k: int) -> bool:
+        return k in self._fresh or k in self._atoms
+
+    def _features(self, k: int) -> _Atom:
+        atom = self._fresh.get(k)
+        return atom if atom is not None else self._atoms[k]
+
+    def _exchange(self, atoms, extra=()) -> np.ndarray:
+        """Round 2: bring the features of ``atoms`` to every rank, and max-reduce ``extra``.
+
+        One ``all_reduce(MAX)``: each owner writes its atoms' features, the others ``-inf``
+        (so the max *is* the owner's value, exactly), and ``extra`` rides along. Skipped when
+        every atom is known and nothing needs reducing (a shared decision: the cache and the
+        fresh features are identical on all ranks).
+        """
+        missing = [k for k in dict.fromkeys(atoms) if not self._has_features(k)]
+        if not missing and not len(extra):
+            return np.zeros(0)
+        width = self._flen
+        buf = np.full(len(missing) * width + len(extra), -_INF)
+        for q, k in enumerate(missing):
+            if self.op.owns(k):
+                self.op.write_features(k - self.offset, buf[q * width:(q + 1) * width])
+        buf[len(missing) * width:] = extra
+        buf = self.comm.all_reduce(buf, "max", op="exchange")
+        self.fetches += len(missing)
+        for q, k in enumerate(missing):
+            self._fresh[k] = self.op.atom(buf[q * width:(q + 1) * width])
+        return buf[len(missing) * width:]
+
+    def vertex_gradient(self, k):
+        """This rank's slice of column ``k`` (with the ghost entry, zero), cached."""
+        k = int(k)
+        cache = self._cache
+        row = cache.lookup(k)
+        if row is not None:
+            return self._slice(row)
+        self._exchange([k])
+        atom = self._features(k)
+        row, evicted = cache.insert(k)
+        if evicted >= 0:
+            del self._atoms[evicted]
+        if row < cache.n_slots:
+            self._atoms[k] = atom
+        out = self._slice(row)
+        self.op.column_into(atom, k, out[:self.n_local])
+        out[self.n_local] = 0.0
+        return out
+
+    def _slice(self, row: int):
+        buffer = self._cache.buffer
+        return buffer[row].numpy() if self.use_numba else buffer[row]
+
+    def cache_info(self) -> dict:
+        return {**self._cache.info(), "fetched": self.fetches}
+
+    # -- moves that touch vectors or need pairs ------------------------------------------------
+
+    def pairwise(self, restricted: bool = False, partner=None) -> Move:
+        """Pairwise move; :math:`\\tilde K_{ij}` from the two atoms' broadcast features."""
+        i, si = self.active_min() if restricted else (self.i_fw, self.s_fw)
+        if partner is None:
+            j, sj = self.j_max, self.s_max
+        else:
+            j = partner
+            sj = self._s(j)
+        self._exchange([i, j])
+        q_ij = self.op.entry(self._features(i), self._features(j), i == j)
+        curvature = self._diag(i) + self._diag(j) - 2.0 * q_ij
+        line = self._line(si - sj, curvature, self._w(j))
+        return Move("pairwise", line, lambda g: Coefficients(a=1.0, b=g, i=i, c=-g, j=j))
+
+    def second_order_partner(self):
+        """SWAP-2o partner: each rank's best, then one all-gather picks the global best."""
+        i, si = self.i_fw, self.s_fw
+        dii = self._diag(i)
+        h = self.vertex_gradient(i)
+        n = self.n_local
+        li = i - self.offset if self.op.owns(i) else -1
+        if self.use_numba:
+            w, s, diag = self._w_np[:n], self._s_np[:n], self.diag.numpy()[:n]
+            j = int(K.second_order_partner(w, s, h[:n], diag, s, False, li, si, dii))
+            hj = float(h[j]) if j >= 0 else 0.0
+        else:
+            w, s, diag = self.w[:n], self.s[:n], self.diag[:n]
+            j = int(K.torch_second_order_partner(w, s, h[:n], diag, None, li, si, dii))
+            hj = float(h[j]) if j >= 0 else 0.0
+        record = np.zeros(1 + _REC)
+        if j >= 0:
+            # The same expression as the compiled kernel, so ranks compare like with like.
+            q = max(dii + float(self.op._diag_host[j]) - 2.0 * hj, 1e-300)
+            diff = float(s[j]) - si
+            record[0] = diff * diff / q
+            self._write_candidate(record[1:], j, float(s[j]))
+        else:
+            record[0] = -_INF
+            record[1:] = (-_INF, -1.0, 0.0, 0.0, 0.0)
+        rows = self.comm.all_gather(record, op="partner")
+        r = _best(rows[:, 0], rows[:, 2], minimize=False)
+        if r < 0:
+            return self.j_max
+        k = int(rows[r, 2])
+        self._known.setdefault(k, tuple(rows[r, 1:]))
+        return k
+
+    def _previous_score(self, i):
+        return self._s_prev(i)
+
+    def _extrapolation_bounds(self, lam, i):
+        """The feasible mu on the local slice, reduced over the ranks."""
+        n = self.n_local
+        li = i - self.offset if self.op.owns(i) else -1
+        if self.use_numba:
+            lo, hi = K.extrapolation_bounds(self._w_np[:n], self._wp_np[:n], lam, li)
+        else:
+            lo, hi = _torch_bounds(self.w[:n], self.w_prev[:n], lam, li)
+        # The feature fetch of the FW atom (needed by apply) rides along with the bounds.
+        lo, neg_hi = self._exchange([i], extra=(lo, -hi))
+        return lo, -neg_hi
+
+    def apply(self, co: Coefficients, tick: bool = True) -> None:
+        """Apply the move to the local slices, then select (round 1)."""
+        j = co.j if co.j is not None else co.i
+        if self.keep_previous:
+            q = self.p
+            W_new = co.a * q + co.b * self._s(co.i) + co.c * self._s(j) + co.d * self.W
+            self._set(W=W_new, p_prev=self.p, t_prev=0.0)
+        use_h1 = co.j is not None and co.c != 0.0
+        self._exchange([co.i, j] if use_h1 else [co.i])  # both in one round when needed
+        h0 = self.vertex_gradient(co.i)
+        h1 = self.vertex_gradient(j) if use_h1 else h0
+        n = self.n_local
+        ghost = n
+        li = co.i - self.offset if self.op.owns(co.i) else ghost
+        lj = j - self.offset if self.op.owns(j) else ghost
+        if self.use_numba:
+            K.update(self._w_np, self._s_np, co.a, co.b, li, h0, co.c if use_h1 else 0.0, lj,
+                     h1, co.d, self._wp_np, self._sp_np, self.keep_previous, ZERO_TOL)
+        else:
+            swapped = K.torch_update(self.w, self.s, co.a, co.b, li, h0, co.c, lj,
+                                     h1 if use_h1 else None, co.d, self.w_prev, self.s_prev,
+                                     self.keep_previous, ZERO_TOL)
+            if swapped:
+                self.w, self.w_prev = self.w_prev, self.w
+                self.s, self.s_prev = self.s_prev, self.s
+        for vec in (self.w, self.s, self.w_prev, self.s_prev):
+            if vec is not None:
+                vec[ghost] = 0.0
+        self._select()
+        if not tick:
+            return
+        self.tick()
+        if self.refresh_every and self.k % self.refresh_every == 0:
+            self.refresh()
+
+
+def _torch_bounds(w: Tensor, w_prev: Tensor, lam: float, i: int) -> tuple[float, float]:
+    """:func:`K.extrapolation_bounds` on tensors, with ``i = -1`` for an atom owned elsewhere."""
+    wt = w * (1.0 - lam)
+    if i >= 0:
+        wt[i] += lam
+    delta = wt - w_prev
+    inf = torch.full_like(w, _INF)
+    hi = torch.where(delta < 0, wt / (-delta), inf).amin()
+    lo = torch.where(delta > 0, -wt / delta, -inf).amax()
+    return float(lo), float(hi)
+
+
+def _best(values: np.ndarray, index: np.ndarray, *, minimize: bool) -> int:
+    """Row of the best value, ties to the lowest global index; -1 when no row is valid."""
+    valid = index >= 0
+    if not valid.any():
+        return -1
+    v = np.where(valid, values, _INF if minimize else -_INF)
+    target = v.min() if minimize else v.max()
+    rows = np.flatnonzero(valid & (v == target))
+    if rows.size == 0:  # every valid value is NaN
+        return int(np.flatnonzero(valid)[0])
+    return int(rows[np.argmin(index[rows])])
