@@ -1,0 +1,375 @@
+"""Every variant on every storage takes the same steps: the parity registry of the engine layer.
+
+The variants (FW, away-step, pairwise, SWAP, SWAP-2o, PARTAN, fully corrective) are written once
+against the engine's moves; the numbers they act on live in one of several *storages*:
+
+* ``host`` -- :class:`~torchfw.optimizers._engine.QuadraticEngine` with host scalars and the
+  compiled (numba) CPU kernels; the reference every other storage is compared with;
+* ``host-torch`` -- the same engine with host scalars but PyTorch ops instead of the compiled
+  kernels (what runs when numba is missing);
+* ``device`` -- device scalars (0-d tensors, branch-free moves) on CPU tensors;
+* ``dense`` -- the whole-block compiled loop over the dense vertex gradients (FW, away,
+  pairwise);
+* ``batched-1`` / ``batched-3`` -- :func:`~torchfw.optimizers.batched.minimize_batched` over a
+  one-vs-rest operator, each of the ``B`` problems compared with its own host run;
+* ``stream-torch`` -- the streaming working-set engine (seed 001) with NumPy instead of compiled
+  kernels, compared with the compiled streaming run (streaming admits atoms one by one, so it is
+  a different algorithm from the full-gradient runs: its parity is between its own two
+  implementations);
+* ``sharded`` -- :func:`torchfw.distributed.minimize` with two gloo ranks (one spawned process
+  group for all variants), compared with the host run of the same problem.
+
+Like ``OptimizerInfo`` in PyTorch's test suite, a registry lists each variant with the storages it
+applies to (and why it does not apply elsewhere); one test runs the product. "Same steps" means:
+the same iterate at every check (to rounding, ``atol`` 1e-9 on weights of order 1e-2), the same
+values at every check, the same number of iterations, the same status and the same step counters.
+A storage that took a different branch anywhere (a different atom, a drop missed) fails on the
+iterate at the next check.
+
+Parity holds up to *exact ties*, which no storage breaks the same way as another: an exact
+pairwise step between atoms ``i`` and ``j`` leaves :math:`s_i = s_j` (the slope along
+:math:`e_i - e_j` is zero at its minimizer), and when that common value is the smallest score
+(or the largest active one) the next FW (or away) atom is decided by the last bit of rounding.
+Near the optimum every support atom's score is within the gap of the others and such ties
+become frequent, so the runs stop at a moderate tolerance (``TOL``), and start from spread
+points (several active atoms).
+"""
+
+from __future__ import annotations
+
+import math
+import pickle
+from dataclasses import dataclass, field
+
+import numpy as np
+import pytest
+import torch
+
+import torchfw as tf
+from torchfw.kernels import OneVsRestOperator, SVMDualOperator, make_kernel
+from torchfw.optimizers import _kernels as K
+from torchfw.optimizers.batched import minimize_batched
+
+F64 = torch.float64
+CHECK_EVERY = 5
+MAX_ITER = 150
+TOL = 1e-6
+ATOL = 1e-9
+
+
+# ---------------------------------------------------------------------------------------------
+# Registry
+# ---------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class VariantInfo:
+    """A variant and the storages it runs on (``skips``: storage -> why it is left out)."""
+
+    name: str
+    cls: type
+    kwargs: dict = field(default_factory=dict)
+    skips: dict = field(default_factory=dict)
+
+    def make(self, lmo, **options):
+        return self.cls(lmo, tf.ExactLineSearch(), tol=TOL, max_iter=MAX_ITER,
+                        check_every=CHECK_EVERY, **self.kwargs, **options)
+
+
+_NOT_DENSE = "execution='dense' has compiled loops for FW, away and pairwise only"
+_NOT_BATCHED = "the batched engine has no restricted (face) or second-order pair moves"
+_STREAM_TIE = ("a streaming run starts from one vertex: after the first exact pairwise step the "
+               "two active atoms tie exactly, and NumPy and numba round the tie differently")
+VARIANTS = [
+    VariantInfo("FW", tf.FrankWolfe),
+    VariantInfo("AFW", tf.AwayStepFrankWolfe),
+    VariantInfo("PFW", tf.PairwiseFrankWolfe, skips={"stream": _STREAM_TIE}),
+    VariantInfo("SWAP", tf.SwapFrankWolfe, skips={"dense": _NOT_DENSE, "stream": _STREAM_TIE}),
+    VariantInfo("SWAP2o", tf.SwapFrankWolfe, {"second_order": True},
+                skips={"dense": _NOT_DENSE, "batched": _NOT_BATCHED,
+                       "stream": "SWAP-2o needs the full gradient, not a working set"}),
+    VariantInfo("PARTAN", tf.PartanFrankWolfe, skips={"dense": _NOT_DENSE}),
+    VariantInfo("FC", tf.FullyCorrectiveFrankWolfe,
+                skips={"dense": _NOT_DENSE, "batched": _NOT_BATCHED,
+                       "device": "on a device the face gap is not read (no host sync): every "
+                                 "inner step runs, by design a different path",
+                       "stream": "covered by the full-gradient storages"}),
+]
+
+
+@dataclass
+class Trace:
+    """What a run did: the iterate and value at every check, and how it ended."""
+
+    points: list
+    values: list
+    n_iter: int
+    steps: dict
+    status: str
+    x: torch.Tensor
+
+
+def _recorder(points):
+    def callback(info):
+        points.append(info.x.detach().clone())
+    return callback
+
+
+def _trace(res, points) -> Trace:
+    return Trace(points=points, values=list(res.history.value), n_iter=res.n_iter,
+                 steps=dict(res.steps), status=str(res.status), x=res.x.detach().clone())
+
+
+# ---------------------------------------------------------------------------------------------
+# Problems
+# ---------------------------------------------------------------------------------------------
+
+M, D = 48, 4
+
+
+def _svm_data(seed: int = 0):
+    gen = torch.Generator().manual_seed(seed)
+    X = torch.randn(M, D, generator=gen, dtype=F64)
+    Y = torch.where(torch.randn(3, M, generator=gen, dtype=F64) + X[:, 0] > 0, 1.0, -1.0)
+    return X, Y
+
+
+def _spread_start(n: int = M) -> torch.Tensor:
+    # Not a vertex. An exact pairwise step between atoms i and j leaves s_i = s_j (the slope
+    # along e_i - e_j is zero at the minimizer); when i and j are the only active atoms the next
+    # away atom is an exact tie, which two implementations that round differently break
+    # differently. A spread start keeps several atoms active from the first step.
+    x0 = torch.zeros(n, dtype=F64)
+    x0[::7] = 1.0
+    return x0 / x0.sum()
+
+
+def _svm_problem(b: int = 0):
+    """The L2-SVM dual over the simplex (problem ``b`` of the one-vs-rest labels)."""
+    X, Y = _svm_data()
+    op = SVMDualOperator(X, Y[b], make_kernel("rbf", 0.5), 1.0, dtype=F64)
+    return tf.Quadratic(op), tf.Simplex(), _spread_start()
+
+
+def _l1_problem():
+    """An ill-conditioned quadratic with a linear term over the L1 ball of radius 5 (the
+    solution has ~9 nonzeros, so the active-set variants need tens of iterations)."""
+    gen = torch.Generator().manual_seed(3)
+    A = torch.randn(40, 40, generator=gen, dtype=F64)
+    Q = A @ A.T / 40 + 1e-2 * torch.eye(40, dtype=F64)
+    c = torch.randn(40, generator=gen, dtype=F64)
+    lmo = tf.L1Ball(5.0)
+    x0 = 5.0 * _spread_start(40)
+    x0[7::14] *= -1.0  # atoms of both signs
+    return tf.Quadratic(Q, c, constant=0.5), lmo, x0
+
+
+PROBLEMS = {"svm": _svm_problem, "l1": _l1_problem}
+
+
+# ---------------------------------------------------------------------------------------------
+# Storages
+# ---------------------------------------------------------------------------------------------
+
+def _run(variant: VariantInfo, problem: str, **options) -> Trace:
+    objective, lmo, x0 = PROBLEMS[problem]()
+    points = []
+    res = variant.make(lmo, callback=_recorder(points), **options).minimize(objective, x0)
+    return _trace(res, points)
+
+
+def run_host(variant, problem, monkeypatch):
+    return _run(variant, problem, execution="host")
+
+
+def run_host_torch(variant, problem, monkeypatch):
+    monkeypatch.setattr(K, "HAVE_NUMBA", False)
+    return _run(variant, problem, execution="host")
+
+
+def run_device(variant, problem, monkeypatch):
+    return _run(variant, problem, execution="device")
+
+
+def run_dense(variant, problem, monkeypatch):
+    return _run(variant, problem, execution="dense")
+
+
+STORAGES = {"host-torch": run_host_torch, "device": run_device, "dense": run_dense}
+
+
+def _applies(variant: VariantInfo, storage: str) -> str | None:
+    """None if ``variant`` runs on ``storage``, else the reason it does not."""
+    family = storage.split("-")[0]
+    return variant.skips.get(storage) or variant.skips.get(family)
+
+
+def _nonzero(steps: dict) -> dict:
+    # Device engines create a counter at its first (possibly false) event; hosts at the first
+    # true one: a zero count and a missing one say the same.
+    return {k: v for k, v in steps.items() if v}
+
+
+def assert_same_steps(got: Trace, ref: Trace, label: str) -> None:
+    assert got.status == ref.status, label
+    assert got.n_iter == ref.n_iter, label
+    assert _nonzero(got.steps) == _nonzero(ref.steps), label
+    assert len(got.values) == len(ref.values), label
+    np.testing.assert_allclose(got.values, ref.values, rtol=1e-11, atol=1e-12, err_msg=label)
+    assert len(got.points) == len(ref.points), label
+    for k, (a, b) in enumerate(zip(got.points, ref.points, strict=True)):
+        torch.testing.assert_close(a, b, rtol=0, atol=ATOL, msg=f"{label}, check {k}")
+    torch.testing.assert_close(got.x, ref.x, rtol=0, atol=ATOL, msg=label)
+
+
+needs_numba = pytest.mark.skipif(not K.HAVE_NUMBA, reason="the host reference runs numba")
+
+
+@needs_numba
+@pytest.mark.parametrize("problem", sorted(PROBLEMS))
+@pytest.mark.parametrize("storage", sorted(STORAGES))
+@pytest.mark.parametrize("variant", VARIANTS, ids=[v.name for v in VARIANTS])
+def test_storage_takes_the_host_steps(variant, storage, problem, monkeypatch):
+    reason = _applies(variant, storage)
+    if reason:
+        pytest.skip(reason)
+    ref = run_host(variant, problem, monkeypatch)
+    # The runs must be long enough to mean something, and must differ between variants.
+    assert ref.n_iter >= 20 and len(ref.points) >= 4
+    got = STORAGES[storage](variant, problem, monkeypatch)
+    assert_same_steps(got, ref, f"{variant.name} on {storage}, {problem}")
+
+
+# -- batched ----------------------------------------------------------------------------------
+
+@needs_numba
+@pytest.mark.parametrize("B", [1, 3])
+@pytest.mark.parametrize("variant", VARIANTS, ids=[v.name for v in VARIANTS])
+def test_batched_problems_take_their_host_steps(variant, B, monkeypatch):
+    if _applies(variant, "batched"):
+        pytest.skip(_applies(variant, "batched"))
+    X, Y = _svm_data()
+    op = OneVsRestOperator(X, Y[:B], make_kernel("rbf", 0.5), 1.0, dtype=F64)
+    w0 = _spread_start().expand(B, M).clone()
+    opt = variant.make(tf.Simplex())
+    batch = minimize_batched(opt, op, w0, tol=TOL, max_iter=MAX_ITER, check_every=CHECK_EVERY,
+                             use_graph=False)
+    total_steps: dict = {}
+    for b in range(B):
+        objective, lmo, x0 = _svm_problem(b)
+        res = variant.make(lmo, execution="host").minimize(objective, x0)
+        label = f"{variant.name}, batched problem {b} of {B}"
+        assert res.n_iter >= 20, label
+        assert int(batch.n_iter[b]) == res.n_iter, label
+        assert bool(batch.converged[b]) == (res.status is tf.Status.CONVERGED), label
+        torch.testing.assert_close(batch.x[b], res.x, rtol=0, atol=ATOL, msg=label)
+        # The batched history goes on after problem b stops (its value then stays put).
+        values = [float(v[b]) for _, v, _, _ in batch.history][:len(res.history.value)]
+        np.testing.assert_allclose(values, res.history.value, rtol=1e-11, atol=1e-12,
+                                   err_msg=label)
+        for name, count in res.steps.items():
+            total_steps[name] = total_steps.get(name, 0) + count
+    assert _nonzero(batch.steps) == _nonzero(total_steps)
+
+
+# -- streaming --------------------------------------------------------------------------------
+
+def _stream(variant: VariantInfo) -> Trace:
+    objective, lmo, _ = _svm_problem()
+    points = []
+    res = variant.make(lmo, stream=True, random_state=4, callback=_recorder(points),
+                       average_from=60 if variant.name in ("FW", "AFW") else None
+                       ).minimize(objective)
+    trace = _trace(res, points)
+    trace.average = None if res.average is None else (res.average, res.average_value)
+    return trace
+
+
+@needs_numba
+@pytest.mark.parametrize("variant", VARIANTS, ids=[v.name for v in VARIANTS])
+def test_streaming_storage_two_implementations_agree(variant, monkeypatch):
+    if _applies(variant, "stream"):
+        pytest.skip(_applies(variant, "stream"))
+    ref = _stream(variant)
+    assert ref.n_iter == MAX_ITER and ref.steps.get("admitted", 0) >= 3
+    monkeypatch.setattr(K, "HAVE_NUMBA", False)
+    got = _stream(variant)
+    assert_same_steps(got, ref, f"{variant.name}, streaming without numba")
+    if ref.average is not None:
+        torch.testing.assert_close(got.average[0], ref.average[0], rtol=0, atol=ATOL)
+        assert got.average[1] == pytest.approx(ref.average[1], rel=1e-11)
+
+
+# -- sharded (two gloo ranks) -----------------------------------------------------------------
+
+WORLD = 2
+SHARDED = [v for v in VARIANTS if not _applies(v, "sharded")]
+
+
+def _sharded_worker(rank: int, world: int, store: str, out: str) -> None:
+    import torch.distributed as dist
+
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo", init_method=f"file://{store}", rank=rank,
+                            world_size=world)
+    from torchfw import distributed as D_
+
+    results = {}
+    try:
+        X, Y = _svm_data()
+        a, b = D_.shard_range(M, rank, world)
+        op = D_.ShardedSVMDualOperator(X[a:b], Y[0, a:b], make_kernel("rbf", 0.5), 1.0,
+                                       dtype=F64)
+        for variant in SHARDED:
+            points = []
+            opt = variant.make(tf.Simplex(), callback=_recorder(points))
+            res = D_.minimize(opt, op, _spread_start()[a:b], gather=True)
+            full = [D_.gather_shards(p, op.comm) for p in points]
+            results[variant.name] = Trace(points=[p.numpy() for p in full],
+                                          values=list(res.history.value), n_iter=res.n_iter,
+                                          steps=dict(res.steps), status=str(res.status),
+                                          x=res.x.numpy())
+    finally:
+        if rank == 0:
+            with open(out, "wb") as fh:
+                pickle.dump(results, fh)
+        dist.destroy_process_group()
+
+
+@pytest.fixture(scope="module")
+def sharded_runs(tmp_path_factory):
+    dist = pytest.importorskip("torch.distributed")
+    if not (dist.is_available() and dist.is_gloo_available()):
+        pytest.skip("needs torch.distributed with the gloo backend")
+    mp = pytest.importorskip("torch.multiprocessing")
+    path = tmp_path_factory.mktemp("parity")
+    out = path / "results.pkl"
+    mp.spawn(_sharded_worker, args=(WORLD, str(path / "store"), str(out)), nprocs=WORLD,
+             join=True)
+    with open(out, "rb") as fh:
+        return pickle.load(fh)
+
+
+@needs_numba
+@pytest.mark.parametrize("variant", SHARDED, ids=[v.name for v in SHARDED])
+def test_sharded_storage_takes_the_host_steps(variant, sharded_runs, monkeypatch):
+    ref = run_host(variant, "svm", monkeypatch)
+    got = sharded_runs[variant.name]
+    got.points = [torch.from_numpy(p) for p in got.points]
+    got.x = torch.from_numpy(got.x)
+    assert_same_steps(got, ref, f"{variant.name} on 2 gloo ranks")
+
+
+def test_a_storage_that_takes_another_branch_fails_the_parity_check():
+    # The comparison itself must be able to fail: a run with a different step rule (FW instead
+    # of away steps) from the same start is caught.
+    fw = _run(VARIANTS[0], "svm", execution="host")
+    afw = _run(VARIANTS[1], "svm", execution="host")
+    with pytest.raises(AssertionError):
+        assert_same_steps(afw, fw, "different variants")
+    # ... and so is a one-ulp-level disagreement that grows into a different iterate.
+    moved = Trace(points=[p.clone() for p in fw.points], values=list(fw.values),
+                  n_iter=fw.n_iter, steps=dict(fw.steps), status=fw.status, x=fw.x)
+    moved.points[-1][0] += 10 * ATOL
+    with pytest.raises(AssertionError):
+        assert_same_steps(moved, fw, "perturbed iterate")
+    assert math.isfinite(fw.values[-1])
