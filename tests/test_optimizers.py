@@ -572,7 +572,15 @@ def test_time_limit_status():
 
 
 @pytest.mark.parametrize("execution", ["host", "device", "generic"])
-def test_verbose_shows_a_progress_bar(capsys, execution):
+def test_verbose_shows_a_progress_bar(monkeypatch, execution):
+    import io
+    import sys
+
+    class Terminal(io.StringIO):  # tqdm draws no bar on a stream that is not a terminal
+        def isatty(self):
+            return True
+
+    monkeypatch.setattr(sys, "stderr", Terminal())
     Q, c = _quadratic(50)
     if execution == "generic":
         res = tf.FrankWolfe(tf.L2Ball(), tf.Backtracking(), tol=1e-8, verbose=True).minimize(
@@ -581,7 +589,7 @@ def test_verbose_shows_a_progress_bar(capsys, execution):
         res = tf.SwapFrankWolfe(tf.Simplex(), tol=1e-8, verbose=True,
                                 execution=execution).minimize(tf.Quadratic(Q, c))
     assert res.status is Status.CONVERGED
-    err = capsys.readouterr().err
+    err = sys.stderr.getvalue()
     assert "gap=" in err and "it" in err
 
 

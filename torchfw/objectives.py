@@ -181,12 +181,55 @@ class DenseOperator(ColumnOperator):
         return self.matrix.to(v.dtype) @ v
 
 
+#: Largest dense ``Q`` whose positive semi-definiteness is checked by a Cholesky factorization.
+PSD_CHECK_LIMIT = 2048
+
+
+def _check_convex_quadratic(Q: Tensor) -> None:
+    """Refuse a dense ``Q`` that is not square, not symmetric or not PSD (to rounding)."""
+    if Q.dim() != 2 or Q.shape[0] != Q.shape[1]:
+        raise ValueError(f"Q must be a square matrix, got shape {tuple(Q.shape)}")
+    n = Q.shape[0]
+    if n == 0 or not Q.is_floating_point():
+        return
+    Qd = Q.detach().to(torch.float64)
+    scale = float(Qd.abs().max())
+    # Rounding of a matrix computed in Q's own precision (or computed in float32 and handed in
+    # as float64, e.g. a Gram matrix X'X): curvature this small relative to Q's scale is noise.
+    rel = max(100.0 * torch.finfo(Q.dtype).eps, 1.5e-8) * n
+    tol = rel * max(scale, 1e-300)
+    asym = float((Qd - Qd.T).abs().max())
+    if asym > tol:
+        raise ValueError(f"Q must be symmetric: max |Q - Q'| = {asym:.3g} (Frank-Wolfe reads "
+                         "Q's columns as gradients of x'Qx/2, which needs Q = Q')")
+    diag = torch.diagonal(Qd)
+    i = int(torch.argmin(diag))
+    if float(diag[i]) < -tol:
+        raise ValueError(f"Q is not positive semidefinite (Q[{i},{i}] = {float(diag[i]):.3g} < 0):"
+                         " the objective is not convex and a zero duality gap would certify "
+                         "nothing")
+    if n <= PSD_CHECK_LIMIT:
+        sym = 0.5 * (Qd + Qd.T)
+        eye = torch.eye(n, dtype=torch.float64, device=Q.device)
+        _, info = torch.linalg.cholesky_ex(sym + tol * eye)
+        if int(info) != 0:
+            smallest = float(torch.linalg.eigvalsh(sym)[0])
+            raise ValueError(f"Q is not positive semidefinite (smallest eigenvalue "
+                             f"{smallest:.3g}): the objective is not convex and a zero duality "
+                             "gap would certify nothing")
+
+
 class Quadratic(Objective):
     r"""The quadratic :math:`f(x) = \tfrac12 x^\top Q x + c^\top x + \text{constant}`.
 
-    ``Q`` must be symmetric positive semi-definite for the solvers' guarantees (convexity). It is
-    either a dense ``(n, n)`` tensor or a :class:`ColumnOperator` (for instance the lazy kernel
-    operator of :mod:`torchfw.kernels`), in which case the full matrix is never formed.
+    ``Q`` must be symmetric positive semi-definite: the duality gap certifies
+    :math:`f(x) - f^* \le g(x)` only for a convex objective (on an indefinite ``Q`` a vertex can
+    have gap 0 far from the minimum). It is either a dense ``(n, n)`` tensor or a
+    :class:`ColumnOperator` (for instance the lazy kernel operator of :mod:`torchfw.kernels`),
+    in which case the full matrix is never formed. A dense tensor is checked: it must be
+    symmetric to rounding and, up to ``n = 2048`` (a Cholesky factorization, at most ~0.2 s),
+    positive semi-definite to rounding; larger ones are checked for symmetry and a non-negative
+    diagonal only. Wrap a matrix known to be PSD in :class:`DenseOperator` to skip the checks.
 
     Parameters
     ----------
@@ -204,6 +247,7 @@ class Quadratic(Objective):
             if Q.is_sparse or Q.layout != torch.strided:
                 raise TypeError("a sparse Q must be wrapped in a ColumnOperator")
             check_finite("Q", Q)
+            _check_convex_quadratic(Q)
             Q = DenseOperator(Q)
         if not isinstance(Q, ColumnOperator):
             raise TypeError(

@@ -363,6 +363,13 @@ class Box(LMO):
             elif isinstance(bound, bool) or not isinstance(bound, numbers.Real) or \
                     not math.isfinite(bound):
                 raise ValueError(f"{name} must be a finite number or tensor, got {bound!r}")
+        shapes = [tuple(b.shape) for b in (lower, upper) if isinstance(b, Tensor)]
+        if len(shapes) == 2:
+            try:
+                torch.broadcast_shapes(*shapes)
+            except RuntimeError:
+                raise ValueError(f"Box bounds must have broadcastable shapes, got lower "
+                                 f"{shapes[0]} and upper {shapes[1]}") from None
         if bool(torch.as_tensor(lower > upper).any()):
             raise ValueError("Box needs lower <= upper everywhere")
         self.lower = lower
@@ -371,7 +378,11 @@ class Box(LMO):
     def _bounds(self, like: Tensor) -> tuple[Tensor, Tensor]:
         lo = _on_device(self.lower, like)
         hi = _on_device(self.upper, like)
-        return lo.expand_as(like), hi.expand_as(like)
+        try:
+            return lo.expand_as(like), hi.expand_as(like)
+        except RuntimeError:
+            raise ValueError(f"Box bounds of shapes {tuple(lo.shape)} and {tuple(hi.shape)} do "
+                             f"not fit a point of shape {tuple(like.shape)}") from None
 
     def lmo(self, grad: Tensor) -> Tensor:
         lo, hi = self._bounds(grad)
