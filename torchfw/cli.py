@@ -15,6 +15,8 @@ from pathlib import Path
 
 import numpy as np
 
+from .solvers import SOLVERS, solver_names
+
 __all__ = ["main", "CLIError"]
 
 USAGE = """\
@@ -53,13 +55,14 @@ options (LIBSVM's svm-train meaning where they apply):
   -v n : n-fold cross validation: print the accuracy, save no model
   -q : quiet mode (no progress output)
 torchfw's own options:
-  --solver NAME : fw, away, pairwise, swap (default), swap2, partan, fc, sfw, msfw
+  --solver NAME : {solvers}
   --device DEV : cpu (default) or cuda[:k]
   --max-iter N : iteration budget
   --seed N : random seed (default 0)
   --last-iterate : sfw/msfw keep the last iterate instead of the tail average
   --format {torchfw,libsvm} : model file format (default torchfw)
-"""
+""".replace("{solvers}", ", ".join(
+    f"{name} (default)" if name == "swap" else name for name in solver_names("svc")))
 
 PREDICT_HELP = """\
 usage: python -m torchfw predict [options] test_file model_file [output_file]
@@ -337,9 +340,10 @@ def demo(argv: list[str]) -> int:
     # The first fit compiles the CPU kernels (numba); keep that out of the timings.
     SVC(C=10.0, gamma=2.0, random_state=0, device=device).fit(X[:200], y[:200])
     print(f"{'solver':10s} {'fit (s)':>8s} {'test acc':>9s} {'iters':>7s} {'SVs':>6s}")
-    for solver in ("fw", "away", "pairwise", "swap", "swap2", "partan", "sfw", "msfw"):
+    # Every solver of SVC but the fully corrective one, which the demo table never listed.
+    for solver in (name for name in solver_names("svc") if name != "fc"):
         model = SVC(solver=solver, C=10.0, gamma=2.0, random_state=0, device=device,
-                    max_iter=n if solver in ("sfw", "msfw") else None)
+                    max_iter=n if SOLVERS[solver].streaming else None)
         start = time.perf_counter()
         model.fit(X, y)
         elapsed = time.perf_counter() - start

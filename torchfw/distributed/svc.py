@@ -15,16 +15,18 @@ from .._data import as_labels, as_matrix, take_rows
 from .._validation import resolve_device
 from ..kernels import SVMDualOperator, make_kernel
 from ..optimizers.active_set import simplex_qp
+from ..oracles import Simplex
 from ..result import Status
-from ..svm import SVC, ConvergenceWarning, _solver_factory
+from ..solvers import make_solver, solver_names
+from ..svm import SVC, ConvergenceWarning
 from .comm import Communicator
 from .engine import EXCHANGES
 from .operator import ShardedSVMDualOperator
 from .run import minimize
 
 #: Solvers of :class:`~torchfw.svm.SVC` that run distributed (the streaming ones keep a
-#: working set in arrival order, which has no sharded form here).
-DISTRIBUTED_SOLVERS = ("fw", "away", "pairwise", "swap", "swap2", "partan", "fc")
+#: working set in arrival order, which has no sharded form here); from :mod:`torchfw.solvers`.
+DISTRIBUTED_SOLVERS = solver_names("distributed")
 
 
 class DistributedSVC(SVC):
@@ -158,8 +160,9 @@ class DistributedSVC(SVC):
         else:
             w0 = self._initial_shard(op, X, y_pm, C_examples, seed)
         max_iter = self.max_iter if self.max_iter is not None else 100 * m
-        solver = _solver_factory(self.solver)(
-            tol=1e-300, rtol=2.0 * float(self.tol), max_iter=max_iter, random_state=seed,
+        solver = make_solver(
+            self.solver, Simplex(), estimator="distributed", tol=1e-300,
+            rtol=2.0 * float(self.tol), max_iter=max_iter, random_state=seed,
             verbose=bool(self.verbose), time_limit=self.time_limit)
         result = minimize(solver, op, w0, exchange=self.exchange, cache_size=self.cache_size)
         if result.status in (Status.MAX_ITER, Status.TIME_LIMIT):
