@@ -8,7 +8,7 @@ from typing import Any
 
 import torch
 
-__all__ = ["Status", "Result", "History", "IterationInfo"]
+__all__ = ["Status", "Result", "History", "IterationInfo", "ActiveSet"]
 
 
 class Status(str, enum.Enum):
@@ -71,6 +71,44 @@ class IterationInfo:
 
 
 @dataclass
+class ActiveSet:
+    r"""The iterate as a convex combination of vertices: :math:`x = \sum_k w_k a_k`.
+
+    Active-set solvers (:class:`~torchfw.optimizers.BlendedPairwiseConditionalGradient`,
+    :class:`~torchfw.optimizers.LazyFrankWolfe`) return it as :attr:`Result.active_set` and take
+    it back as ``minimize(..., active_set=...)`` to start a later solve from it (a warm start
+    that keeps the vertices, not only the point).
+
+    Attributes
+    ----------
+    atoms : Tensor of shape (m, n)
+        The vertices, one per row.
+    weights : Tensor of shape (m,)
+        Positive weights summing to one.
+    """
+
+    atoms: torch.Tensor
+    weights: torch.Tensor
+
+    def __post_init__(self) -> None:
+        if self.atoms.dim() != 2 or self.weights.dim() != 1 or \
+                self.atoms.shape[0] != self.weights.shape[0] or self.atoms.shape[0] == 0:
+            raise ValueError(f"ActiveSet needs atoms of shape (m, n) and weights of shape (m,), "
+                             f"m >= 1; got {tuple(self.atoms.shape)} and "
+                             f"{tuple(self.weights.shape)}")
+        if bool((self.weights < 0).any()) or \
+                abs(float(self.weights.sum()) - 1.0) > 1e-6:
+            raise ValueError("ActiveSet weights must be non-negative and sum to one")
+
+    def point(self) -> torch.Tensor:
+        r"""The iterate :math:`\sum_k w_k a_k`."""
+        return self.weights.to(self.atoms.dtype) @ self.atoms
+
+    def __len__(self) -> int:
+        return self.atoms.shape[0]
+
+
+@dataclass
 class Result:
     """Outcome of :meth:`torchfw.ConstrainedOptimizer.minimize`.
 
@@ -100,6 +138,9 @@ class Result:
     average_value : float or None
         The objective at ``average`` (at most the mean of the averaged iterates' values, by
         convexity).
+    active_set : ActiveSet or None
+        Active-set solvers (blended pairwise, lazified FW): the vertices and weights of ``x``,
+        to warm-start a later solve. ``None`` for the other solvers.
     """
 
     x: torch.Tensor
@@ -113,6 +154,7 @@ class Result:
     average: torch.Tensor | None = None
     average_value: float | None = None
     info: dict[str, Any] = field(default_factory=dict)
+    active_set: ActiveSet | None = None
 
     @property
     def converged(self) -> bool:

@@ -2,8 +2,10 @@
 
 from .away import AwayStepFrankWolfe, PairwiseFrankWolfe
 from .base import ConstrainedOptimizer
+from .bpcg import BlendedPairwiseConditionalGradient
 from .frank_wolfe import FrankWolfe
 from .fully_corrective import FullyCorrectiveFrankWolfe
+from .lazy import LazyFrankWolfe
 from .partan import PartanFrankWolfe
 from .sampling import sample_size_for
 from .swap import SwapFrankWolfe
@@ -16,5 +18,7 @@ __all__ = [
     "SwapFrankWolfe",
     "PartanFrankWolfe",
     "FullyCorrectiveFrankWolfe",
+    "BlendedPairwiseConditionalGradient",
+    "LazyFrankWolfe",
     "sample_size_for",
 ]
