@@ -37,10 +37,24 @@ class KernelSVMHead(nn.Module):
     intercept : Tensor of shape (k,)
     kernel : {"rbf", "linear", "poly", "sigmoid"}
     gamma, degree, coef0 : kernel parameters
+    classes : sequence of numbers or strings, optional
+        The labels :meth:`predict_index` indexes (the estimator's ``classes_``).
+
+    Notes
+    -----
+    *Saving.* The ``state_dict`` holds the buffers and, under ``_extra_state``, the kernel, its
+    parameters and the classes as plain data, so ``torch.load(..., weights_only=True)`` reads it
+    without extra safe globals. :meth:`from_state_dict` rebuilds the head from it alone; loading
+    it into a head built with another kernel, parameters or classes raises ``ValueError`` (a
+    head built without ``classes`` takes the saved ones).
     """
 
+    # Labels are plain Python values (any type the estimator accepted), never read by forward.
+    __jit_ignored_attributes__ = ["classes"]
+
     def __init__(self, support_vectors: Tensor, dual_coef: Tensor, intercept: Tensor,
-                 kernel: str = "rbf", gamma: float = 1.0, degree: int = 3, coef0: float = 0.0):
+                 kernel: str = "rbf", gamma: float = 1.0, degree: int = 3, coef0: float = 0.0,
+                 classes=None):
         super().__init__()
         if kernel not in _KERNEL_CODES:
             raise ValueError(f"unknown kernel {kernel!r}; expected one of {list(_KERNEL_CODES)}")
@@ -59,6 +73,50 @@ class KernelSVMHead(nn.Module):
         self.degree = int(degree)
         self.coef0 = float(coef0)
         self.binary = dual_coef.shape[0] == 1
+        self.classes = _plain_classes(classes, 2 if self.binary else dual_coef.shape[0])
+
+    def _config(self) -> dict:
+        return {"kernel": self.kernel, "gamma": self.gamma, "degree": self.degree,
+                "coef0": self.coef0, "classes": self.classes}
+
+    def get_extra_state(self) -> dict:
+        """What ``forward`` and :meth:`predict_index` use besides the buffers (plain data)."""
+        return {"format": "torchfw.KernelSVMHead", "version": 1, **self._config()}
+
+    def set_extra_state(self, state) -> None:
+        """Check that a loaded state was saved by a head built like this one; raise otherwise.
+
+        The kernel, its parameters and the classes are part of the model: a head built with
+        other ones would compute other decision values from the same buffers, so loading into
+        it is an error, not a silent change. Rebuild the head from the file with
+        :meth:`from_state_dict` instead.
+        """
+        _check_extra_state(state, "torchfw.KernelSVMHead", self._config(),
+                           "KernelSVMHead.from_state_dict(state_dict)")
+        self.classes = state.get("classes")
+
+    @classmethod
+    def from_state_dict(cls, state_dict, prefix: str = "") -> KernelSVMHead:
+        """Build the head a :meth:`state_dict` was saved from (buffers, kernel and classes).
+
+        Parameters
+        ----------
+        state_dict : dict
+            The head's ``state_dict()``, or a composed model's with ``prefix`` naming the head
+            (e.g. ``"1."`` for ``nn.Sequential(backbone, head)``).
+        prefix : str, default ""
+        """
+        extra = _extra_state_of(state_dict, prefix, "torchfw.KernelSVMHead")
+        try:
+            sv, coef, intercept = (state_dict[prefix + name] for name in
+                                   ("support_vectors", "dual_coef", "intercept"))
+        except KeyError as exc:
+            raise ValueError(f"not a KernelSVMHead state dict: no {exc.args[0]!r}") from None
+        head = cls(sv, coef, intercept, kernel=extra["kernel"], gamma=extra["gamma"],
+                   degree=extra["degree"], coef0=extra["coef0"], classes=extra["classes"])
+        head.load_state_dict({k[len(prefix):]: v for k, v in state_dict.items()
+                              if k.startswith(prefix)})
+        return head
 
     def forward(self, x: Tensor) -> Tensor:
         sv = self.support_vectors.to(x.dtype)
@@ -92,14 +150,43 @@ class KernelSVMHead(nn.Module):
 
 
 class LinearHead(nn.Module):
-    """``x @ weight.T + bias`` from fitted coefficients (e.g. a Weston-Watkins SVM)."""
+    """``x @ weight.T + bias`` from fitted coefficients (e.g. a Weston-Watkins SVM).
 
-    def __init__(self, weight: Tensor, bias: Tensor | None = None):
+    ``classes`` (optional) are the labels that :meth:`predict_index` indexes; they are saved in
+    the ``state_dict`` and checked on load, as for :class:`KernelSVMHead`.
+    """
+
+    __jit_ignored_attributes__ = ["classes"]
+
+    def __init__(self, weight: Tensor, bias: Tensor | None = None, classes=None):
         super().__init__()
         self.register_buffer("weight", weight.detach().clone())
         self.register_buffer("bias", torch.zeros(weight.shape[0], dtype=weight.dtype,
                                                  device=weight.device)
                              if bias is None else bias.detach().reshape(-1).clone())
+        self.classes = _plain_classes(classes, weight.shape[0])
+
+    def get_extra_state(self) -> dict:
+        """The classes (plain data), saved next to the buffers."""
+        return {"format": "torchfw.LinearHead", "version": 1, "classes": self.classes}
+
+    def set_extra_state(self, state) -> None:
+        """Raise when the loaded classes are not this head's (see :class:`KernelSVMHead`)."""
+        _check_extra_state(state, "torchfw.LinearHead", {"classes": self.classes},
+                           "LinearHead.from_state_dict(state_dict)")
+        self.classes = state.get("classes")
+
+    @classmethod
+    def from_state_dict(cls, state_dict, prefix: str = "") -> LinearHead:
+        """Build the head a :meth:`state_dict` was saved from (see ``KernelSVMHead``)."""
+        extra = _extra_state_of(state_dict, prefix, "torchfw.LinearHead")
+        if prefix + "weight" not in state_dict:
+            raise ValueError("not a LinearHead state dict: no 'weight'")
+        head = cls(state_dict[prefix + "weight"], state_dict.get(prefix + "bias"),
+                   classes=extra["classes"])
+        head.load_state_dict({k[len(prefix):]: v for k, v in state_dict.items()
+                              if k.startswith(prefix)})
+        return head
 
     def forward(self, x: Tensor) -> Tensor:
         return x @ self.weight.to(x.dtype).T + self.bias.to(x.dtype)
@@ -107,6 +194,50 @@ class LinearHead(nn.Module):
     @torch.jit.export
     def predict_index(self, x: Tensor) -> Tensor:
         return torch.argmax(self.forward(x), dim=1)
+
+
+def _plain_classes(classes, n_outputs: int) -> list | None:
+    """Labels as a list of Python numbers or strings (``weights_only``-loadable), or None."""
+    if classes is None:
+        return None
+    if isinstance(classes, Tensor):
+        classes = classes.tolist()
+    elif hasattr(classes, "tolist"):  # NumPy arrays and scalars
+        classes = classes.tolist()
+    classes = list(classes)
+    for label in classes:
+        if isinstance(label, bool) or not isinstance(label, (int, float, str)):
+            raise TypeError(f"classes must be numbers or strings, got {type(label).__name__} "
+                            f"({label!r})")
+    if len(classes) != n_outputs:
+        raise ValueError(f"{len(classes)} classes for a head with {n_outputs} of them")
+    return classes
+
+
+def _extra_state_of(state_dict, prefix: str, fmt: str) -> dict:
+    key = prefix + "_extra_state"
+    extra = state_dict.get(key) if isinstance(state_dict, dict) else None
+    if not isinstance(extra, dict) or extra.get("format") != fmt:
+        raise ValueError(
+            f"no {fmt} description under {key!r}: not a state dict of that head (or one saved "
+            f"by a torchfw version whose heads did not save their kernel and classes)"
+        )
+    return extra
+
+
+def _check_extra_state(state, fmt: str, mine: dict, rebuild: str) -> None:
+    if not isinstance(state, dict) or state.get("format") != fmt:
+        raise ValueError(f"the loaded state was not saved by a {fmt.split('.')[-1]}")
+    # Classes left unspecified (None) take the saved ones: they do not change the function.
+    differs = [f"{key}: saved {state.get(key)!r}, this head {value!r}"
+               for key, value in mine.items()
+               if state.get(key) != value and not (key == "classes" and value is None)]
+    if differs:
+        raise ValueError(
+            f"the state dict was saved by a {fmt.split('.')[-1]} built differently ("
+            + "; ".join(differs) + f"); its buffers would compute another function here. "
+            f"Build the head from the state dict instead: {rebuild}"
+        )
 
 
 @torch.no_grad()

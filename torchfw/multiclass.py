@@ -639,7 +639,8 @@ class WestonWatkinsSVC(BaseEstimator):
         check_is_fitted(self, "coef_")
         from .heads import LinearHead  # heads depends on torch.nn only; import on use
 
-        return LinearHead(self.coef_.to(dtype), self.intercept_.to(dtype))
+        return LinearHead(self.coef_.to(dtype), self.intercept_.to(dtype),
+                          classes=self.classes_)
 
 
 def _take_rows(csr: _CSR, keep: np.ndarray) -> _CSR:

@@ -55,7 +55,6 @@ M. Jaggi. "Revisiting Frank-Wolfe: Projection-Free Sparse Convex Optimization." 
 
 from __future__ import annotations
 
-import inspect
 import math
 import numbers
 import warnings
@@ -64,7 +63,16 @@ from collections.abc import Iterable
 import torch
 from torch import Tensor, nn
 
-from .oracles import LMO, Box, L1Ball, L2Ball, LinfBall, Simplex
+from ._lmo_state import lmo_from_state, lmo_to_state
+from ._sfw_update import (
+    as_rows,
+    direction,
+    feasibility_atol,
+    frank_wolfe_update,
+    sgd_update,
+    view_shape,
+)
+from .oracles import LMO
 
 __all__ = ["StochasticFrankWolfe", "make_feasible", "lmo_to_state", "lmo_from_state"]
 
@@ -82,161 +90,8 @@ _MISSING = _Missing()
 
 
 # --------------------------------------------------------------------------------------------
-# Serialization of oracles as plain data
-# --------------------------------------------------------------------------------------------
-
-def _check_plain(where: str, value) -> None:
-    """Raise unless ``value`` is data that ``torch.load(weights_only=True)`` accepts."""
-    if value is None or isinstance(value, (bool, int, float, str, Tensor)):
-        return
-    if isinstance(value, (list, tuple)):
-        for item in value:
-            _check_plain(where, item)
-        return
-    if isinstance(value, dict):
-        for key, item in value.items():
-            if not isinstance(key, str):
-                raise TypeError(f"{where}: dict keys must be strings, got {key!r}")
-            _check_plain(where, item)
-        return
-    raise TypeError(
-        f"{where} is a {type(value).__name__}; only numbers, strings, None, tensors and "
-        f"lists/tuples/dicts of them can be saved without pickling code"
-    )
-
-
-def lmo_to_state(lmo: LMO | None) -> dict | None:
-    """Describe an oracle as plain data: its type name and its constructor arguments.
-
-    The result holds only strings, numbers, ``None`` and tensors, so a state dict containing it
-    loads with ``torch.load(..., weights_only=True)`` (which refuses arbitrary objects).
-
-    Parameters
-    ----------
-    lmo : LMO or None
-        The oracle. Each argument of its ``__init__`` must be stored on the instance under the same
-        name (or with a leading underscore), which is the convention of :mod:`torchfw.oracles`.
-
-    Returns
-    -------
-    dict or None
-        ``{"type": "module.QualName", "params": {name: value}}``; ``None`` for ``None``.
-    """
-    if lmo is None:
-        return None
-    if not isinstance(lmo, LMO):
-        raise TypeError(f"expected a torchfw.oracles.LMO, got {type(lmo).__name__}")
-    cls = type(lmo)
-    params = {}
-    for name, spec in list(inspect.signature(cls.__init__).parameters.items())[1:]:
-        if spec.kind in (spec.VAR_POSITIONAL, spec.VAR_KEYWORD):
-            raise TypeError(
-                f"cannot serialize {cls.__name__}: its constructor takes *args or **kwargs"
-            )
-        for attr in (name, "_" + name):
-            if hasattr(lmo, attr):
-                value = getattr(lmo, attr)
-                break
-        else:
-            raise TypeError(
-                f"cannot serialize {cls.__name__}: constructor argument {name!r} is not stored as "
-                f"attribute {name!r} or '_{name}'"
-            )
-        _check_plain(f"{cls.__name__}.{name}", value)
-        # Clone tensors: the state dict must not change when the oracle is mutated later.
-        params[name] = value.detach().clone() if isinstance(value, Tensor) else value
-    return {"type": f"{cls.__module__}.{cls.__qualname__}", "params": params}
-
-
-def _lmo_classes() -> dict[str, type]:
-    """Every LMO subclass defined so far, by qualified name.
-
-    Only classes already imported are candidates, so loading never imports a module named by a
-    file (what ``weights_only=True`` is there to prevent).
-    """
-    found: dict[str, type] = {}
-    todo = [LMO]
-    while todo:
-        cls = todo.pop()
-        found[f"{cls.__module__}.{cls.__qualname__}"] = cls
-        todo.extend(cls.__subclasses__())
-    return found
-
-
-def _to_device(value, device):
-    if isinstance(value, Tensor):
-        return value.to(device) if device is not None else value
-    if isinstance(value, list):
-        return [_to_device(v, device) for v in value]
-    if isinstance(value, tuple):
-        return tuple(_to_device(v, device) for v in value)
-    return value
-
-
-def lmo_from_state(state, device: torch.device | str | None = None) -> LMO | None:
-    """Rebuild an oracle from :func:`lmo_to_state` output.
-
-    Parameters
-    ----------
-    state : dict, LMO or None
-        The plain-data description (an LMO instance is returned unchanged).
-    device : torch.device, optional
-        Where to put tensor parameters (radii, bounds), e.g. the device of the parameters.
-    """
-    if state is None or isinstance(state, LMO):
-        return state
-    if not isinstance(state, dict) or "type" not in state or "params" not in state:
-        raise ValueError(f"not a serialized LMO (expected {{'type', 'params'}}): {state!r}")
-    classes = _lmo_classes()
-    cls = classes.get(state["type"])
-    if cls is None:
-        raise ValueError(
-            f"unknown LMO type {state['type']!r}; import the module that defines it before "
-            f"loading (known: {sorted(classes)})"
-        )
-    params = {k: _to_device(v, device) for k, v in state["params"].items()}
-    return cls(**params)
-
-
-# --------------------------------------------------------------------------------------------
 # Helpers
 # --------------------------------------------------------------------------------------------
-
-def _view_shape(p: Tensor, per_row: bool) -> tuple[int, int]:
-    """Shape under which a parameter meets its set: (1, numel) or (rows, numel / rows)."""
-    if per_row:
-        return (p.shape[0], p[0].numel())
-    return (1, p.numel())
-
-
-def _as_view(t: Tensor, shape) -> Tensor:
-    # A view when the layout allows it (the update then lands in place); a copy otherwise
-    # (e.g. channels_last weights), which the caller writes back.
-    return t.view(shape) if t.is_contiguous() else t.reshape(shape)
-
-
-def _feasibility_atol(dtype: torch.dtype) -> float:
-    # Steps are convex combinations computed in floating point: allow rounding, not more.
-    return math.sqrt(torch.finfo(dtype).eps)
-
-
-def _row_diameters(lmo: LMO, pv: Tensor) -> float | Tensor:
-    """Euclidean diameter of the set of each row of ``pv`` (a float, or a (B, 1) tensor).
-
-    Never reads a tensor back to the host, so a CUDA step does not synchronize.
-    """
-    n = pv.shape[-1]
-    radius = getattr(lmo, "radius", None)
-    if type(lmo) in (Simplex, L1Ball, L2Ball, LinfBall) and isinstance(radius, Tensor):
-        # These sets are r times the unit set, so the diameter scales with each row's radius.
-        unit = type(lmo)(1.0).diameter(n)
-        return unit * radius.to(device=pv.device, dtype=pv.dtype).reshape(-1, 1)
-    if type(lmo) is Box and (isinstance(lmo.lower, Tensor) or isinstance(lmo.upper, Tensor)):
-        # Tensor bounds may differ per row: the diameter is ||upper - lower|| row by row.
-        ones = torch.ones_like(pv)
-        return torch.linalg.vector_norm(lmo.lmo(-ones) - lmo.lmo(ones), dim=-1, keepdim=True)
-    return lmo.diameter(n)
-
 
 def _check_real(name: str, value, low: float, high: float = math.inf) -> None:
     if isinstance(value, bool) or not isinstance(value, numbers.Real) or math.isnan(value) \
@@ -245,11 +100,30 @@ def _check_real(name: str, value, low: float, high: float = math.inf) -> None:
         raise ValueError(f"{name} must be a number >= {low}{hi}, got {value!r}")
 
 
-def _check_hyperparameters(group: dict) -> None:
-    """Validate the numbers of a group (cheap: runs at every step, so schedulers are checked)."""
-    _check_real("lr", group["lr"], 0.0)
-    if math.isinf(group["lr"]):
+def _check_lr(lr, at_step: bool) -> None:
+    if isinstance(lr, Tensor):
+        if lr.numel() != 1:
+            raise ValueError(f"Tensor lr must be 1-element, got shape {tuple(lr.shape)}")
+        if not lr.is_floating_point():
+            raise TypeError(f"a tensor lr must have a floating dtype, got {lr.dtype}")
+        if lr.requires_grad:
+            raise ValueError("a tensor lr must not require grad (differentiable steps are not "
+                             "supported)")
+        if at_step:
+            # Reading the value would synchronize a CUDA lr at every step: checked when set.
+            return
+        value = float(lr)
+        if not (math.isfinite(value) and value >= 0.0):
+            raise ValueError(f"lr must be a finite number >= 0.0, got {value!r}")
+        return
+    _check_real("lr", lr, 0.0)
+    if math.isinf(lr):
         raise ValueError("lr must be finite, got inf")
+
+
+def _check_hyperparameters(group: dict, at_step: bool = False) -> None:
+    """Validate the numbers of a group (cheap: runs at every step, so schedulers are checked)."""
+    _check_lr(group["lr"], at_step)
     _check_real("momentum", group["momentum"], 0.0, 1.0)
     _check_real("weight_decay", group["weight_decay"], 0.0)
     if math.isinf(group["weight_decay"]):
@@ -260,6 +134,21 @@ def _check_hyperparameters(group: dict) -> None:
         )
     if not isinstance(group["per_row"], bool):
         raise TypeError(f"per_row must be True or False, got {group['per_row']!r}")
+    if not isinstance(group.get("maximize", False), bool):
+        raise TypeError(f"maximize must be True or False, got {group['maximize']!r}")
+    if group.get("foreach") not in (None, True, False):
+        raise TypeError(f"foreach must be None, True or False, got {group['foreach']!r}")
+
+
+# Hyperparameters added after the first release, with the value that reproduces the old
+# behaviour: groups saved before they existed load with these (as torch's own optimizers do).
+_LATER_DEFAULTS = {"per_row": False, "weight_decay": 0.0, "rescale": "diameter",
+                   "maximize": False, "foreach": None}
+
+
+def _fill_defaults(group: dict) -> None:
+    for key, value in _LATER_DEFAULTS.items():
+        group.setdefault(key, value)
 
 
 def _check_oracle(lmo) -> None:
@@ -280,7 +169,7 @@ def _check_param_fits(lmo: LMO, p: Tensor, per_row: bool, label: str) -> None:
             f"{label} has shape {tuple(p.shape)}; put 1-d parameters (biases) in a group with "
             f"per_row=False"
         )
-    shape = _view_shape(p, per_row)
+    shape = view_shape(p, per_row)
     if not p.is_floating_point():
         raise TypeError(f"{label} has dtype {p.dtype}; Frank-Wolfe needs floating point")
     try:
@@ -317,15 +206,15 @@ def _params_of(params) -> list[Tensor]:
 
 @torch.no_grad()
 def _project_into(p: Tensor, lmo: LMO, per_row: bool, atol: float) -> int:
-    shape = _view_shape(p, per_row)
-    pv = _as_view(p, shape)
+    shape = view_shape(p, per_row)
+    pv, copied = as_rows(p, shape)
     inside = lmo.contains(pv, atol=atol)
     n_out = int((~inside).sum())
     if n_out:
         # Rows already inside are kept bit for bit (a projection of a feasible point can still
         # move it by rounding, e.g. the sort-based simplex projection).
         pv.copy_(torch.where(inside.unsqueeze(-1), pv, lmo.project(pv)))
-        if pv.data_ptr() != p.data_ptr():
+        if copied:
             p.copy_(pv.view(p.shape))
     return n_out
 
@@ -454,11 +343,13 @@ class StochasticFrankWolfe(torch.optim.Optimizer):
     True
     """
 
-    def __init__(self, params, lmo: LMO | None = _MISSING, lr: float = 0.1,
+    def __init__(self, params, lmo: LMO | None = _MISSING, lr: float | Tensor = 0.1,
                  momentum: float = 0.9, rescale: str | None = "diameter",
-                 weight_decay: float = 0.0, per_row: bool = False):
+                 weight_decay: float = 0.0, per_row: bool = False, *,
+                 maximize: bool = False, foreach: bool | None = None):
         defaults = dict(lmo=lmo, lr=lr, momentum=momentum, rescale=rescale,
-                        weight_decay=weight_decay, per_row=per_row)
+                        weight_decay=weight_decay, per_row=per_row, maximize=maximize,
+                        foreach=foreach)
         # Fail on bad constructor values even when every group overrides them.
         _check_hyperparameters(defaults)
         if not isinstance(lmo, _Missing):
@@ -476,9 +367,15 @@ class StochasticFrankWolfe(torch.optim.Optimizer):
                 "StochasticFrankWolfe(..., lmo=...), or lmo=None explicitly for an unconstrained "
                 "(momentum SGD) group"
             )
+        own_lr = "lr" in param_group
         super().add_param_group(param_group)
+        group = self.param_groups[-1]
+        if not own_lr and isinstance(group["lr"], Tensor):
+            # One tensor per group, or a scheduler's in-place update of one group's lr would
+            # change the others' too.
+            group["lr"] = group["lr"].clone()
         try:
-            self._check_group(self.param_groups[-1])
+            self._check_group(group)
         except (TypeError, ValueError):
             self.param_groups.pop()
             raise
@@ -498,9 +395,11 @@ class StochasticFrankWolfe(torch.optim.Optimizer):
     def __setstate__(self, state: dict) -> None:
         super().__setstate__(state)
         for group in self.param_groups:
-            group.setdefault("per_row", False)
-            group.setdefault("weight_decay", 0.0)
-            group.setdefault("rescale", "diameter")
+            _fill_defaults(group)
+        for value in self.state.values():
+            # Older versions counted steps with a Python int.
+            if "step" in value and not isinstance(value["step"], Tensor):
+                value["step"] = torch.tensor(float(value["step"]), dtype=torch.float32)
 
     # -- the step ------------------------------------------------------------------------------
 
@@ -523,82 +422,33 @@ class StochasticFrankWolfe(torch.optim.Optimizer):
             with torch.enable_grad():
                 loss = closure()
         for group in self.param_groups:
-            _check_hyperparameters(group)
+            _check_hyperparameters(group, at_step=True)
             for p in group["params"]:
                 if p.grad is None:
                     continue
                 if p.grad.is_sparse:
                     raise RuntimeError("StochasticFrankWolfe does not support sparse gradients")
                 state = self.state[p]
-                d = self._direction(p, group, state)
+                if "step" not in state:
+                    # torch.optim's convention: a float32 CPU tensor, so that compiled steps do
+                    # not specialize on (and recompile for) every value of the counter.
+                    state["step"] = torch.zeros((), dtype=torch.float32)
+                    if group["lmo"] is not None and not torch.compiler.is_compiling():
+                        # The check reads a boolean on the host, which would break a compiled
+                        # graph; compiled steps skip it.
+                        self._warn_if_infeasible(group["lmo"], p, group)
+                d = direction(p, group, state)
                 if group["lmo"] is None:
-                    p.add_(d, alpha=-group["lr"])
+                    sgd_update(p, d, group["lr"])
                 else:
-                    self._frank_wolfe_update(p, d, group, state)
-                state["step"] = state.get("step", 0) + 1
+                    frank_wolfe_update(p, d, group, state)
+                state["step"] += 1
         return loss
 
-    @staticmethod
-    def _direction(p: Tensor, group: dict, state: dict) -> Tensor:
-        g = p.grad
-        if group["weight_decay"] != 0:
-            g = g.add(p, alpha=group["weight_decay"])
-        momentum = group["momentum"]
-        if momentum == 0:
-            # A stale buffer would otherwise resurface if a schedule turns momentum back on.
-            state.pop("momentum_buffer", None)
-            return g
-        buf = state.get("momentum_buffer")
-        if buf is None:
-            # d_0 = g_0 (the reference implementation's start), not a zero-started average
-            # that would shrink the first directions by (1 - momentum).
-            buf = state["momentum_buffer"] = g.detach().clone(memory_format=torch.preserve_format)
-        else:
-            buf.mul_(momentum).add_(g, alpha=1 - momentum)
-        return buf
-
-    def _frank_wolfe_update(self, p: Tensor, d: Tensor, group: dict, state: dict) -> None:
-        lmo: LMO = group["lmo"]
-        shape = _view_shape(p, group["per_row"])
-        pv = _as_view(p, shape)
-        dv = d.reshape(shape)
-        if "step" not in state:
-            self._warn_if_infeasible(lmo, pv, group)
-        v = lmo.lmo(dv)
-        diff = v - pv
-        # Gap of the current iterate for this direction, one value per row; >= 0 when pv is in the
-        # set because v minimizes <d, .> over it.
-        state["fw_gap"] = -(dv * diff).sum(dim=-1)
-        gamma = self._step_size(group, lmo, pv, dv, diff)
-        # lerp is exact at the end points (gamma = 1 lands on the vertex), which keeps iterates
-        # feasible up to one rounding of a convex combination.
-        pv.lerp_(v, gamma)
-        if pv.data_ptr() != p.data_ptr():
-            p.copy_(pv.view(p.shape))
-
-    @staticmethod
-    def _step_size(group: dict, lmo: LMO, pv: Tensor, dv: Tensor, diff: Tensor):
-        lr = group["lr"]
-        rescale = group["rescale"]
-        if rescale is None:
-            return min(lr, 1.0)
-        if rescale == "diameter":
-            diameter = _row_diameters(lmo, pv)
-            if isinstance(diameter, Tensor):
-                tiny = torch.finfo(pv.dtype).tiny
-                return torch.where(diameter > 0, lr / diameter.clamp_min(tiny),
-                                   torch.ones_like(diameter)).clamp(0.0, 1.0)
-            # A zero diameter means a single point: moving all the way is exact.
-            return 1.0 if diameter == 0 else min(lr / diameter, 1.0)
-        # "gradient": step length lr * ||d||, as SGD would take (kept on the device: no sync).
-        tiny = torch.finfo(pv.dtype).tiny
-        ratio = torch.linalg.vector_norm(dv, dim=-1, keepdim=True) / \
-            torch.linalg.vector_norm(diff, dim=-1, keepdim=True).clamp_min(tiny)
-        return (lr * ratio).clamp(0.0, 1.0)
-
-    def _warn_if_infeasible(self, lmo: LMO, pv: Tensor, group: dict) -> None:
+    def _warn_if_infeasible(self, lmo: LMO, p: Tensor, group: dict) -> None:
         # One host sync per parameter, on its first step only.
-        inside = lmo.contains(pv, atol=_feasibility_atol(pv.dtype))
+        pv = p.detach().reshape(view_shape(p, group["per_row"]))
+        inside = lmo.contains(pv, atol=feasibility_atol(pv.dtype))
         if not bool(inside.all()):
             where = f"{int((~inside).sum())} of {inside.numel()} rows" if group["per_row"] \
                 else "the whole tensor"
@@ -673,14 +523,17 @@ class StochasticFrankWolfe(torch.optim.Optimizer):
                 out[names[i] if named else p] = value
         return out
 
-    def fw_gap(self) -> Tensor | None:
-        """Sum of the last step's gaps over all constrained parameters (``None`` before a step).
+    def fw_gap(self) -> Tensor:
+        """Sum of the last step's gaps over all constrained parameters, a float64 0-d tensor.
 
-        The parameters form a product of sets, whose gap is the sum of the per-set gaps.
+        The parameters form a product of sets, whose gap is the sum of the per-set gaps. Before
+        the first step (or with no constrained parameter) there is no gap to report and the
+        value is NaN, on the CPU: still a tensor, so a logging hook's ``.item()`` works, and not
+        0, which would read as "converged".
         """
         gaps = list(self.fw_gaps().values())
         if not gaps:
-            return None
+            return torch.tensor(math.nan, dtype=torch.float64)
         device = gaps[0].device
         return torch.stack([g.to(device=device, dtype=torch.float64) for g in gaps]).sum()
 
@@ -702,6 +555,14 @@ class StochasticFrankWolfe(torch.optim.Optimizer):
 
         As in ``torch.optim``, the saved hyperparameters (oracles included) replace the current
         ones. Tensor parameters of the oracles move to the device of their group's parameters.
+        Groups saved before ``per_row``, ``rescale``, ``weight_decay``, ``maximize`` or ``foreach``
+        existed load with the defaults that reproduce the old behaviour.
+
+        The loaded state owns its tensors. ``torch.optim.Optimizer.load_state_dict`` keeps the
+        given tensors when their device and dtype already fit, so an optimizer loaded from
+        another live optimizer's ``state_dict()`` would share its momentum buffers and step
+        counters, and the two would update the same buffers in place (resuming in memory would
+        then not continue as the original does). Tensors still shared after loading are copied.
         """
         state_dict = dict(state_dict)
         saved_groups = []
@@ -714,6 +575,7 @@ class StochasticFrankWolfe(torch.optim.Optimizer):
             current = self.param_groups[i] if i < len(self.param_groups) else None
             device = current["params"][0].device if current and current["params"] else None
             saved = dict(saved)
+            _fill_defaults(saved)
             saved["lmo"] = lmo_from_state(saved["lmo"], device=device)
             if current is not None and len(current["params"]) == len(saved["params"]):
                 # Check before loading, so that a state dict that does not fit leaves the
@@ -724,4 +586,10 @@ class StochasticFrankWolfe(torch.optim.Optimizer):
                 self._check_group(candidate)
             saved_groups.append(saved)
         state_dict["param_groups"] = saved_groups
+        given = {id(value) for entry in state_dict.get("state", {}).values()
+                 for value in entry.values() if isinstance(value, Tensor)}
         super().load_state_dict(state_dict)
+        for entry in self.state.values():
+            for key, value in entry.items():
+                if id(value) in given:
+                    entry[key] = value.clone()

@@ -448,7 +448,7 @@ class SVC(BaseEstimator):
         check_is_fitted(self, "dual_coef_")
         return KernelSVMHead(self.support_vectors_, self.dual_coef_, self.intercept_,
                              kernel=self.kernel, gamma=self._gamma, degree=self.degree,
-                             coef0=self.coef0)
+                             coef0=self.coef0, classes=self.classes_)
 
     def state_dict(self) -> dict:
         """The fitted model as tensors and plain values (loadable with ``weights_only=True``)."""

@@ -1,0 +1,131 @@
+"""Constraint sets as plain data, so optimizer checkpoints load with ``weights_only=True``.
+
+:func:`lmo_to_state` describes an oracle by its type name and constructor arguments (numbers,
+strings, ``None``, tensors); :func:`lmo_from_state` rebuilds it, looking the type up among the
+:class:`~torchfw.oracles.LMO` subclasses already imported (never importing a module a file names).
+Used by :meth:`torchfw.optim.StochasticFrankWolfe.state_dict`.
+"""
+
+from __future__ import annotations
+
+import inspect
+
+import torch
+from torch import Tensor
+
+from .oracles import LMO
+
+__all__ = ["lmo_to_state", "lmo_from_state"]
+
+
+def _check_plain(where: str, value) -> None:
+    """Raise unless ``value`` is data that ``torch.load(weights_only=True)`` accepts."""
+    if value is None or isinstance(value, (bool, int, float, str, Tensor)):
+        return
+    if isinstance(value, (list, tuple)):
+        for item in value:
+            _check_plain(where, item)
+        return
+    if isinstance(value, dict):
+        for key, item in value.items():
+            if not isinstance(key, str):
+                raise TypeError(f"{where}: dict keys must be strings, got {key!r}")
+            _check_plain(where, item)
+        return
+    raise TypeError(
+        f"{where} is a {type(value).__name__}; only numbers, strings, None, tensors and "
+        f"lists/tuples/dicts of them can be saved without pickling code"
+    )
+
+
+def lmo_to_state(lmo: LMO | None) -> dict | None:
+    """Describe an oracle as plain data: its type name and its constructor arguments.
+
+    The result holds only strings, numbers, ``None`` and tensors, so a state dict containing it
+    loads with ``torch.load(..., weights_only=True)`` (which refuses arbitrary objects).
+
+    Parameters
+    ----------
+    lmo : LMO or None
+        The oracle. Each argument of its ``__init__`` must be stored on the instance under the same
+        name (or with a leading underscore), which is the convention of :mod:`torchfw.oracles`.
+
+    Returns
+    -------
+    dict or None
+        ``{"type": "module.QualName", "params": {name: value}}``; ``None`` for ``None``.
+    """
+    if lmo is None:
+        return None
+    if not isinstance(lmo, LMO):
+        raise TypeError(f"expected a torchfw.oracles.LMO, got {type(lmo).__name__}")
+    cls = type(lmo)
+    params = {}
+    for name, spec in list(inspect.signature(cls.__init__).parameters.items())[1:]:
+        if spec.kind in (spec.VAR_POSITIONAL, spec.VAR_KEYWORD):
+            raise TypeError(
+                f"cannot serialize {cls.__name__}: its constructor takes *args or **kwargs"
+            )
+        for attr in (name, "_" + name):
+            if hasattr(lmo, attr):
+                value = getattr(lmo, attr)
+                break
+        else:
+            raise TypeError(
+                f"cannot serialize {cls.__name__}: constructor argument {name!r} is not stored as "
+                f"attribute {name!r} or '_{name}'"
+            )
+        _check_plain(f"{cls.__name__}.{name}", value)
+        # Clone tensors: the state dict must not change when the oracle is mutated later.
+        params[name] = value.detach().clone() if isinstance(value, Tensor) else value
+    return {"type": f"{cls.__module__}.{cls.__qualname__}", "params": params}
+
+
+def _lmo_classes() -> dict[str, type]:
+    """Every LMO subclass defined so far, by qualified name.
+
+    Only classes already imported are candidates, so loading never imports a module named by a
+    file (what ``weights_only=True`` is there to prevent).
+    """
+    found: dict[str, type] = {}
+    todo = [LMO]
+    while todo:
+        cls = todo.pop()
+        found[f"{cls.__module__}.{cls.__qualname__}"] = cls
+        todo.extend(cls.__subclasses__())
+    return found
+
+
+def _to_device(value, device):
+    if isinstance(value, Tensor):
+        return value.to(device) if device is not None else value
+    if isinstance(value, list):
+        return [_to_device(v, device) for v in value]
+    if isinstance(value, tuple):
+        return tuple(_to_device(v, device) for v in value)
+    return value
+
+
+def lmo_from_state(state, device: torch.device | str | None = None) -> LMO | None:
+    """Rebuild an oracle from :func:`lmo_to_state` output.
+
+    Parameters
+    ----------
+    state : dict, LMO or None
+        The plain-data description (an LMO instance is returned unchanged).
+    device : torch.device, optional
+        Where to put tensor parameters (radii, bounds), e.g. the device of the parameters.
+    """
+    if state is None or isinstance(state, LMO):
+        return state
+    if not isinstance(state, dict) or "type" not in state or "params" not in state:
+        raise ValueError(f"not a serialized LMO (expected {{'type', 'params'}}): {state!r}")
+    classes = _lmo_classes()
+    cls = classes.get(state["type"])
+    if cls is None:
+        raise ValueError(
+            f"unknown LMO type {state['type']!r}; import the module that defines it before "
+            f"loading (known: {sorted(classes)})"
+        )
+    params = {k: _to_device(v, device) for k, v in state["params"].items()}
+    return cls(**params)
