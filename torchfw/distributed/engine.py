@@ -16,7 +16,7 @@ from torch import Tensor
 from .._column_cache import ColumnCache
 from .._scalars import HOST
 from ..optimizers import _kernels as K
-from ..optimizers._engine import ZERO_TOL, Coefficients, Move, QuadraticEngine
+from ..optimizers._engine import ZERO_TOL, Coefficients, QuadraticEngine
 from ..oracles import Simplex
 from .operator import ShardedSVMDualOperator, _Atom
 
@@ -24,12 +24,6 @@ from .operator import ShardedSVMDualOperator, _Atom
 EXCHANGES = ("auto", "gather", "broadcast")
 
 _INF = math.inf
-
-
-class _ConstantObjective:
-    """What the inherited moves read from the objective: its constant (zero here)."""
-
-    constant = 0.0
 
 
 #: Round-1 record of one candidate: s, global index, w, diagonal entry, s_prev.
@@ -78,23 +72,15 @@ class DistributedQuadraticEngine(QuadraticEngine):
         op = operator
         self.op = op
         self.comm = op.comm
-        self.objective = _ConstantObjective()
         self.lmo = Simplex()
-        self.ops = HOST
         self.Q = op
-        self.n = self.N = op.shape[0]
+        self.n = op.shape[0]
         self.n_local = n = op.n_local
         self.offset = op.offset
-        self.dtype = torch.float64
-        self.keep_previous = bool(keep_previous)
-        self.pair_columns = bool(pair_columns)
-        self.sample = None
-        self.refresh_every = refresh_every
-        self._radius = 1.0
-        self._identity_atoms = True
-        self.ct = None
-        self.use_numba = op.host and K.HAVE_NUMBA
         device = op.device
+        self.declare(ops=HOST, N=self.n, dtype=torch.float64, device=device,
+                     keep_previous=keep_previous, pair_columns=pair_columns,
+                     refresh_every=refresh_every, use_numba=op.host and K.HAVE_NUMBA)
         # Candidates whose features ride along in "gather" mode: the away atom too when moves
         # use two atoms or may step away from it.
         self._n_feat = 2 if (pair_columns if gather_away is None else gather_away) else 1
@@ -132,7 +118,6 @@ class DistributedQuadraticEngine(QuadraticEngine):
         self._known: dict[int, tuple] = {}
         self._active_min = None
         self.fetches = 0
-        self._init_counters(device)
         self.s = self._full_gradient(self.w[:n])
         if self.keep_previous:
             self.w_prev = self.w.clone()
@@ -371,19 +356,10 @@ class DistributedQuadraticEngine(QuadraticEngine):
 
     # -- moves that touch vectors or need pairs ------------------------------------------------
 
-    def pairwise(self, restricted: bool = False, partner=None) -> Move:
-        """Pairwise move; :math:`\\tilde K_{ij}` from the two atoms' broadcast features."""
-        i, si = self.active_min() if restricted else (self.i_fw, self.s_fw)
-        if partner is None:
-            j, sj = self.j_max, self.s_max
-        else:
-            j = partner
-            sj = self._s(j)
+    def _pair_entry(self, i, j):
+        """:math:`\\tilde K_{ij}` from the two atoms' broadcast features."""
         self._exchange([i, j])
-        q_ij = self.op.entry(self._features(i), self._features(j), i == j)
-        curvature = self._diag(i) + self._diag(j) - 2.0 * q_ij
-        line = self._line(si - sj, curvature, self._w(j))
-        return Move("pairwise", line, lambda g: Coefficients(a=1.0, b=g, i=i, c=-g, j=j))
+        return self.op.entry(self._features(i), self._features(j), i == j)
 
     def second_order_partner(self):
         """SWAP-2o partner: each rank's best, then one all-gather picks the global best."""
@@ -433,13 +409,9 @@ class DistributedQuadraticEngine(QuadraticEngine):
         lo, neg_hi = self._exchange([i], extra=(lo, -hi))
         return lo, -neg_hi
 
-    def apply(self, co: Coefficients, tick: bool = True) -> None:
+    def _update(self, co: Coefficients) -> None:
         """Apply the move to the local slices, then select (round 1)."""
         j = co.j if co.j is not None else co.i
-        if self.keep_previous:
-            q = self.p
-            W_new = co.a * q + co.b * self._s(co.i) + co.c * self._s(j) + co.d * self.W
-            self._set(W=W_new, p_prev=self.p, t_prev=0.0)
         use_h1 = co.j is not None and co.c != 0.0
         self._exchange([co.i, j] if use_h1 else [co.i])  # both in one round when needed
         h0 = self.vertex_gradient(co.i)
@@ -462,11 +434,6 @@ class DistributedQuadraticEngine(QuadraticEngine):
             if vec is not None:
                 vec[ghost] = 0.0
         self._select()
-        if not tick:
-            return
-        self.tick()
-        if self.refresh_every and self.k % self.refresh_every == 0:
-            self.refresh()
 
 
 def _torch_bounds(w: Tensor, w_prev: Tensor, lam: float, i: int) -> tuple[float, float]:

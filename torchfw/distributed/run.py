@@ -12,12 +12,39 @@ import torch
 from torch import Tensor
 
 from ..linesearch import ExactLineSearch, OpenLoop
+from ..optimizers._stopping import StoppingRule
 from ..optimizers.away import AwayStepFrankWolfe
 from ..oracles import Simplex
 from ..result import Status
 from .comm import gather_shards
 from .engine import DistributedQuadraticEngine
 from .operator import ShardedSVMDualOperator
+
+
+class AgreedStop(StoppingRule):
+    """The optimizer's stopping rule with the clock and the callback agreed on by all ranks.
+
+    Each rank has its own clock and its own callback; at every check one ``all_reduce(MAX)``
+    of the two flags makes every rank stop when any rank wants to (the gap and the iteration
+    count are global already, so those decisions agree by themselves).
+    """
+
+    @classmethod
+    def of(cls, optimizer, comm) -> AgreedStop:
+        rule = super().of(optimizer)
+        rule.comm = comm
+        return rule
+
+    def user_stop(self, eng, k, value, gap, elapsed, steps) -> Status | None:
+        if self.callback is None and self.time_limit is None:
+            return None
+        want = float(self.callback is not None
+                     and self.call_back(eng, k, value, gap, elapsed, steps))
+        late = float(self.time_limit is not None and elapsed >= self.time_limit)
+        flags = self.comm.all_reduce(np.array([want, late]), "max", op="stop")
+        if flags[0] > 0:
+            return Status.CALLBACK
+        return Status.TIME_LIMIT if flags[1] > 0 else None
 
 
 def minimize(optimizer, operator: ShardedSVMDualOperator, w0: Tensor | None = None, *,
@@ -79,37 +106,11 @@ def minimize(optimizer, operator: ShardedSVMDualOperator, w0: Tensor | None = No
         operator, w0, keep_previous=optimizer.keeps_previous, pair_columns=optimizer.uses_pairs,
         exchange=exchange, cache_size=cache_size, refresh_every=optimizer.refresh_every,
         gather_away=optimizer.uses_pairs or isinstance(optimizer, AwayStepFrankWolfe))
-    user_callback, time_limit = optimizer.callback, optimizer.time_limit
-    verbose = optimizer.verbose
-    stopped = {"time": False}
-
-    def agreed_stop(info) -> bool:
-        # Each rank has its own clock and its own callback: stop when any rank wants to.
-        want = 0.0
-        if user_callback is not None:
-            try:
-                want = float(bool(user_callback(info)))
-            except StopIteration:
-                want = 1.0
-        late = float(time_limit is not None and info.elapsed >= time_limit)
-        flags = comm.all_reduce(np.array([want, late]), "max", op="stop")
-        stopped["time"] = bool(flags[1]) and not bool(flags[0])
-        return bool(flags.max() > 0)
-
-    optimizer.time_limit = None
-    optimizer.callback = agreed_stop if (user_callback is not None or time_limit is not None) \
-        else None
-    optimizer.verbose = verbose and comm.rank == 0
     stats_loop = comm.stats()["total"]
-    try:
-        line_search.reset()
-        optimizer._ls = line_search
-        result = optimizer._run(engine, "host")
-    finally:
-        optimizer.time_limit, optimizer.callback, optimizer.verbose = \
-            time_limit, user_callback, verbose
-    if stopped["time"] and result.status is Status.CALLBACK:
-        result.status = Status.TIME_LIMIT
+    line_search.reset()
+    optimizer._ls = line_search
+    result = optimizer._run(engine, "host", rule=AgreedStop.of(optimizer, comm),
+                            verbose=optimizer.verbose and comm.rank == 0)
     stats = comm.stats()["total"]
     result.info.update({
         "engine": type(engine).__name__, "exchange": engine.exchange,

@@ -1,117 +1,52 @@
-r"""Solver engines: the state of a run and the moves a Frank-Wolfe variant can make.
+r"""The incremental quadratic engine: the FW family's moves over a declared storage.
 
-A variant (FW, away-step, pairwise, SWAP, PARTAN, fully corrective) chooses *moves*; an engine
-knows how to evaluate and apply them. Every move is the affine update
+One concern: the moves of the simplex/L1 family (FW, away, pairwise, PARTAN extrapolation) and
+how a move is applied, for :math:`f(x) = \tfrac12 x^\top Q x + c^\top x` over an atomic set.
+The formulas come from :mod:`torchfw.optimizers._moves` (written once); the numbers come from the
+storage accessors declared in :mod:`torchfw.optimizers._storage`, which
+:class:`QuadraticEngine` implements for one problem on one process -- with host scalars (fused
+compiled CPU kernels) or device scalars (no host synchronization: CUDA graphs). The streaming,
+batched and sharded engines implement the same accessors over their own storage and inherit the
+moves unchanged.
 
-.. math:: w \leftarrow a\, w + b\, e_i + c\, e_j + d\, w_{\text{prev}}
-
-of the weights over the set's atoms (on a non-atomic set, of the point itself with ``e_i`` a
-dense vertex), described by :class:`Coefficients`. The coefficients always sum to one, so the
-gradient follows the same combination of *vertex gradients* :math:`h_k = \nabla F(e_k)`:
-:math:`s \leftarrow a s + b h_i + c h_j + d s_{\text{prev}}`.
-
-Two engines implement the moves:
-
-* :class:`QuadraticEngine` -- a :class:`~torchfw.Quadratic` over an atomic set with a
-  closed-form line search. It keeps ``s`` incrementally (one column of ``Q`` per atom touched) and
-  all scalars (value, slopes, curvatures) in closed form. It runs either with host scalars
-  (fused compiled CPU kernels) or with device scalars (no host synchronization: CUDA graphs).
-* :class:`GenericEngine` -- any objective (autograd gradient) and any set; on atomic sets it
-  keeps the weights too, so that active-set variants work for every objective.
+Objectives without a closed-form line run on :class:`~torchfw.optimizers._generic.GenericEngine`.
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
-from dataclasses import dataclass, replace
-from typing import Any
 
 import numpy as np
 import torch
 from torch import Tensor
 
-from .._scalars import HOST, Scalars
+from .._scalars import Scalars
 from ..linesearch import Line
-from ..objectives import Objective, Quadratic
-from ..oracles import LMO, AtomicLMO, Simplex
+from ..objectives import Quadratic
+from ..oracles import AtomicLMO, Simplex
 from . import _kernels as K
+from ._generic import GenericEngine
+from ._moves import (
+    ZERO_TOL,
+    Coefficients,
+    Move,
+    away_step_max,
+    cross_after,
+    ops_abs,
+    pair_curvature,
+    partan_line,
+    partan_move,
+    replace_gamma_max,
+    toward_curvature,
+)
+from ._state import EngineState
 
-__all__ = ["Coefficients", "Move", "QuadraticEngine", "GenericEngine"]
-
-#: Weights at or below this value are set to exactly zero after each update (drop steps and
-#: rounding). Weights live on the unit simplex, so this is far below any meaningful mass.
-ZERO_TOL = 1e-15
-
-
-@dataclass
-class Coefficients:
-    """``w <- a w + b e_i + c e_j + d w_prev``; ``drop`` zeroes ``w_j`` exactly afterwards."""
-
-    a: Any
-    b: Any
-    i: Any
-    c: Any = 0.0
-    j: Any = None
-    d: Any = 0.0
-
-    def where(self, cond, other: Coefficients, ops: Scalars) -> Coefficients:
-        """Coefficients of ``self`` where ``cond`` holds, else of ``other`` (branch-free)."""
-        if not ops.on_device:
-            return self if cond else other
-        j_self = self.j if self.j is not None else self.i
-        j_other = other.j if other.j is not None else other.i
-        return Coefficients(
-            a=ops.where(cond, self.a, other.a), b=ops.where(cond, self.b, other.b),
-            i=torch.where(cond, self.i, other.i), c=ops.where(cond, self.c, other.c),
-            j=torch.where(cond, j_self, j_other), d=ops.where(cond, self.d, other.d))
-
-
-@dataclass
-class Move:
-    """A candidate step: the line it searches and how a step size becomes coefficients."""
-
-    kind: str
-    line: Line
-    to_coefficients: Callable[[Any], Coefficients]
-
-    def coefficients(self, gamma) -> Coefficients:
-        return self.to_coefficients(gamma)
+__all__ = ["Coefficients", "Move", "QuadraticEngine", "GenericEngine", "EngineState", "ZERO_TOL",
+           "partan_move", "ops_abs", "replace_gamma_max"]
 
 
 def _as_index(i, device):
     return i if isinstance(i, Tensor) else torch.tensor(i, device=device)
-
-
-def ops_abs(x):
-    """``|x|`` for a float or a tensor."""
-    return x.abs() if isinstance(x, Tensor) else abs(x)
-
-
-def partan_move(value, slope, curvature, noise, lo, hi, lam, i, ops) -> Move:
-    r"""The PARTAN extrapolation as a move along :math:`\sigma\delta` from the FW point.
-
-    ``value`` is :math:`F(\tilde w)`, ``slope`` :math:`\langle\nabla F(\tilde w), \delta\rangle`
-    and ``curvature`` :math:`\|\delta\|^2_Q` for :math:`\delta = \tilde w - w_{prev}`;
-    ``[lo, hi]`` are the feasible :math:`\mu`. The line is oriented so that it descends
-    (:math:`\sigma = -\operatorname{sign}` of the slope), and the new weights are
-    :math:`(1+\mu)\tilde w - \mu w_{prev}` with :math:`\tilde w = (1-\lambda) w + \lambda e_i`.
-    """
-    sigma = ops.where(slope > 0.0, -1.0, 1.0)
-    gamma_max = ops.where(slope > 0.0, -lo, hi)
-    # The curvature is a difference of O(1) terms; near convergence it drops below their
-    # rounding noise (and may even come out negative), and an "exact" step along such a line
-    # explodes. There the extrapolation gains nothing anyway: skip it.
-    gamma_max = ops.where(curvature > noise, gamma_max, 0.0)
-    line = Line(value=value, slope=sigma * slope, gamma_max=gamma_max, curvature=curvature,
-                ops=ops)
-    line.phi = lambda g: line.value + g * line.slope + 0.5 * g * g * curvature
-
-    def to_coefficients(gamma):
-        mu = sigma * gamma
-        return Coefficients(a=(1.0 + mu) * (1.0 - lam), b=(1.0 + mu) * lam, i=i, d=-mu)
-
-    return Move("partan", line, to_coefficients)
 
 
 def _at(vec: Tensor, i):
@@ -119,95 +54,11 @@ def _at(vec: Tensor, i):
     return vec.index_select(0, i.reshape(1))
 
 
-class _Engine:
-    """Shared bookkeeping: iteration counter, step counters, snapshot/restore."""
-
-    ops: Scalars = HOST
-    atomic: bool = True
-    #: Whether :meth:`gap` bounds the suboptimality of the whole problem (stopping test).
-    certifies_gap: bool = True
-
-    def _init_counters(self, device) -> None:
-        self.k = 0 if not self.ops.on_device else torch.zeros(1, dtype=torch.int64,
-                                                               device=device)
-        self._counts: dict[str, Any] = {}
-        self._device = device
-
-    def count(self, name: str, cond=True) -> None:
-        """Add one to counter ``name`` where ``cond`` holds (sync-free on device)."""
-        if self.ops.on_device:
-            inc = torch.as_tensor(cond, device=self._device).to(torch.int64)
-            if name not in self._counts:
-                self._counts[name] = torch.zeros(1, dtype=torch.int64, device=self._device)
-            self._counts[name].add_(inc)
-        elif cond:
-            self._counts[name] = self._counts.get(name, 0) + 1
-
-    def step_counts(self) -> dict[str, int]:
-        return {k: int(v) for k, v in self._counts.items()}
-
-    def average(self):
-        """``(point, value)`` of the averaged iterates, or None (only streaming runs average)."""
-        return None
-
-    def tick(self) -> None:
-        if self.ops.on_device:
-            self.k.add_(1)
-        else:
-            self.k += 1
-
-    def iteration(self) -> int:
-        return int(self.k)
-
-    def _set(self, **values) -> None:
-        """Store scalars; on device into fixed tensors (CUDA graphs replay fixed addresses)."""
-        if not self.ops.on_device:
-            self.__dict__.update(values)
-            return
-        for name, value in values.items():
-            current = getattr(self, name, None)
-            if self.ops.on_device and isinstance(current, Tensor):
-                current.copy_(value)
-            elif self.ops.on_device and isinstance(value, Tensor):
-                # Shape (1,), not 0-d: torch.compile treats 0-d CPU tensors as Python numbers
-                # and silently drops in-place writes to them.
-                setattr(self, name, value.reshape(1).clone())
-            else:
-                setattr(self, name, value)
-
-    #: Tensor attributes that make up the device-side state (see :meth:`device_state`).
-    _STATE = ()
-
-    def device_state(self) -> list[Tensor]:
-        """The device state as a flat list of tensors (attributes, then step counters)."""
-        names = [n for n in self._STATE if isinstance(getattr(self, n, None), Tensor)]
-        self._state_names = names + [f"count:{k}" for k in sorted(self._counts)]
-        return [self._state_get(n) for n in self._state_names]
-
-    def _state_get(self, name: str) -> Tensor:
-        return self._counts[name[6:]] if name.startswith("count:") else getattr(self, name)
-
-    def bind_state(self, tensors) -> None:
-        """Make the engine use ``tensors`` (same order as :meth:`device_state`) as its state."""
-        for name, tensor in zip(self._state_names, tensors, strict=True):
-            if name.startswith("count:"):
-                self._counts[name[6:]] = tensor
-            else:
-                setattr(self, name, tensor)
-
-    def choose(self, cond, if_true: Callable[[], Coefficients],
-               if_false: Callable[[], Coefficients]) -> Coefficients:
-        """Coefficients of one of two moves; on the host only the chosen one is evaluated."""
-        if not self.ops.on_device:
-            return if_true() if cond else if_false()
-        return if_true().where(cond, if_false(), self.ops)
-
-
 # ---------------------------------------------------------------------------------------------
 # Incremental quadratic engine
 # ---------------------------------------------------------------------------------------------
 
-class QuadraticEngine(_Engine):
+class QuadraticEngine(EngineState):
     r"""Incremental engine for :math:`f(x) = \tfrac12 x^\top Q x + c^\top x` over an atomic set.
 
     The problem is solved in the weights ``w`` over the ``N`` atoms :math:`a_k` of the set:
@@ -243,21 +94,18 @@ class QuadraticEngine(_Engine):
                  sample: Callable | None = None, refresh_every: int | None = None):
         self.objective = objective
         self.lmo = lmo
-        self.ops = ops
         self.Q = objective.Q
         self.n = objective.n
-        self.N = lmo.n_atoms(self.n)
-        self.dtype = w0.dtype
         device = w0.device
-        self.keep_previous = keep_previous
-        self.pair_columns = pair_columns
-        self.sample = sample
-        self.refresh_every = refresh_every
-        self._radius = lmo.radius
-        # The plain SVM dual: vertex gradients are the columns themselves.
-        self._identity_atoms = (isinstance(lmo, Simplex) and not isinstance(lmo.radius, Tensor)
-                                and lmo.radius == 1.0 and objective.c is None)
-        self.use_numba = (not ops.on_device) and K.HAVE_NUMBA and device.type == "cpu"
+        self.declare(ops=ops, N=lmo.n_atoms(self.n), dtype=w0.dtype, device=device,
+                     keep_previous=keep_previous, pair_columns=pair_columns, sample=sample,
+                     refresh_every=refresh_every, constant=objective.constant,
+                     radius=lmo.radius,
+                     use_numba=(not ops.on_device) and K.HAVE_NUMBA and device.type == "cpu",
+                     # The plain SVM dual: vertex gradients are the columns themselves.
+                     identity_atoms=(isinstance(lmo, Simplex)
+                                     and not isinstance(lmo.radius, Tensor)
+                                     and lmo.radius == 1.0 and objective.c is None))
         r2 = float(self._radius) ** 2
         self.diag = (r2 * lmo.atom_gather(self.Q.diagonal().to(self.dtype))).contiguous()
         self.ct = (lmo.atom_scores(objective.c.to(self.dtype)).contiguous()
@@ -269,10 +117,53 @@ class QuadraticEngine(_Engine):
             self.s_prev = self.s.clone()
         else:
             self.w_prev = self.s_prev = None
-        self._init_counters(device)
-        self._columns: dict[int, Tensor] = {}
         self._numpy_views()
         self._refresh_scalars()
+
+    def declare(self, *, ops: Scalars, N: int, dtype, device, keep_previous: bool = False,
+                pair_columns: bool = False, sample: Callable | None = None,
+                refresh_every: int | None = None, constant=0.0, radius=1.0,
+                use_numba: bool = False, identity_atoms: bool = True, ct=None) -> None:
+        """The shared constructor: what every storage of this engine states about itself.
+
+        Subclasses (streaming, batched, sharded) call it instead of setting these attributes
+        one by one; then they build their vectors (``w``, ``s``, ``diag``, ...) and selection.
+
+        Parameters
+        ----------
+        ops : Scalars
+            ``HOST`` or ``DEVICE`` scalars.
+        N : int
+            Number of atoms (over all ranks for a sharded storage).
+        dtype, device
+            Of the engine's own state (float64 on the host for every storage but ``device``).
+        keep_previous, pair_columns, sample, refresh_every
+            As in the class parameters.
+        constant : float
+            The objective's constant (added to every reported value).
+        radius : float or Tensor
+            Radius of the set (1 for the SVM dual).
+        use_numba : bool
+            Whether the compiled CPU kernels and NumPy views serve the host scalars.
+        identity_atoms : bool
+            Vertex gradients are the columns of the operator (simplex of radius 1, no ``c``).
+        ct : Tensor or None
+            Linear term over atoms.
+        """
+        self.ops = ops
+        self.N = N
+        self.dtype = dtype
+        self.keep_previous = bool(keep_previous)
+        self.pair_columns = bool(pair_columns)
+        self.sample = sample
+        self.refresh_every = refresh_every
+        self.constant = constant
+        self._radius = radius
+        self.use_numba = bool(use_numba)
+        self._identity_atoms = bool(identity_atoms)
+        self.ct = ct
+        self._columns = {}
+        self._init_counters(device)
 
     # -- state ---------------------------------------------------------------------------------
 
@@ -355,7 +246,7 @@ class QuadraticEngine(_Engine):
 
     def value(self):
         """Objective value ``f(x)`` (plus the objective's constant)."""
-        return 0.5 * (self.p + self.t) + self.objective.constant
+        return 0.5 * (self.p + self.t) + self.constant
 
     def gap(self):
         """Frank-Wolfe gap :math:`w^\\top s - \\min_k s_k` (exact, over all atoms)."""
@@ -425,22 +316,15 @@ class QuadraticEngine(_Engine):
     def toward(self, restricted: bool = False) -> Move:
         """FW move toward the FW atom (``restricted``: best atom of the active set)."""
         i, si = self.active_min() if restricted else (self.i_fw, self.s_fw)
-        q = self.p - self.t
-        u_i = si - self._ct(i)
-        curvature = self._diag(i) - 2.0 * u_i + q
+        curvature = toward_curvature(self._diag(i), si - self._ct(i), self.p - self.t)
         line = self._line(si - self.p, curvature, 1.0)
         return Move("fw", line, lambda g: Coefficients(a=1.0 - g, b=g, i=i))
 
     def away(self) -> Move:
         """Away move from the active atom of largest gradient (max step keeps ``w_j >= 0``)."""
-        ops = self.ops
         j, sj = self.j_max, self.s_max
-        wj = self._w(j)
-        q = self.p - self.t
-        u_j = sj - self._ct(j)
-        curvature = self._diag(j) - 2.0 * u_j + q
-        gamma_max = ops.where(wj < 1.0, wj / ops.maximum(1.0 - wj, 1e-300), 0.0)
-        line = self._line(self.p - sj, curvature, gamma_max)
+        curvature = toward_curvature(self._diag(j), sj - self._ct(j), self.p - self.t)
+        line = self._line(self.p - sj, curvature, away_step_max(self._w(j), self.ops))
         return Move("away", line, lambda g: Coefficients(a=1.0 + g, b=-g, i=j))
 
     def pairwise(self, restricted: bool = False, partner=None) -> Move:
@@ -451,16 +335,17 @@ class QuadraticEngine(_Engine):
         else:
             j = partner
             sj = self._s(j)
-        if self.ops.on_device and self._identity_atoms:
-            # One entry in O(d); the update computes both columns in one pass over X.
-            q_ij = self.Q.entry(i, j).to(self.dtype)
-        else:
-            q_ij = self._entry(self.vertex_gradient(i), j) - self._ct(j)
-        curvature = self._diag(i) + self._diag(j) - 2.0 * q_ij
-        gamma_max = self._w(j)
-        line = self._line(si - sj, curvature, gamma_max)
+        curvature = pair_curvature(self._diag(i), self._diag(j), self._pair_entry(i, j))
+        line = self._line(si - sj, curvature, self._w(j))
         return Move("pairwise", line,
                     lambda g: Coefficients(a=1.0, b=g, i=i, c=-g, j=j))
+
+    def _pair_entry(self, i, j):
+        r""":math:`\tilde Q_{ij}` for the pairwise line."""
+        if self.ops.on_device and self._identity_atoms:
+            # One entry in O(d); the update computes both columns in one pass over X.
+            return self.Q.entry(i, j).to(self.dtype)
+        return self._entry(self.vertex_gradient(i), j) - self._ct(j)
 
     def second_order_partner(self):
         """SWAP-2o away atom: the active atom of largest second-order pairwise gain."""
@@ -489,21 +374,12 @@ class QuadraticEngine(_Engine):
         """
         i = fw.coefficients(0.0).i
         ci = self._ct(i)
-        # Scalars at the FW point w~.
-        f_t = fw.line.value + lam * fw.line.slope + 0.5 * lam * lam * fw.line.curvature \
-            - self.objective.constant
-        t_t = (1.0 - lam) * self.t + lam * ci
-        p_t = 2.0 * f_t - t_t                       # w~' s~
-        u_prev_i = self._previous_score(i) - ci
-        cross = (1.0 - lam) * self.W + lam * u_prev_i  # w~' Q~ w_prev
-        q_t = p_t - t_t
-        q_prev = self.p_prev - self.t_prev
-        slope = p_t - (cross + self.t_prev)        # <s~, w~ - w_prev>
-        curvature = q_t - 2.0 * cross + q_prev     # ||w~ - w_prev||^2_Q~
+        f_t, slope, curvature, noise = partan_line(
+            fw.line, lam, self.constant, self.t, ci, self.W, self._previous_score(i) - ci,
+            self.p_prev, self.t_prev)
         lo, hi = self._extrapolation_bounds(lam, i)
-        noise = 1e-11 * (ops_abs(q_t) + 2.0 * ops_abs(cross) + ops_abs(q_prev))
-        return partan_move(f_t + self.objective.constant, slope, curvature, noise, lo, hi, lam,
-                           i, self.ops)
+        return partan_move(f_t + self.constant, slope, curvature, noise, lo, hi, lam, i,
+                           self.ops)
 
     def _previous_score(self, i):
         """:math:`s_{prev}[i]`, the previous iterate's score of atom ``i``."""
@@ -526,17 +402,34 @@ class QuadraticEngine(_Engine):
 
         ``tick=False`` applies a move without counting an iteration (inner corrections).
         """
+        if self.keep_previous:
+            self._shift_scalars(co)
+        self._update(co)
+        if tick:
+            self.tick()
+            self._after_tick()
+
+    def _shift_scalars(self, co: Coefficients) -> None:
+        """PARTAN: the cross term :math:`W` after the move, and the scalars that become the
+        previous iterate's (before the update overwrites ``p`` and ``t``: on device they are
+        written in place)."""
+        self._set(W=self._next_cross(co), p_prev=self.p, t_prev=self.t)
+
+    def _next_cross(self, co: Coefficients):
+        r""":math:`W` after the move ``co`` (:func:`~torchfw.optimizers._moves.cross_after`)."""
+        j = co.j if co.j is not None else co.i
+        return cross_after(co, self.p - self.t, self._s(co.i) - self._ct(co.i),
+                           self._s(j) - self._ct(j), self.W)
+
+    def _after_tick(self) -> None:
+        """After a counted iteration: an exact refresh every ``refresh_every`` (host)."""
+        if self.refresh_every and not self.ops.on_device and self.k % self.refresh_every == 0:
+            self.refresh()
+
+    def _update(self, co: Coefficients) -> None:
+        """Storage: apply the move to ``w``, ``s`` (and the previous ones), then select."""
         ops = self.ops
         j = co.j if co.j is not None else co.i
-        if self.keep_previous:
-            # W' = w_new' Q~ w_old = a q + b u_i + c u_j + d W (before the shift).
-            q = self.p - self.t
-            u_i = self._s(co.i) - self._ct(co.i)
-            u_j = self._s(j) - self._ct(j)
-            W_new = co.a * q + co.b * u_i + co.c * u_j + co.d * self.W
-            # Store the previous scalars before p, t are overwritten below (in this order: see
-            # torch_update on clones of values that are later written in place).
-            self._set(W=W_new, p_prev=self.p, t_prev=self.t)
         pair_pass = (ops.on_device and self.pair_columns and self._identity_atoms
                      and co.j is not None)
         h0 = None if pair_pass else self.vertex_gradient(co.i)
@@ -573,229 +466,6 @@ class QuadraticEngine(_Engine):
                                   host=not ops.on_device)
         if not ops.on_device:
             self._columns.clear()
-        if not tick:
-            return
-        self.tick()
-        if self.refresh_every and not ops.on_device and self.k % self.refresh_every == 0:
-            self.refresh()
 
     def _s(self, k):
         return float(self._s_np[k]) if self.use_numba else self._get(self.s, k)
-
-
-# ---------------------------------------------------------------------------------------------
-# Generic engine
-# ---------------------------------------------------------------------------------------------
-
-class GenericEngine(_Engine):
-    """Engine for any objective (autograd gradient) and any set, with host scalars.
-
-    On atomic sets it keeps the weights over atoms next to the point, so that active-set moves
-    (away, pairwise) work for every objective; on other sets only FW and PARTAN moves exist.
-    Each applied move costs one objective and gradient evaluation.
-    """
-
-    ops = HOST
-
-    def __init__(self, objective: Objective, lmo: LMO, x0: Tensor, *, keep_previous: bool = False,
-                 sample: Callable | None = None, w0: Tensor | None = None):
-        self.objective = objective
-        self.lmo = lmo
-        self.atomic = lmo.is_atomic
-        self.keep_previous = keep_previous
-        self.sample = sample
-        self.n = x0.shape[-1]
-        self.dtype = x0.dtype
-        if self.atomic:
-            self.w = (w0 if w0 is not None else lmo.to_weights(x0)).clone()
-            self.x = lmo.to_point(self.w)
-        else:
-            self.w = None
-            self.x = x0.clone()
-        if keep_previous:
-            self.x_prev = self.x.clone()
-            self.w_prev = self.w.clone() if self.atomic else None
-        self._init_counters(x0.device)
-        self._evaluate()
-
-    def _evaluate(self) -> None:
-        f, g = self.objective.value_and_grad(self.x)
-        self.f = float(f)
-        self.g = g.detach()
-        if self.atomic:
-            self.scores = self.lmo.atom_scores(self.g)
-            self.p = float(torch.dot(self.scores, self.w))
-            self.i_min = int(torch.argmin(self.scores))
-            self.s_min = float(self.scores[self.i_min])
-            active = self.w > 0
-            masked_max = torch.where(active, self.scores, torch.full_like(self.scores, -math.inf))
-            masked_min = torch.where(active, self.scores, torch.full_like(self.scores, math.inf))
-            self.j_max = int(torch.argmax(masked_max))
-            self.s_max = float(masked_max[self.j_max])
-            self.i_act_min = int(torch.argmin(masked_min))
-            self.s_act_min = float(masked_min[self.i_act_min])
-            self.n_active = int(active.sum())
-            if self.sample is not None:
-                self.i_fw = int(self.sample(self.scores))
-                self.s_fw = float(self.scores[self.i_fw])
-            else:
-                self.i_fw, self.s_fw = self.i_min, self.s_min
-        else:
-            self.vertex = self.lmo.lmo(self.g)
-            self.p = float(torch.dot(self.g.flatten(), self.x.flatten()))
-            self.s_min = float(torch.dot(self.g.flatten(), self.vertex.flatten()))
-
-    def value(self):
-        return self.f
-
-    def gap(self):
-        return self.p - self.s_min
-
-    def active_min(self):
-        return self.i_act_min, self.s_act_min
-
-    def point(self) -> Tensor:
-        return self.x
-
-    def weights(self) -> Tensor | None:
-        return self.w
-
-    #: What :meth:`snapshot` keeps: the point and everything evaluated at it.
-    _STATE = ("x", "w", "x_prev", "w_prev", "f", "g", "scores", "vertex", "p", "i_min", "s_min",
-              "j_max", "s_max", "i_act_min", "s_act_min", "n_active", "i_fw", "s_fw")
-
-    def snapshot(self):
-        # The evaluated state, not just the point: restoring after a NaN must not call the
-        # objective again (it may be what turned NaN), or the returned value and gap are NaN.
-        return {k: v.clone() if isinstance(v, Tensor) else v
-                for k, v in vars(self).items() if k in self._STATE}
-
-    def restore(self, snap) -> None:
-        for k, v in snap.items():
-            setattr(self, k, v.clone() if isinstance(v, Tensor) else v)
-
-    # -- moves ---------------------------------------------------------------------------------
-
-    def _atom(self, k) -> Tensor:
-        return self.lmo.atom(k, self.n, dtype=self.dtype, device=self.x.device)
-
-    def _line(self, d_x: Tensor, slope: float, gamma_max, base: Tensor | None = None,
-              value: float | None = None) -> Line:
-        base = self.x if base is None else base
-        value = self.f if value is None else value
-        curvature = (float(self.objective.curvature(d_x))
-                     if self.objective.has_curvature else None)
-
-        def phi(gamma):
-            with torch.no_grad():
-                return float(self.objective.value(base + gamma * d_x))
-
-        return Line(value=value, slope=slope, gamma_max=gamma_max, curvature=curvature,
-                    phi=phi, dnorm2=float(torch.dot(d_x.flatten(), d_x.flatten())), ops=HOST)
-
-    def _move(self, kind: str, line: Line, to_coefficients) -> Move:
-        """A move whose ``phi`` evaluates ``f`` at the very point :meth:`apply` would produce.
-
-        ``f(x + gamma d)`` and ``f`` at ``(1 - gamma) x + gamma v`` differ by rounding; near
-        convergence that was enough for an accepted backtracking step to raise ``f`` by an ulp.
-        """
-        def phi(gamma):
-            with torch.no_grad():
-                return float(self.objective.value(self._combine(to_coefficients(gamma))[1]))
-
-        line.phi = phi
-        return Move(kind, line, to_coefficients)
-
-    def toward(self, restricted: bool = False) -> Move:
-        if not self.atomic:
-            v = self.vertex
-            d_x = v - self.x
-            line = self._line(d_x, self.s_min - self.p, 1.0)
-            return self._move("fw", line, lambda g: Coefficients(a=1.0 - g, b=g, i=v))
-        i, si = self.active_min() if restricted else (self.i_fw, self.s_fw)
-        d_x = self._atom(i) - self.x
-        line = self._line(d_x, si - self.p, 1.0)
-        return self._move("fw", line, lambda g: Coefficients(a=1.0 - g, b=g, i=i))
-
-    def away(self) -> Move:
-        j, sj = self.j_max, self.s_max
-        wj = float(self.w[j])
-        gamma_max = wj / (1.0 - wj) if wj < 1.0 else 0.0
-        d_x = self.x - self._atom(j)
-        line = self._line(d_x, self.p - sj, gamma_max)
-        return self._move("away", line, lambda g: Coefficients(a=1.0 + g, b=-g, i=j))
-
-    def pairwise(self, restricted: bool = False, partner=None) -> Move:
-        i, si = self.active_min() if restricted else (self.i_fw, self.s_fw)
-        j = self.j_max if partner is None else partner
-        sj = float(self.scores[j])
-        d_x = self._atom(i) - self._atom(j)
-        line = self._line(d_x, si - sj, float(self.w[j]))
-        return self._move("pairwise", line, lambda g: Coefficients(a=1.0, b=g, i=i, c=-g, j=j))
-
-    def second_order_partner(self):
-        raise ValueError("the second-order SWAP rule needs a torchfw.Quadratic objective")
-
-    def extrapolation(self, fw: Move, lam) -> Move:
-        co = fw.coefficients(lam)
-        x_t = self._combine(co)[1]
-        w_t = self._combine(co)[0]
-        f_t, g_t = self.objective.value_and_grad(x_t)
-        delta_x = x_t - self.x_prev
-        slope = float(torch.dot(g_t.flatten(), delta_x.flatten()))
-        sigma = -1.0 if slope > 0 else 1.0
-        if self.atomic:
-            delta_w = w_t - self.w_prev
-            step_max = Simplex().max_step(w_t, sigma * delta_w)
-        else:
-            step_max = self.lmo.max_step(x_t, sigma * delta_x)
-        line = self._line(sigma * delta_x, sigma * slope, float(step_max), base=x_t,
-                          value=float(f_t))
-        a0, b0 = co.a, co.b
-
-        def to_coefficients(gamma):
-            mu = sigma * gamma
-            return Coefficients(a=(1.0 + mu) * a0, b=(1.0 + mu) * b0, i=co.i, d=-mu)
-
-        return self._move("partan", line, to_coefficients)
-
-    # -- update --------------------------------------------------------------------------------
-
-    def _combine(self, co: Coefficients) -> tuple[Tensor | None, Tensor]:
-        """New (weights, point) for coefficients ``co`` without changing the state."""
-        if co.a == 1.0 and co.b == 0.0 and co.c == 0.0 and co.d == 0.0:
-            # A null step (gamma = 0) must leave the point bit-identical: renormalizing the
-            # weights would move it by an ulp and could raise f.
-            return (None if self.w is None else self.w.clone()), self.x.clone()
-        if self.atomic:
-            w = co.a * self.w
-            w[co.i] += co.b
-            if co.j is not None:
-                w[co.j] += co.c
-            if self.keep_previous and co.d != 0.0:
-                w = w + co.d * self.w_prev
-            w = torch.where(w <= ZERO_TOL, torch.zeros_like(w), w)
-            # Keep the weights on the unit simplex: an extrapolation (1 + mu) w~ - mu w_prev
-            # multiplies the rounding error of sum(w) by 1 + 2|mu|, and PARTAN's mu grows near
-            # the optimum: unchecked, the error compounded into infeasible iterates (1e-5).
-            w = w / w.sum()
-            return w, self.lmo.to_point(w)
-        x = co.a * self.x + co.b * co.i
-        if self.keep_previous and co.d != 0.0:
-            x = x + co.d * self.x_prev
-        return None, x
-
-    def apply(self, co: Coefficients, tick: bool = True) -> None:
-        w, x = self._combine(co)
-        if self.keep_previous:
-            self.x_prev = self.x
-            self.w_prev = self.w
-        self.w, self.x = w, x
-        self._evaluate()
-        if tick:
-            self.tick()
-
-
-def replace_gamma_max(line: Line, gamma_max) -> Line:
-    """Copy of ``line`` with another maximal step."""
-    return replace(line, gamma_max=gamma_max)

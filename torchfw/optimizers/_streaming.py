@@ -74,17 +74,12 @@ class StreamingEngine(QuadraticEngine):
                              "such as torchfw.kernels.SVMDualOperator")
         self.objective = objective
         self.lmo = lmo
-        self.ops = HOST
         self.Q = objective.Q
-        self.n = self.N = m = objective.n
-        self.dtype = torch.float64
-        self.keep_previous = keep_previous
-        self.pair_columns = pair_columns
-        self.sample = None
-        self.refresh_every = None
-        self.use_numba = K.HAVE_NUMBA
-        self._radius = r = float(lmo.radius)
-        self._device = objective.device
+        self.n = m = objective.n
+        r = float(lmo.radius)
+        self.declare(ops=HOST, N=m, dtype=torch.float64, device=objective.device,
+                     keep_previous=keep_previous, pair_columns=pair_columns,
+                     constant=objective.constant, radius=r, use_numba=K.HAVE_NUMBA)
         self._diag_full = (r * r * self.Q.diagonal().double()).cpu().numpy()
         self._ct_full = (r * objective.c.double()).cpu().numpy() if objective.c is not None \
             else None
@@ -107,8 +102,6 @@ class StreamingEngine(QuadraticEngine):
         self._w_sum = np.zeros(m) if average_from is not None else None
         self._n_averaged = 0
         self._quad_sum = 0.0
-        self._init_counters(self._device)
-        self._columns: dict[int, np.ndarray] = {}
         make_subset = getattr(self.Q, "compact_subset", None)
         self._subset = make_subset(m) if make_subset is not None else None
         self._diag_Q = self.Q.diagonal().double().cpu().numpy()
@@ -269,7 +262,7 @@ class StreamingEngine(QuadraticEngine):
         w = np.zeros(self.N)
         w[self.members[:n]] = w_bar
         return self.lmo.to_point(torch.from_numpy(w).to(self._device)), \
-            value + self.objective.constant
+            value + self.constant
 
     def _accumulate_average(self) -> None:
         if self.average_from is None or self.iteration() < self.average_from:
@@ -306,30 +299,22 @@ class StreamingEngine(QuadraticEngine):
             return K.extrapolation_bounds(self.ws[:n], self.wps[:n], lam, self._slot(i))
         return _bounds_numpy(self.ws[:n], self.wps[:n], lam, self._slot(i))
 
-    def apply(self, co: Coefficients, tick: bool = True) -> None:
+    def _update(self, co: Coefficients) -> None:
         n = self.size
         j = co.j if co.j is not None else co.i
-        if self.keep_previous:
-            q = self.p - self.t
-            u_i = self._s(co.i) - self._ct(co.i)
-            u_j = self._s(j) - self._ct(j)
-            W_new = co.a * q + co.b * u_i + co.c * u_j + co.d * self.W
-            p_old, t_old = self.p, self.t
         h0 = self.vertex_gradient(co.i)
         use_h1 = co.j is not None and co.c != 0.0
         h1 = self.vertex_gradient(j) if use_h1 else h0
         _update(self.use_numba, self.ws[:n], self.ss[:n], co.a, co.b, self._slot(co.i), h0,
                 co.c if use_h1 else 0.0, self._slot(j), h1, co.d, self.wps[:n], self.sps[:n],
                 self.keep_previous)
-        if self.keep_previous:
-            self._set(W=W_new, p_prev=p_old, t_prev=t_old)
         self._columns.clear()
         self._refresh_selection()
-        if tick:
-            self.tick()
-            self._accumulate_average()
-            # The next iteration sees the next streamed atom (admitted or not).
-            self._advance_stream()
+
+    def _after_tick(self) -> None:
+        self._accumulate_average()
+        # The next iteration sees the next streamed atom (admitted or not).
+        self._advance_stream()
 
 
 def _update(use_numba, w, s, a, b, i0, h0, c, i1, h1, d, wp, sp, shift) -> None:

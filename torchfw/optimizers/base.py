@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import math
 import time
-import warnings
 from collections.abc import Callable
 
 import numpy as np
@@ -32,9 +31,11 @@ from .._validation import check_finite, check_int_at_least, check_nonnegative, c
 from ..linesearch import ExactLineSearch, LineSearch, OpenLoop, default_line_search
 from ..objectives import Quadratic, as_objective
 from ..oracles import LMO
-from ..result import History, IterationInfo, Result, Status
+from ..result import History, Result, Status
+from ._compiled import CompiledBlocks, CompiledStep  # noqa: F401 (CompiledStep: former home)
 from ._dense import DenseQuadraticEngine
 from ._engine import GenericEngine, QuadraticEngine
+from ._stopping import StoppingRule
 from ._streaming import StreamingEngine
 from .sampling import make_sampler
 
@@ -319,16 +320,24 @@ class ConstrainedOptimizer:
     def _validate_variant(self, objective, line_search: LineSearch) -> None:
         """Hook for variant-specific checks (raise ValueError)."""
 
-    def _run(self, eng, execution: str) -> Result:
+    def _run(self, eng, execution: str, *, rule: StoppingRule | None = None,
+             verbose: bool | None = None) -> Result:
+        """The run loop: blocks of iterations between checks, the checks asking ``rule``.
+
+        ``rule`` defaults to the optimizer's own parameters (:meth:`StoppingRule.of`);
+        ``verbose`` to ``self.verbose``.
+        """
+        rule = StoppingRule.of(self) if rule is None else rule
+        verbose = self.verbose if verbose is None else verbose
         check_every = self.check_every or (10 if execution == "host" else 50)
         history = History()
         start = time.perf_counter()
         status = None
         best_gap = math.inf
         snapshot = eng.snapshot()
-        graph = None
+        blocks = None
         bar = None
-        if self.verbose:
+        if verbose:
             from .._progress import GapProgress
 
             bar = GapProgress(type(self).__name__, unit="it")
@@ -341,29 +350,22 @@ class ConstrainedOptimizer:
                 steps = eng.step_counts()
                 history.append(k, value, gap, elapsed, steps)
                 if bar is not None:
-                    bar.update(k, gap, max(self.tol, self.rtol * abs(value)), f=f"{value:.6g}")
+                    bar.update(k, gap, rule.target(value), f=f"{value:.6g}")
                 if not (math.isfinite(value) and math.isfinite(gap)):
                     eng.restore(snapshot)
                     status = Status.NONFINITE
                     break
                 best_gap = min(best_gap, gap)
-                if eng.certifies_gap and gap <= max(self.tol, self.rtol * abs(value)):
-                    status = Status.CONVERGED
-                    break
-                if k >= self.max_iter:
-                    status = Status.MAX_ITER
-                    break
-                if self.time_limit is not None and elapsed >= self.time_limit:
-                    status = Status.TIME_LIMIT
-                    break
-                if self.callback is not None and self._call_back(eng, k, value, gap, elapsed,
-                                                                 steps):
-                    status = Status.CALLBACK
+                status = rule(eng, k, value, gap, elapsed, steps)
+                if status is not None:
                     break
                 snapshot = eng.snapshot()
-                n = min(check_every, self.max_iter - k)
+                n = min(check_every, rule.max_iter - k)
                 if execution in ("compile", "graph"):
-                    graph = self._run_compiled_block(eng, n, graph, execution == "graph")
+                    if blocks is None:
+                        blocks = CompiledBlocks(self, eng, self.check_every or 50,
+                                                use_graph=execution == "graph")
+                    blocks.run(n)
                 elif execution == "dense":
                     eng.run_block(self.dense_variant, n)
                 else:
@@ -381,80 +383,5 @@ class ConstrainedOptimizer:
                       info={"engine": type(eng).__name__, "execution": execution,
                             "line_search": repr(self._ls)})
 
-    def _call_back(self, eng, k, value, gap, elapsed, steps) -> bool:
-        info = IterationInfo(iteration=k, value=value, gap=gap, elapsed=elapsed, steps=steps,
-                             x=eng.point())
-        try:
-            return bool(self.callback(info))
-        except StopIteration:
-            return True
-
-    def _run_compiled_block(self, eng, n: int, state, use_graph: bool):
-        """Run exactly ``n`` compiled iterations; with ``use_graph`` full blocks replay a graph.
-
-        ``state`` carries the compiled step and the captured graph between blocks. The first
-        block runs its iterations one compiled call at a time (compiling and warming up), then
-        captures a full block for the following ones: a capture records without executing.
-        """
-        block = self.check_every or 50
-        if state is None:
-            self._step(eng)  # eager first iteration: creates every piece of state
-            state = {"step": CompiledStep(self, eng), "graph": None}
-            n -= 1
-        step = state["step"]
-        graph = state["graph"]
-        if graph is not None and n == block:
-            graph.replay()
-            return state
-        for _ in range(n):
-            step()
-        if use_graph and graph is None and block >= 2:
-            state["graph"] = torch.cuda.CUDAGraph()
-            with torch.cuda.graph(state["graph"]):
-                for _ in range(block):
-                    step()
-        return state
-
     def __repr__(self) -> str:
         return f"{type(self).__name__}(lmo={self.lmo!r}, line_search={self.line_search!r})"
-
-
-class CompiledStep:
-    """One iteration of ``optimizer`` on device-scalar ``engine``, fused by ``torch.compile``.
-
-    The compiled function is *pure*: it clones the state, binds the clones to the engine, runs
-    the variant's step and returns the new state; the caller copies it back into the engine's
-    own buffers. (Compiling the in-place step directly hits inductor mis-ordering writes to
-    graph inputs: a value read before an input is overwritten can observe the new contents.)
-    Fixed buffers also let a CUDA graph capture blocks of compiled iterations.
-    """
-
-    def __init__(self, optimizer: ConstrainedOptimizer, engine):
-        self.optimizer = optimizer
-        self.engine = engine
-        self.buffers = engine.device_state()
-
-        def pure_step(*state):
-            engine.bind_state([t.clone() for t in state])
-            optimizer._step(engine)
-            return tuple(engine.device_state())
-
-        # Every problem shape, dtype and variant is one compiled version; a long-lived process
-        # (a grid search, a test suite) needs more than dynamo's default of 8.
-        config = torch._dynamo.config
-        for name in ("recompile_limit", "cache_size_limit"):
-            if hasattr(config, name) and getattr(config, name) < 256:
-                setattr(config, name, 256)
-        self._pure = pure_step
-        self._fn = torch.compile(pure_step, fullgraph=True, dynamic=False)
-
-    def __call__(self) -> None:
-        try:
-            new = self._fn(*self.buffers)
-        except Exception as exc:  # compilation can fail on exotic setups: stay correct
-            warnings.warn(f"torch.compile failed ({type(exc).__name__}: {exc}); running the "
-                          f"step uncompiled", RuntimeWarning, stacklevel=2)
-            self._fn = self._pure
-            new = self._fn(*self.buffers)
-        torch._foreach_copy_(self.buffers, list(new))
-        self.engine.bind_state(self.buffers)

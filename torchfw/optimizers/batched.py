@@ -23,8 +23,9 @@ import torch
 from torch import Tensor
 
 from .._scalars import DEVICE
-from ..linesearch import ExactLineSearch, Line, OpenLoop
-from ._engine import ZERO_TOL, Coefficients, Move, QuadraticEngine
+from ..linesearch import ExactLineSearch, OpenLoop
+from ._compiled import CompiledBlocks
+from ._engine import ZERO_TOL, Coefficients, QuadraticEngine
 
 __all__ = ["BatchedQuadraticEngine", "BatchedResult", "minimize_batched"]
 
@@ -41,28 +42,17 @@ class BatchedQuadraticEngine(QuadraticEngine):
 
     def __init__(self, operator, w0: Tensor, *, keep_previous=False, pair_columns=False):
         self.Q = operator
-        self.ops = DEVICE
-        self.B, self.N = w0.shape
-        self.n = self.N
-        self.dtype = w0.dtype
+        self.B, self.n = w0.shape
         device = w0.device
-        self.keep_previous = keep_previous
-        self.pair_columns = pair_columns
-        self.sample = None
-        self.refresh_every = None
-        self.use_numba = False
-        self._identity_atoms = True
-        self.objective = _NoConstant()
+        self.declare(ops=DEVICE, N=self.n, dtype=w0.dtype, device=device,
+                     keep_previous=keep_previous, pair_columns=pair_columns)
         self.diag = operator.diagonal_batched().to(self.dtype)
-        self.ct = None
         self.w = w0.clone()
         self.s = operator.matvec_batched(self.w).to(self.dtype)
         self.w_prev = self.w.clone() if keep_previous else None
         self.s_prev = self.s.clone() if keep_previous else None
         self.active = torch.ones(self.B, dtype=torch.bool, device=device)
-        self._init_counters(device)
         self.k = torch.zeros(self.B, dtype=torch.int64, device=device)
-        self._columns = {}
         self._refresh_scalars()
 
     # -- batched state and selection ----------------------------------------------------------
@@ -130,52 +120,32 @@ class BatchedQuadraticEngine(QuadraticEngine):
         self.s.copy_(self.Q.matvec_batched(self.w).to(self.dtype))
         self._refresh_scalars()
 
-    def pairwise(self, restricted: bool = False, partner=None) -> Move:
-        if restricted or partner is not None:
-            raise ValueError("batched problems support FW, away, pairwise, SWAP and PARTAN")
-        i, si = self.i_fw, self.s_fw
-        j, sj = self.j_max, self.s_max
-        q_ij = self.Q.entry_batched(i, j).to(self.dtype)
-        curvature = self._diag(i) + self._diag(j) - 2.0 * q_ij
-        line = self._line(si - sj, curvature, self._w(j))
-        return Move("pairwise", line, lambda g: Coefficients(a=1.0, b=g, i=i, c=-g, j=j))
+    def active_min(self):
+        raise ValueError("batched problems support FW, away, pairwise, SWAP and PARTAN (no "
+                         "moves restricted to the active face)")
+
+    def _pair_entry(self, i, j):
+        return self.Q.entry_batched(i, j).to(self.dtype)
 
     def second_order_partner(self):
         raise ValueError("SWAP-2o is not available for batched problems")
 
-    def extrapolation(self, fw: Move, lam) -> Move:
-        i = fw.coefficients(0.0).i
-        f_t = fw.line.value + lam * fw.line.slope + 0.5 * lam * lam * fw.line.curvature
-        t_t = (1.0 - lam) * self.t
-        p_t = 2.0 * f_t - t_t
-        cross = (1.0 - lam) * self.W + lam * self._get(self.s_prev, i)
-        q_t, q_prev = p_t - t_t, self.p_prev - self.t_prev
-        slope = p_t - (cross + self.t_prev)
-        curvature = q_t - 2.0 * cross + q_prev
+    def _previous_score(self, i):
+        return self._get(self.s_prev, i)
+
+    def _extrapolation_bounds(self, lam, i):
         wt = self.w * _col(1.0 - lam)
         wt.scatter_add_(1, i[:, None], lam[:, None].to(wt.dtype))
         delta = wt - self.w_prev
         inf = torch.full_like(wt, math.inf)
         hi = torch.where(delta < 0, wt / (-delta), inf).amin(1)
         lo = torch.where(delta > 0, -wt / delta, -inf).amax(1)
-        sigma = torch.where(slope > 0, -1.0, 1.0).to(self.dtype)
-        gamma_max = torch.where(slope > 0, -lo, hi)
-        noise = 1e-11 * (q_t.abs() + 2.0 * cross.abs() + q_prev.abs())
-        gamma_max = torch.where(curvature > noise, gamma_max, torch.zeros_like(gamma_max))
-        value = f_t
-        line = Line(value=value, slope=sigma * slope, gamma_max=gamma_max, curvature=curvature,
-                    ops=DEVICE)
-        line.phi = lambda g: value + g * line.slope + 0.5 * g * g * curvature
-
-        def to_coefficients(gamma):
-            mu = sigma * gamma
-            return Coefficients(a=(1.0 + mu) * (1.0 - lam), b=(1.0 + mu) * lam, i=i, d=-mu)
-
-        return Move("partan", line, to_coefficients)
+        return lo, hi
 
     # -- update --------------------------------------------------------------------------------
 
     def apply(self, co: Coefficients, tick: bool = True) -> None:
+        """Apply each problem's move; problems that stopped get the identity move."""
         act = self.active
         dt = self.dtype
 
@@ -183,14 +153,20 @@ class BatchedQuadraticEngine(QuadraticEngine):
             value = torch.as_tensor(value, dtype=dt, device=self.w.device).expand(self.B)
             return torch.where(act, value, torch.full_like(value, identity))
 
-        a, b, c, d = masked(co.a, 1.0), masked(co.b, 0.0), masked(co.c, 0.0), masked(co.d, 0.0)
+        super().apply(Coefficients(a=masked(co.a, 1.0), b=masked(co.b, 0.0), i=co.i,
+                                   c=masked(co.c, 0.0), j=co.j, d=masked(co.d, 0.0)), tick)
+
+    def _shift_scalars(self, co: Coefficients) -> None:
+        act = self.active
+        self._set(W=torch.where(act, self._next_cross(co), self.W),
+                  p_prev=torch.where(act, self.p, self.p_prev),
+                  t_prev=torch.where(act, self.t, self.t_prev))
+
+    def _update(self, co: Coefficients) -> None:
+        act = self.active
+        dt = self.dtype
+        a, b, c, d = co.a, co.b, co.c, co.d
         j = co.j if co.j is not None else co.i
-        if self.keep_previous:
-            q = self.p - self.t
-            W_new = a * q + b * self._s(co.i) + c * self._s(j) + d * self.W
-            W_new = torch.where(act, W_new, self.W)
-            self._set(W=W_new, p_prev=torch.where(act, self.p, self.p_prev),
-                      t_prev=torch.where(act, self.t, self.t_prev))
         if co.j is not None and self.pair_columns:
             pair = self.Q.columns_batched(torch.stack([co.i, j], dim=1))
             h0, h1 = pair[:, 0], pair[:, 1]
@@ -213,12 +189,6 @@ class BatchedQuadraticEngine(QuadraticEngine):
         self.w.copy_(new_w)
         self.s.copy_(new_s)
         self._store_selection(self._select(), host=False)
-        if tick:
-            self.tick()
-
-
-class _NoConstant:
-    constant = 0.0
 
 
 @dataclass
@@ -253,8 +223,6 @@ def minimize_batched(optimizer, operator, w0: Tensor, *, tol: float = 1e-300,
     use_graph : bool, optional
         Capture blocks of compiled iterations as CUDA graphs (default: on CUDA).
     """
-    from .base import CompiledStep
-
     line_search = optimizer.line_search or ExactLineSearch()
     if not isinstance(line_search, (ExactLineSearch, OpenLoop)):
         raise ValueError("batched problems need ExactLineSearch or OpenLoop")
@@ -265,7 +233,8 @@ def minimize_batched(optimizer, operator, w0: Tensor, *, tol: float = 1e-300,
         use_graph = w0.is_cuda
     start = time.perf_counter()
     history = []
-    compiled = graph = None
+    blocks = CompiledBlocks(optimizer, engine, check_every, use_graph=True) if use_graph \
+        else None
     while True:
         gap = engine.gap()
         value = engine.value()
@@ -275,21 +244,11 @@ def minimize_batched(optimizer, operator, w0: Tensor, *, tol: float = 1e-300,
                         time.perf_counter() - start))
         if bool(done.all()):
             break
-        if not use_graph:
+        if blocks is None:
             for _ in range(check_every):
                 optimizer._step(engine)
-            continue
-        if compiled is None:
-            optimizer._step(engine)  # creates every counter before compiling
-            compiled = CompiledStep(optimizer, engine)
-            for _ in range(check_every - 1):
-                compiled()
-            graph = torch.cuda.CUDAGraph()
-            with torch.cuda.graph(graph):
-                for _ in range(check_every):
-                    compiled()
         else:
-            graph.replay()
+            blocks.run(check_every)
     return BatchedResult(x=engine.w.clone(), value=engine.value(), gap=engine.gap(),
                          n_iter=engine.k.clone(), converged=engine.gap() <= torch.clamp(
                              rtol * engine.value().abs(), min=tol),

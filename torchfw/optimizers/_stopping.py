@@ -1,0 +1,80 @@
+r"""Stopping rules: when a run stops, as an object the run loop asks at every check.
+
+One concern: the decision taken between two blocks of iterations. The run loop
+(:meth:`~torchfw.optimizers.ConstrainedOptimizer.minimize`) reads the value and the Frank-Wolfe
+gap at each check, records them, and asks its rule; the rule answers a
+:class:`~torchfw.Status` to stop with, or ``None`` to go on. The default rule is the optimizer's
+own parameters (``tol``, ``rtol``, ``max_iter``, ``time_limit``, ``callback``); other runs pass
+their own rule instead of patching the optimizer -- the sharded run
+(:func:`torchfw.distributed.minimize`) one whose time limit and callback are agreed on by all
+ranks, so that no rank stops alone.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from ..result import IterationInfo, Status
+
+__all__ = ["StoppingRule"]
+
+
+class StoppingRule:
+    r"""Stop on the gap, the iteration budget, the clock or a callback, in that order.
+
+    Parameters
+    ----------
+    tol, rtol : float
+        Stop with ``CONVERGED`` when :math:`g \le \max(\text{tol}, \text{rtol}\,|f|)` and the
+        engine's gap certifies the whole problem (``engine.certifies_gap``).
+    max_iter : int
+        Stop with ``MAX_ITER`` at this iteration (the run loop also sizes its last block by it).
+    time_limit : float, optional
+        Stop with ``TIME_LIMIT`` once this many seconds have passed.
+    callback : callable, optional
+        ``callback(info: IterationInfo) -> bool | None``; ``True`` (or raising
+        ``StopIteration``) stops with ``CALLBACK``.
+    """
+
+    def __init__(self, *, tol: float, rtol: float, max_iter: int,
+                 time_limit: float | None = None, callback: Callable | None = None):
+        self.tol = tol
+        self.rtol = rtol
+        self.max_iter = max_iter
+        self.time_limit = time_limit
+        self.callback = callback
+
+    @classmethod
+    def of(cls, optimizer) -> StoppingRule:
+        """The rule an optimizer's parameters state."""
+        return cls(tol=optimizer.tol, rtol=optimizer.rtol, max_iter=optimizer.max_iter,
+                   time_limit=optimizer.time_limit, callback=optimizer.callback)
+
+    def target(self, value: float) -> float:
+        """The gap at which the run has converged."""
+        return max(self.tol, self.rtol * abs(value))
+
+    def __call__(self, eng, k: int, value: float, gap: float, elapsed: float,
+                 steps: dict) -> Status | None:
+        if eng.certifies_gap and gap <= self.target(value):
+            return Status.CONVERGED
+        if k >= self.max_iter:
+            return Status.MAX_ITER
+        return self.user_stop(eng, k, value, gap, elapsed, steps)
+
+    def user_stop(self, eng, k, value, gap, elapsed, steps) -> Status | None:
+        """The clock and the callback (what a sharded run agrees on across ranks)."""
+        if self.time_limit is not None and elapsed >= self.time_limit:
+            return Status.TIME_LIMIT
+        if self.callback is not None and self.call_back(eng, k, value, gap, elapsed, steps):
+            return Status.CALLBACK
+        return None
+
+    def call_back(self, eng, k, value, gap, elapsed, steps) -> bool:
+        """Whether the callback asks to stop (``True`` or ``StopIteration``)."""
+        info = IterationInfo(iteration=k, value=value, gap=gap, elapsed=elapsed, steps=steps,
+                             x=eng.point())
+        try:
+            return bool(self.callback(info))
+        except StopIteration:
+            return True
