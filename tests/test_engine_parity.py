@@ -373,3 +373,34 @@ def test_a_storage_that_takes_another_branch_fails_the_parity_check():
     with pytest.raises(AssertionError):
         assert_same_steps(moved, fw, "perturbed iterate")
     assert math.isfinite(fw.values[-1])
+
+
+# -- the protocol ------------------------------------------------------------------------------
+
+def _storage_classes():
+    from torchfw.distributed.engine import DistributedQuadraticEngine
+    from torchfw.optimizers._dense import DenseQuadraticEngine
+    from torchfw.optimizers._engine import QuadraticEngine
+    from torchfw.optimizers._streaming import StreamingEngine
+    from torchfw.optimizers.batched import BatchedQuadraticEngine
+
+    return [QuadraticEngine, DenseQuadraticEngine, StreamingEngine, BatchedQuadraticEngine,
+            DistributedQuadraticEngine]
+
+
+@pytest.mark.parametrize("cls", _storage_classes(), ids=lambda c: c.__name__)
+def test_every_storage_implements_the_protocol_and_no_storage_copies_a_move(cls):
+    from torchfw.optimizers._engine import QuadraticEngine
+    from torchfw.optimizers._storage import STORAGE_MEMBERS
+
+    missing = [m for m in STORAGE_MEMBERS if not callable(getattr(cls, m, None))]
+    assert missing == []
+    # The moves are written once, in QuadraticEngine over the protocol: a storage that
+    # overrides one has copied the algebra again.
+    for move in ("toward", "away", "pairwise", "extrapolation", "_next_cross", "_line",
+                 "declare"):
+        assert getattr(cls, move) is getattr(QuadraticEngine, move), (cls.__name__, move)
+    # Only the batched storage wraps apply and the PARTAN scalars (to mask stopped problems).
+    for wrapped in ("apply", "_shift_scalars"):
+        if cls is not QuadraticEngine and wrapped in vars(cls):
+            assert cls.__name__ == "BatchedQuadraticEngine", (cls.__name__, wrapped)
