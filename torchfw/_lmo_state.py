@@ -14,6 +14,8 @@ import torch
 from torch import Tensor
 
 from .oracles import LMO
+from .polytopes import GroupL1Ball
+from .spectral import Spectraplex
 
 __all__ = ["lmo_to_state", "lmo_from_state"]
 
@@ -48,7 +50,11 @@ def lmo_to_state(lmo: LMO | None) -> dict | None:
     ----------
     lmo : LMO or None
         The oracle. Each argument of its ``__init__`` must be stored on the instance under the same
-        name (or with a leading underscore), which is the convention of :mod:`torchfw.oracles`.
+        name (or with a leading underscore), which is the convention of :mod:`torchfw.oracles`;
+        a set that stores them otherwise defines ``constructor_args()`` returning them as a dict.
+        The sets of :mod:`torchfw.polytopes` and :mod:`torchfw.spectral` are covered (importing
+        this module imports them, so that loading finds their types). Caches are not saved: a
+        spectral set's warm-start vector starts afresh after loading.
 
     Returns
     -------
@@ -60,6 +66,13 @@ def lmo_to_state(lmo: LMO | None) -> dict | None:
     if not isinstance(lmo, LMO):
         raise TypeError(f"expected a torchfw.oracles.LMO, got {type(lmo).__name__}")
     cls = type(lmo)
+    given = _declared_args(lmo)
+    if given is not None:
+        params = {}
+        for name, value in given.items():
+            _check_plain(f"{cls.__name__}.{name}", value)
+            params[name] = value.detach().clone() if isinstance(value, Tensor) else value
+        return {"type": f"{cls.__module__}.{cls.__qualname__}", "params": params}
     params = {}
     for name, spec in list(inspect.signature(cls.__init__).parameters.items())[1:]:
         if spec.kind in (spec.VAR_POSITIONAL, spec.VAR_KEYWORD):
@@ -79,6 +92,32 @@ def lmo_to_state(lmo: LMO | None) -> dict | None:
         # Clone tensors: the state dict must not change when the oracle is mutated later.
         params[name] = value.detach().clone() if isinstance(value, Tensor) else value
     return {"type": f"{cls.__module__}.{cls.__qualname__}", "params": params}
+
+
+def _group_l1_args(lmo: GroupL1Ball) -> dict:
+    groups = lmo.group_size if lmo.group_size is not None else lmo.group_ids(len(lmo._ids))
+    return {"groups": groups, "radius": lmo.radius}
+
+
+def _spectral_args(lmo, first: str, first_value) -> dict:
+    return {first: first_value, "radius": lmo.radius, "max_iter": lmo.max_iter, "tol": lmo.tol,
+            "warm_start": lmo.warm_start}
+
+
+# Sets whose constructor arguments are not all stored under their own names.
+_ADAPTERS = {
+    GroupL1Ball: _group_l1_args,
+    Spectraplex: lambda lmo: _spectral_args(lmo, "n", lmo.shape[0]),
+}
+
+
+def _declared_args(lmo: LMO) -> dict | None:
+    """Constructor arguments an oracle declares (``constructor_args()``) or an adapter knows."""
+    declared = getattr(lmo, "constructor_args", None)
+    if callable(declared):
+        return dict(declared())
+    adapter = _ADAPTERS.get(type(lmo))
+    return adapter(lmo) if adapter is not None else None
 
 
 def _lmo_classes() -> dict[str, type]:

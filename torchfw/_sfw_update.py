@@ -37,12 +37,13 @@ arXiv:2010.07243, 2020.
 
 from __future__ import annotations
 
+import copy
 import math
 
 import torch
 from torch import Tensor
 
-from .oracles import LMO, Box, L1Ball, L2Ball, LinfBall, Simplex
+from .oracles import LMO, Box
 
 __all__ = ["view_shape", "feasibility_atol", "row_diameters", "direction", "sgd_update",
            "frank_wolfe_update"]
@@ -78,10 +79,14 @@ def row_diameters(lmo: LMO, pv: Tensor) -> float | Tensor:
     """
     n = pv.shape[-1]
     radius = getattr(lmo, "radius", None)
-    if type(lmo) in (Simplex, L1Ball, L2Ball, LinfBall) and isinstance(radius, Tensor):
-        # These sets are r times the unit set, so the diameter scales with each row's radius.
-        unit = type(lmo)(1.0).diameter(n)
-        return unit * radius.to(device=pv.device, dtype=pv.dtype).reshape(-1, 1)
+    if isinstance(radius, Tensor):
+        # Every set of torchfw with a ``radius`` (simplex, Lp/L1/L2/Linf and group-L1 balls,
+        # K-sparse polytope, nuclear-norm ball, spectraplex) is r times its unit set, so the
+        # diameter scales with each row's radius: the unit set's diameter times the radii.
+        # (lmo.diameter would use the largest radius for every row, and read it on the host.)
+        unit = copy.copy(lmo)
+        unit.radius = 1.0
+        return unit.diameter(n) * radius.to(device=pv.device, dtype=pv.dtype).reshape(-1, 1)
     if type(lmo) is Box and (isinstance(lmo.lower, Tensor) or isinstance(lmo.upper, Tensor)):
         # Tensor bounds may differ per row: the diameter is ||upper - lower|| row by row.
         ones = torch.ones_like(pv)
