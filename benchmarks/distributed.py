@@ -16,7 +16,7 @@ other ranks (*received*), per iteration. A plain ``SVC`` (no process group, one 
 fitted too, as the single-process reference, in the 1-rank process right after its fits.
 
 Part 2, **communication formula**: the byte counts per iteration follow from the code of
-``torchfw/distributed.py`` (SWAP over the simplex, no time limit or callback):
+``torchfw/distributed/engine.py`` (SWAP over the simplex, no time limit or callback):
 
 * every iteration ends with one selection ``all_gather`` of a float64 record of
   ``1 + 2 * 5`` scalars (``p`` and the FW and away candidates), plus, in ``"gather"`` mode, the

@@ -23,7 +23,6 @@ from conftest import DATA_DIR, data_path, requires_cuda
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from torchfw import datasets
 from torchfw.datasets import (
     from_scipy_csr,
     load_svmlight,
@@ -33,6 +32,7 @@ from torchfw.datasets import (
     make_sparse_regression,
     to_scipy_csr,
 )
+from torchfw.io import _decode, _grammar, _sources
 
 sklearn_datasets = pytest.importorskip("sklearn.datasets")
 
@@ -338,7 +338,7 @@ def _reference(text: str):
     """Python reference reader: ``(labels, rows)``, or ``("error", line)`` for the first bad."""
     labels, rows = [], []
     for number, line in enumerate(text.split("\n"), start=1):
-        if datasets._line_error(line.encode("latin-1")) is not None:
+        if _grammar._line_error(line.encode("latin-1")) is not None:
             return "error", number
         tokens = line.split("#", 1)[0].split()
         if not tokens:
@@ -387,8 +387,8 @@ def _lines(draw):
 @given(text=_lines(), block=st.sampled_from([3, 1 << 16]))
 def test_vectorized_parser_agrees_with_reference(text, block):
     expected = _reference(text)
-    saved = datasets._BLOCK
-    datasets._BLOCK = block  # tiny blocks exercise the block seams of the decoder
+    saved = _decode._BLOCK
+    _decode._BLOCK = block  # tiny blocks exercise the block seams of the decoder
     try:
         X, y = _load_text(text, dtype=torch.float64, zero_based=True, n_features=41)
     except ValueError as exc:
@@ -399,7 +399,7 @@ def test_vectorized_parser_agrees_with_reference(text, block):
             assert "out of the float64 range" in msg
         return
     finally:
-        datasets._BLOCK = saved
+        _decode._BLOCK = saved
     assert expected[0] != "error", f"accepted a malformed line {expected[1]}: {text!r}"
     labels, rows = expected
     assert y.numpy().tobytes() == np.array(labels, dtype=np.float64).tobytes()
@@ -439,8 +439,8 @@ def test_chunk_boundaries(tmp_path, monkeypatch, chunk):
     expected_X, expected_y = _load_text(text, n_features=50, dtype=torch.float64)
     plain = _write(tmp_path, "c.svm", text)
     packed = _write(tmp_path, "c.svm.xz", text, "xz")
-    monkeypatch.setattr(datasets, "_CHUNK_BYTES", chunk)
-    monkeypatch.setattr(datasets, "_COMPRESSED_CHUNK_BYTES", chunk)
+    monkeypatch.setattr(_sources, "_CHUNK_BYTES", chunk)
+    monkeypatch.setattr(_sources, "_COMPRESSED_CHUNK_BYTES", chunk)
     for path in (plain, packed):
         X, y = load_svmlight(path, n_features=50, dtype=torch.float64)
         assert torch.equal(X.to_dense(), expected_X.to_dense()) and torch.equal(y, expected_y)
