@@ -5,30 +5,41 @@ objectives (:mod:`torchfw.objectives`) and the Frank-Wolfe family (:mod:`torchfw
 Models built on it: kernel SVMs (:class:`SVC`, :mod:`torchfw.kernels`), the Lasso and its SVM
 equivalence (:class:`Lasso`, :mod:`torchfw.equivalence`), Weston-Watkins multiclass SVMs
 (:class:`WestonWatkinsSVC`) and a ``torch.optim`` optimizer (:mod:`torchfw.optim`).
-Multi-process training lives in :mod:`torchfw.distributed` (imported on demand).
+Multi-process training lives in :mod:`torchfw.distributed`.
+
+Everything is imported on first use (PEP 562 module ``__getattr__``): ``import torchfw`` costs
+little more than ``import torch``, and numba, SciPy or scikit-learn load only with the code that
+needs them. Submodules are attributes as in ``torch`` (``torchfw.optim.StochasticFrankWolfe``
+after a plain ``import torchfw``).
 """
 
-from .lasso import Lasso, lasso_path
-from .linesearch import Backtracking, ExactLineSearch, Line, LineSearch, OpenLoop, ShortStep
-from .multiclass import WestonWatkinsSVC
-from .objectives import ColumnOperator, DenseOperator, FunctionObjective, Objective, Quadratic
-from .optimizers import (
-    AwayStepFrankWolfe,
-    ConstrainedOptimizer,
-    FrankWolfe,
-    FullyCorrectiveFrankWolfe,
-    PairwiseFrankWolfe,
-    PartanFrankWolfe,
-    SwapFrankWolfe,
-    sample_size_for,
-)
-from .optimizers.bcd import BlockCoordinateDescent
-from .oracles import LMO, AtomicLMO, Box, L1Ball, L2Ball, LinfBall, Simplex
-from .result import History, IterationInfo, Result, Status
-from .svm import SVC
-from .walrus import walrus
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import sys
+import types
+from typing import TYPE_CHECKING
 
 __version__ = "0.1.0"
+
+# Public name -> submodule that defines it (imported when the name is first read).
+_LAZY = {
+    "LMO": "oracles", "AtomicLMO": "oracles", "Simplex": "oracles", "L1Ball": "oracles",
+    "L2Ball": "oracles", "LinfBall": "oracles", "Box": "oracles",
+    "LineSearch": "linesearch", "Line": "linesearch", "ExactLineSearch": "linesearch",
+    "OpenLoop": "linesearch", "ShortStep": "linesearch", "Backtracking": "linesearch",
+    "Objective": "objectives", "FunctionObjective": "objectives", "Quadratic": "objectives",
+    "ColumnOperator": "objectives", "DenseOperator": "objectives",
+    "ConstrainedOptimizer": "optimizers", "FrankWolfe": "optimizers",
+    "AwayStepFrankWolfe": "optimizers", "PairwiseFrankWolfe": "optimizers",
+    "SwapFrankWolfe": "optimizers", "PartanFrankWolfe": "optimizers",
+    "FullyCorrectiveFrankWolfe": "optimizers", "sample_size_for": "optimizers",
+    "BlockCoordinateDescent": "optimizers.bcd",
+    "Result": "result", "Status": "result", "History": "result", "IterationInfo": "result",
+    "WestonWatkinsSVC": "multiclass", "walrus": "walrus",
+    "Lasso": "lasso", "lasso_path": "lasso", "SVC": "svm",
+}
 
 __all__ = [
     "LMO", "AtomicLMO", "Simplex", "L1Ball", "L2Ball", "LinfBall", "Box",
@@ -40,3 +51,68 @@ __all__ = [
     "WestonWatkinsSVC", "BlockCoordinateDescent", "walrus",
     "Lasso", "lasso_path", "SVC",
 ]
+
+if TYPE_CHECKING:  # static checkers and IDEs see the eager imports
+    from .lasso import Lasso, lasso_path
+    from .linesearch import Backtracking, ExactLineSearch, Line, LineSearch, OpenLoop, ShortStep
+    from .multiclass import WestonWatkinsSVC
+    from .objectives import ColumnOperator, DenseOperator, FunctionObjective, Objective, Quadratic
+    from .optimizers import (
+        AwayStepFrankWolfe,
+        ConstrainedOptimizer,
+        FrankWolfe,
+        FullyCorrectiveFrankWolfe,
+        PairwiseFrankWolfe,
+        PartanFrankWolfe,
+        SwapFrankWolfe,
+        sample_size_for,
+    )
+    from .optimizers.bcd import BlockCoordinateDescent
+    from .oracles import LMO, AtomicLMO, Box, L1Ball, L2Ball, LinfBall, Simplex
+    from .result import History, IterationInfo, Result, Status
+    from .svm import SVC
+    from .walrus import walrus
+
+
+def __getattr__(name: str):
+    module = _LAZY.get(name)
+    if module is not None:
+        value = getattr(importlib.import_module(f".{module}", __name__), name)
+        globals()[name] = value  # later reads are plain attribute reads
+        return value
+    if not name.startswith("_") and importlib.util.find_spec(f".{name}", __name__) is not None:
+        return importlib.import_module(f".{name}", __name__)  # the import binds the attribute
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted(set(globals()) | set(__all__))
+
+
+class _Package(types.ModuleType):
+    """The package's module type: ``torchfw.walrus`` stays the function.
+
+    Importing the submodule :mod:`torchfw.walrus` (which any user or module may do) would
+    otherwise rebind the package attribute of the same name to the module.
+    """
+
+    def __setattr__(self, name, value):
+        if name == "walrus" and isinstance(value, types.ModuleType):
+            return
+        super().__setattr__(name, value)
+
+
+sys.modules[__name__].__class__ = _Package
+
+
+# Constraint sets and active-set solvers of issue 20 (torchfw.polytopes, torchfw.spectral,
+# blended pairwise and lazified FW): lazy like the names above.
+_LAZY.update({
+    "KSparsePolytope": "polytopes", "LpBall": "polytopes", "GroupL1Ball": "polytopes",
+    "Hypercube": "polytopes", "Birkhoff": "polytopes", "NuclearNormBall": "spectral",
+    "Spectraplex": "spectral", "BlendedPairwiseConditionalGradient": "optimizers",
+    "LazyFrankWolfe": "optimizers", "ActiveSet": "result",
+})
+__all__ += ["KSparsePolytope", "LpBall", "GroupL1Ball", "Hypercube", "Birkhoff",
+            "NuclearNormBall", "Spectraplex", "BlendedPairwiseConditionalGradient",
+            "LazyFrankWolfe", "ActiveSet"]

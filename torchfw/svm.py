@@ -34,17 +34,26 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from . import _svc_dense
 from ._data import as_labels, as_matrix, take_rows
 from ._estimator import BaseEstimator, check_is_fitted
 from ._validation import check_int_at_least, check_positive, resolve_device
 from .heads import KernelSVMHead
 from .kernels import KERNELS, OneVsRestOperator, SVMDualOperator, make_kernel
+from .linesearch import ExactLineSearch
 from .objectives import Quadratic
+from .optimizers import (
+    AwayStepFrankWolfe,
+    FrankWolfe,
+    FullyCorrectiveFrankWolfe,
+    PairwiseFrankWolfe,
+    PartanFrankWolfe,
+    SwapFrankWolfe,
+)
 from .optimizers.active_set import simplex_qp
 from .optimizers.batched import minimize_batched
 from .oracles import Simplex
 from .result import History, Result, Status
-from .solvers import make_solver, solver_names
 
 __all__ = ["SVC", "SOLVERS", "ConvergenceWarning"]
 
@@ -71,13 +80,24 @@ class ConvergenceWarning(UserWarning):
 
 
 def _solver_factory(name: str):
-    # The optimizer of a solver name over the dual's simplex (the registry: torchfw.solvers);
-    # a module-level function so that benchmarks/reproduce.py can wrap it.
-    return lambda **kw: make_solver(name, Simplex(), estimator="svc", **kw)
+    table = {
+        "fw": lambda **kw: FrankWolfe(Simplex(), ExactLineSearch(), **kw),
+        "away": lambda **kw: AwayStepFrankWolfe(Simplex(), ExactLineSearch(), **kw),
+        "pairwise": lambda **kw: PairwiseFrankWolfe(Simplex(), ExactLineSearch(), **kw),
+        "swap": lambda **kw: SwapFrankWolfe(Simplex(), ExactLineSearch(), **kw),
+        "swap2": lambda **kw: SwapFrankWolfe(Simplex(), ExactLineSearch(), second_order=True,
+                                             **kw),
+        "partan": lambda **kw: PartanFrankWolfe(Simplex(), ExactLineSearch(), **kw),
+        "fc": lambda **kw: FullyCorrectiveFrankWolfe(Simplex(), ExactLineSearch(), **kw),
+        "sfw": lambda **kw: FrankWolfe(Simplex(), ExactLineSearch(), stream=True, **kw),
+        "msfw": lambda **kw: AwayStepFrankWolfe(Simplex(), ExactLineSearch(), stream=True,
+                                                **kw),
+    }
+    return table[name]
 
 
-#: Solver names accepted by :class:`SVC` (from :data:`torchfw.solvers.SOLVERS`).
-SOLVERS = solver_names("svc")
+#: Solver names accepted by :class:`SVC`.
+SOLVERS = ("fw", "away", "pairwise", "swap", "swap2", "partan", "fc", "sfw", "msfw")
 
 
 class SVC(BaseEstimator):
@@ -133,6 +153,15 @@ class SVC(BaseEstimator):
         threshold at the mercy of its last steps (one-epoch a9a accuracy 63-84% over random
         orders, against 84.9-85.2% averaged; see the SVC guide). Ignored by the other solvers.
 
+    dense : {"auto", True, False}, default "auto"
+        Compute the ``m x m`` kernel matrix once and run the whole solve in one compiled call
+        (:mod:`torchfw._svc_dense`): the same iterates as the lazy column path, without the
+        interpreter's cost per iteration. ``"auto"`` does so on the CPU (with numba) for the
+        solvers ``fw``, ``away``, ``pairwise``, ``swap``, ``swap2`` and ``partan`` when the
+        matrix fits ``cache_size`` MB (default 200 MB: up to 7,240 examples in float32) and
+        neither ``sample_size``, ``time_limit`` nor ``verbose`` is set; ``False`` always takes
+        the lazy path; ``True`` insists (an error where it cannot apply).
+
     Attributes
     ----------
     classes_ : ndarray
@@ -153,7 +182,7 @@ class SVC(BaseEstimator):
     def __init__(self, kernel="rbf", C=1.0, gamma="scale", degree=3, coef0=0.0, solver="swap",
                  tol=0.3, max_iter=None, sample_size=None, cache_size=200.0, device=None,
                  dtype=None, class_weight=None, random_state=None, verbose=False,
-                 warm_start=False, n_init=20, time_limit=None, average=True):
+                 warm_start=False, n_init=20, time_limit=None, average=True, dense="auto"):
         self.kernel = kernel
         self.C = C
         self.gamma = gamma
@@ -173,6 +202,7 @@ class SVC(BaseEstimator):
         self.n_init = n_init
         self.time_limit = time_limit
         self.average = average
+        self.dense = dense
 
     # -- validation ----------------------------------------------------------------------------
 
@@ -190,6 +220,8 @@ class SVC(BaseEstimator):
         if self.sample_size is not None:
             check_int_at_least("sample_size", self.sample_size, 1)
         check_int_at_least("n_init", self.n_init, 1)
+        if not (self.dense == "auto" or isinstance(self.dense, (bool, np.bool_))):
+            raise ValueError(f"dense must be 'auto', True or False, got {self.dense!r}")
         if not isinstance(self.average, (bool, np.bool_)):
             check_int_at_least("average", self.average, 0)
         if self.dtype not in (None, torch.float32, torch.float64):
@@ -264,6 +296,9 @@ class SVC(BaseEstimator):
             getattr(self, "_batched_ovr", X.is_cuda)
         if batched:
             alphas, results = self._fit_ovr_batched(X, problems, C_examples, kdtype, previous)
+        elif self._dense_path(X):
+            alphas, results = _svc_dense.fit_problems(self, X, problems, C_examples, kdtype,
+                                                      previous)
         else:
             alphas, results = [], []
             for k, y_pm in enumerate(problems):
@@ -274,6 +309,20 @@ class SVC(BaseEstimator):
         self._alphas = alphas
         self._set_model(X, problems, alphas, results)
         return self
+
+    def _dense_path(self, X: Tensor) -> bool:
+        """Whether this fit takes the compiled whole-solve path (see :mod:`torchfw._svc_dense`)."""
+        if self.dense is False or self.dense is np.False_:
+            return False
+        if self.dense == "auto":
+            return _svc_dense.dense_budget_ok(self, X)
+        if not (_svc_dense.K.HAVE_NUMBA and X.device.type == "cpu"
+                and self.solver in _svc_dense.VARIANTS and self.sample_size is None
+                and self.time_limit is None and not self.verbose):
+            raise ValueError(f"dense=True runs the compiled CPU solve: it needs numba, CPU data, "
+                             f"a solver among {tuple(_svc_dense.VARIANTS)} and no sample_size, "
+                             f"time_limit or verbose")
+        return True
 
     def _fit_binary(self, X: Tensor, y_pm: np.ndarray, C_examples, kdtype, alpha0, k):
         y_t = torch.from_numpy(y_pm).to(X.device)
@@ -448,7 +497,7 @@ class SVC(BaseEstimator):
         check_is_fitted(self, "dual_coef_")
         return KernelSVMHead(self.support_vectors_, self.dual_coef_, self.intercept_,
                              kernel=self.kernel, gamma=self._gamma, degree=self.degree,
-                             coef0=self.coef0, classes=self.classes_)
+                             coef0=self.coef0)
 
     def state_dict(self) -> dict:
         """The fitted model as tensors and plain values (loadable with ``weights_only=True``)."""

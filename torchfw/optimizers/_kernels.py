@@ -385,25 +385,43 @@ def _select_eager(w: torch.Tensor, s: torch.Tensor):
 # Under torch.compile, inductor fuses the arg-reductions over all atoms with the update into a
 # single Triton reduction that runs in one program: measured 222 of 312 us per iteration at
 # m = 262k on an H100. As an opaque custom op, the selection runs ATen's parallel reductions.
-if hasattr(torch.library, "custom_op"):
+# The op is registered on first use with a non-CPU tensor: the first call of a torch.library
+# op imports torch's compiler stack (seconds in a fresh process), which a CPU fit never needs.
+_select_op = None
+
+
+def _custom_select_op():
+    global _select_op
+    if _select_op is not None:
+        return _select_op
+    if not hasattr(torch.library, "custom_op"):  # pragma: no cover - torch < 2.4
+        _select_op = _select_eager
+        return _select_op
+
     @torch.library.custom_op("torchfw::select", mutates_args=())
-    def _select_op(w: torch.Tensor, s: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor,
-                                                              torch.Tensor, torch.Tensor,
-                                                              torch.Tensor]:
+    def op(w: torch.Tensor, s: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor,
+                                                      torch.Tensor, torch.Tensor,
+                                                      torch.Tensor]:
         return tuple(t.clone() for t in _select_eager(w, s))
 
-    @_select_op.register_fake
+    @op.register_fake
     def _(w, s):
         index = s.new_empty(1, dtype=torch.int64)
         value = s.new_empty(1)
         return index, value, index.clone(), value.clone(), value.clone()
-else:  # pragma: no cover - torch < 2.4: compiled steps keep inductor's own reductions
-    _select_op = _select_eager
+
+    _select_op = op
+    return op
 
 
 def torch_select(w, s, ct):
-    """Tensor version of :func:`select` (no host reads)."""
-    imin, smin, jmax, smax, p = _select_op(w, s)
+    """Tensor version of :func:`select` (no host reads).
+
+    CPU tensors take the plain ATen reductions (also under torch.compile, where inductor's
+    fused CPU loop is fine); other devices go through the custom op above.
+    """
+    select_fn = _select_eager if w.device.type == "cpu" else _custom_select_op()
+    imin, smin, jmax, smax, p = select_fn(w, s)
     t = torch.dot(w, ct).reshape(1) if ct is not None else \
         torch.zeros(1, dtype=s.dtype, device=s.device)
     return imin, smin, jmax, smax, p, t

@@ -1,0 +1,91 @@
+"""A fresh process: what ``import torchfw`` loads, lazy submodules, and a CPU fit's imports.
+
+Each test runs a child interpreter, since the parent (pytest) has long imported everything.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+
+def _run(code: str) -> dict:
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=600, check=False)
+    assert out.returncode == 0, out.stderr
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def test_import_is_light_and_submodules_are_attributes():
+    # Issue 19 item 3: torch users write torch.optim.X after `import torch`.
+    result = _run("""
+import json, sys, types
+import torch
+before = set(sys.modules)
+import torchfw
+loaded = sorted(set(sys.modules) - before)
+names = {}
+for sub in ("optim", "datasets", "distributed", "kernels", "heads", "equivalence",
+            "oracles", "linesearch", "objectives", "optimizers", "gram", "multiclass"):
+    names[sub] = type(getattr(torchfw, sub)).__name__
+sfw = torchfw.optim.StochasticFrankWolfe
+import torchfw.walrus  # the submodule import must not shadow the function of the same name
+print(json.dumps({"loaded": loaded, "names": names, "sfw": sfw.__name__,
+                  "walrus": type(torchfw.walrus).__name__,
+                  "svc": torchfw.SVC.__module__, "dir": "SVC" in dir(torchfw)}))
+""")
+    heavy = [m for m in result["loaded"]
+             if m.split(".")[0] in ("numba", "scipy", "sklearn", "matplotlib", "llvmlite")]
+    assert heavy == []
+    assert all(m == "torchfw" or m.startswith("torchfw.") for m in result["loaded"])
+    assert set(result["names"].values()) == {"module"}
+    assert result["sfw"] == "StochasticFrankWolfe"
+    assert result["walrus"] == "function"
+    assert result["svc"] == "torchfw.svm"
+    assert result["dir"]
+
+
+def test_lazy_names_are_the_public_names():
+    import torchfw
+
+    assert sorted(torchfw.__all__) == sorted(torchfw._LAZY)
+    for name in torchfw.__all__:
+        assert getattr(torchfw, name) is not None
+
+
+def test_unknown_attribute_raises():
+    import torchfw
+
+    with pytest.raises(AttributeError, match="no_such_thing"):
+        torchfw.no_such_thing  # noqa: B018
+
+
+def test_cpu_fit_never_touches_the_compiler_stack():
+    # The first call of a torch.library custom op imports dynamo and friends (seconds in a
+    # fresh process): nothing on the CPU path of fit/predict may go through one.
+    result = _run("""
+import json, sys
+import numpy as np
+import torch
+before = set(sys.modules)
+import torchfw
+rng = np.random.default_rng(0)
+X = rng.normal(size=(120, 5))
+for y in ((X[:, 0] > 0).astype(int), np.arange(120) % 3):
+    for solver in ("swap", "pairwise", "partan", "fw"):
+        for dense in ("auto", False):  # the compiled whole solve and the lazy host path
+            model = torchfw.SVC(solver=solver, dense=dense).fit(X, y)
+            model.predict(X)
+            model.decision_function(X)
+from torchfw.optimizers import _kernels
+new = sorted(set(sys.modules) - before)
+print(json.dumps({"new": new, "op": _kernels._select_op is not None}))
+""")
+    compiler = [m for m in result["new"] if m.split(".")[0] == "sympy" or any(
+        m.startswith(p) for p in ("torch._dynamo", "torch._inductor", "torch._functorch",
+                                  "torch._library.custom_ops", "torch.fx.experimental"))]
+    assert compiler == []
+    assert not result["op"]

@@ -1,0 +1,143 @@
+"""The compiled whole-solve path of SVC (torchfw._svc_dense) against the lazy host path."""
+
+from __future__ import annotations
+
+import inspect
+
+import numpy as np
+import pytest
+import torch
+
+import torchfw as tf
+from torchfw import _svc_dense as D
+from torchfw.kernels import SVMDualOperator, make_kernel
+
+pytestmark = [pytest.mark.skipif(not D.K.HAVE_NUMBA, reason="the compiled path needs numba"),
+              pytest.mark.filterwarnings("ignore:SVC solver")]
+
+SOLVERS = tuple(D.VARIANTS)
+
+
+def _data(m=90, d=6, classes=2, seed=0):
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(m, d))
+    y = (X[:, 0] + 0.5 * X[:, 1] + 0.7 * rng.normal(size=m) > 0).astype(int) if classes == 2 \
+        else np.digitize(X[:, 0] + 0.4 * rng.normal(size=m), [-0.5, 0.5])
+    return X, y
+
+
+def _assert_same_fit(dense, lazy):
+    results_d = dense.result_ if isinstance(dense.result_, list) else [dense.result_]
+    results_l = lazy.result_ if isinstance(lazy.result_, list) else [lazy.result_]
+    assert len(results_d) == len(results_l)
+    for rd, rl in zip(results_d, results_l, strict=True):
+        assert rd.info["execution"] == "dense" and rl.info["execution"] != "dense"
+        assert rd.n_iter == rl.n_iter and rd.status == rl.status
+        assert rd.history.iteration == rl.history.iteration
+        assert rd.history.value == rl.history.value  # bit for bit, check by check
+        assert rd.history.gap == rl.history.gap
+        assert rd.history.steps == rl.history.steps
+        assert torch.equal(rd.x, rl.x)
+    assert torch.equal(dense.dual_coef_, lazy.dual_coef_)
+    assert torch.equal(dense.intercept_, lazy.intercept_)
+    assert np.array_equal(dense.support_, lazy.support_)
+
+
+@pytest.mark.parametrize("solver", SOLVERS)
+def test_binary_same_iterates(solver):
+    X, y = _data()
+    kw = dict(solver=solver, random_state=0, tol=1e-3)
+    _assert_same_fit(tf.SVC(dense=True, **kw).fit(X, y), tf.SVC(dense=False, **kw).fit(X, y))
+
+
+@pytest.mark.parametrize("solver", ["swap", "partan", "away"])
+def test_weighted_and_float64_same_iterates(solver):
+    X, y = _data(seed=1)
+    weights = np.random.default_rng(2).uniform(0.2, 3.0, size=len(y))
+    for kw in (dict(class_weight="balanced"), dict(dtype=torch.float64, kernel="poly"),
+               dict(class_weight={0: 3.0})):
+        kw.update(solver=solver, random_state=1, tol=1e-2)
+        # Per-example C from class weights, and from sample weights where fit takes them.
+        fit_kw = {"sample_weight": weights} if "sample_weight" in inspect.signature(
+            tf.SVC.fit).parameters else {}
+        dense = tf.SVC(dense=True, **kw).fit(X, y, **fit_kw)
+        lazy = tf.SVC(dense=False, **kw).fit(X, y, **fit_kw)
+        _assert_same_fit(dense, lazy)
+
+
+@pytest.mark.parametrize("solver", ["swap", "pairwise", "partan", "swap2"])
+def test_multiclass_ovr_same_iterates(solver):
+    X, y = _data(m=120, classes=3, seed=3)
+    kw = dict(solver=solver, random_state=0, tol=1e-2)
+    dense = tf.SVC(dense=True, **kw).fit(X, y)
+    _assert_same_fit(dense, tf.SVC(dense=False, **kw).fit(X, y))
+    assert np.array_equal(dense.predict(X), tf.SVC(dense=False, **kw).fit(X, y).predict(X))
+
+
+@pytest.mark.parametrize("solver", SOLVERS)
+def test_every_iteration_matches_the_host_engine(solver):
+    # check_every=1: the value and gap after every single iteration, against the optimizer.
+    from torchfw._scalars import HOST
+    from torchfw.objectives import Quadratic
+    from torchfw.optimizers._engine import QuadraticEngine
+    from torchfw.oracles import Simplex
+    from torchfw.svm import _solver_factory
+
+    X, y = _data(m=70, seed=4)
+    y_pm = np.where(y == 1, 1.0, -1.0)
+    Xt = torch.tensor(X, dtype=torch.float32)
+    op = SVMDualOperator(Xt, torch.from_numpy(y_pm), make_kernel("rbf", 0.2), 1.0)
+    x0 = tf.SVC(random_state=0)._initial_alpha(op, y_pm, 0)
+    ref = _solver_factory(solver)(tol=1e-300, rtol=1e-6, max_iter=300, check_every=1).minimize(
+        Quadratic(op), x0)
+    ones = torch.ones(70, dtype=torch.float64)
+    P = D.plain_kernel_matrix(SVMDualOperator(Xt, ones, make_kernel("rbf", 0.2), 1.0))
+    D.apply_signs(P, op._y_np, op._inv_c_np, np.arange(70), np.empty(70, P.dtype), True)
+    variant = D.VARIANTS[solver]
+    engine = QuadraticEngine(Quadratic(op), Simplex(), x0, ops=HOST,
+                             keep_previous=variant == 5, pair_columns=variant in (2, 3, 4))
+    n_iter, status, hist, _ = D.solve(variant, P, np.zeros(0, dtype=np.int64), engine,
+                                      max_iter=300, tol=1e-300, rtol=1e-6, check_every=1)
+    assert n_iter == ref.n_iter > 5
+    assert hist[:, 1].tolist() == ref.history.value
+    assert hist[:, 2].tolist() == ref.history.gap
+    assert torch.equal(engine.w, ref.x)
+
+
+@pytest.mark.parametrize("kernel", ["rbf", "linear", "poly", "sigmoid"])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("sparse", [False, True])
+def test_matrix_rows_are_the_lazy_columns(kernel, dtype, sparse):
+    rng = np.random.default_rng(5)
+    X = rng.normal(size=(40, 7))
+    X[rng.random(X.shape) < 0.3] = 0
+    if kernel == "rbf" and not sparse:
+        X = np.round(2 * X).clip(0)  # small integers: the uint8 feature-major storage
+    Xt = torch.tensor(X, dtype=dtype)
+    if sparse:
+        Xt = Xt.to_sparse_csr()
+    y = torch.tensor(np.where(rng.random(40) < 0.5, 1.0, -1.0))
+    C = torch.tensor(rng.uniform(0.5, 2.0, size=40))
+    op = SVMDualOperator(Xt, y, make_kernel(kernel, 0.3, 3, 0.5), C, dtype=dtype)
+    P = D.plain_kernel_matrix(op)
+    keep = np.empty(40, dtype=P.dtype)
+    before = P.copy()
+    D.apply_signs(P, op._y_np, op._inv_c_np, np.arange(40), keep, True)
+    expected = np.stack([op.column(i).numpy().copy() for i in range(40)])
+    assert np.array_equal(P, expected)
+    D.apply_signs(P, op._y_np, op._inv_c_np, np.arange(40), keep, False)
+    assert np.array_equal(P, before)  # undone exactly: the next problem sees K + 1
+
+
+def test_switch_follows_the_byte_budget():
+    X, y = _data(m=200)
+    assert tf.SVC().fit(X, y).result_.info["execution"] == "dense"
+    # 200 x 200 float32 = 0.15 MB: a smaller budget takes the lazy path.
+    small = tf.SVC(cache_size=0.1).fit(X, y)
+    assert small.result_.info["execution"] != "dense"
+    assert tf.SVC(dense=False).fit(X, y).result_.info["execution"] != "dense"
+    assert tf.SVC(solver="fc").fit(X, y).result_.info["execution"] != "dense"
+    with pytest.raises(ValueError, match="dense=True"):
+        tf.SVC(dense=True, solver="fc").fit(X, y)
+    with pytest.raises(ValueError, match="dense must be"):
+        tf.SVC(dense="yes").fit(X, y)
