@@ -1,64 +1,10 @@
-r"""Lasso regression by Frank-Wolfe: over the L1 ball, or as an SVM (Jaggi's equivalence).
+r"""Lasso regression by Frank-Wolfe: the estimator :class:`Lasso` and :func:`lasso_path`.
 
-Two problems, in scikit-learn's scale (``n`` samples, :math:`X_c, y_c` centred when an intercept
-is fitted, else :math:`X, y`):
-
-.. math::
-    \text{constrained:}\quad \min_{\|w\|_1 \le t}\ f(w), \qquad
-    \text{penalized:}\quad \min_w\ P(w) = f(w) + \alpha\|w\|_1, \qquad
-    f(w) = \frac1{2n}\|y_c - X_c w\|^2 .
-
-:math:`f` is the quadratic :math:`\tfrac12 w^\top Q w - q^\top w + \tfrac1{2n}\|y_c\|^2` with
-:math:`Q = X_c^\top X_c/n` (a lazy :class:`~torchfw.gram.GramOperator`: one column, i.e. one
-matrix-vector product with ``X``, per iteration) and :math:`q = X_c^\top y_c / n`.
-
-**Constrained form** (``Lasso(radius=t)``). ``method="l1ball"`` runs the chosen Frank-Wolfe
-variant on :class:`~torchfw.L1Ball` (Jaggi 2013). ``method="svm"`` runs it on the unit simplex
-over the 2p signed, shifted atoms :math:`\pm t A_i - b` with :math:`A = X_c/\sqrt n`,
-:math:`b = y_c/\sqrt n` (:func:`torchfw.equivalence.lasso_to_svm`; Jaggi 2014, seed 003): the two
-runs pick the same atoms, take the same steps and report the same gaps (the SVM gradient is the
-L1-ball gradient shifted by a constant).
-
-**Penalized form** (``Lasso(alpha=a)``). The nonsmooth penalty is moved into the constraint set
-(the epigraph form of Harchaoui, Juditsky & Nemirovski 2015):
-
-.. math::
-    \min_{\|w\|_1 \le \tau \le T}\ f(w) + \alpha\tau ,
-
-a problem over :math:`\mathrm{conv}\{(0, 0), (\pm T e_i, T)\}`, i.e. the L1 ball of radius
-:math:`T` with its centre as an extra atom. In simplex weights :math:`\lambda` over the
-:math:`2p+1` atoms, :math:`w = T(\lambda_+ - \lambda_-)` and :math:`\tau = T(1-\lambda_0)`; the
-objective is a quadratic whose linear part :math:`\alpha T` on the signed atoms is absorbed into
-the Gram matrix (:class:`~torchfw.equivalence.SignedAtomsOperator`, ``offset``). With
-``method="svm"`` the atoms are Jaggi's shifted points :math:`\pm T A_i - b` and :math:`-b`. The
-problem equals the Lasso as soon as :math:`T \ge \|w^\star\|_1`, which this module certifies
-from any point :math:`w_0` (zero, or the previous solution of a path) before solving:
-
-.. math::
-    \alpha\|w^\star\|_1 = P^\star - f(w^\star) \le P(w_0) - \frac{\big(\|v\| -
-    \sqrt{2nG(w_0)}\big)_+^2}{2n},
-
-where :math:`v` is scikit-learn's dual point at :math:`w_0` and :math:`G` its duality gap: the
-dual is 1-strongly concave in :math:`v`, so the optimal residual :math:`y_c - X_c w^\star` lies
-within :math:`\sqrt{2nG}` of :math:`v`. From :math:`w_0 = 0` this is the classic
-:math:`\|w^\star\|_1 \le \|y_c\|^2/(2n\alpha)`; along a path of warm starts it is nearly tight.
-Pairwise and away steps are insensitive to :math:`T` (a pairwise step between the centre and a
-signed atom is an exact coordinate step), plain FW and PARTAN are not.
-
-**Duality gap and tol.** Runs stop on scikit-learn's duality gap (``sklearn.linear_model.Lasso``,
-formulation A of ``_cd_fast.pyx``):
-
-.. math::
-    G(w) = P(w) - D(\theta), \qquad D(\theta) = \frac1n\Big(-\tfrac12 s^2\|R\|^2
-    + s\,R^\top y_c\Big), \quad R = y_c - X_c w,\ s = \min\Big(1,
-    \frac{n\alpha}{\|X_c^\top R\|_\infty}\Big),
-
-with ``tol`` in scikit-learn's meaning: stop when :math:`G \le` ``tol`` :math:`\cdot
-\|y_c\|^2/n`, so tolerances compare one to one. During the run :math:`G` is evaluated from the
-solver's cached scalars in O(p) with :math:`\|w\|_1` bounded by :math:`\tau` (an upper bound on
-:math:`G`); ``dual_gap_`` is recomputed exactly from the residual at the end. For the constrained
-form the certificate is the Frank-Wolfe gap :math:`\nabla f(w)^\top w + t\|\nabla f(w)\|_\infty
-\ge f(w) - f^\star` (Jaggi 2013), in the same units and with the same ``tol`` scaling.
+The problems (constrained and penalized forms, over the L1 ball or as Jaggi's SVM), their
+certificates and the maps from a solver's point back to coefficients are built by
+:mod:`torchfw.lasso_problem`, whose docstring gives the mathematics; this module validates
+parameters, drives the solves (whole, or on a growing working set of features) and stores the
+model in scikit-learn's attributes.
 
 References
 ----------
@@ -67,300 +13,38 @@ M. Jaggi, "An Equivalence between the Lasso and Support Vector Machines", 2014
 (arXiv:1303.1152). Seeds 002/003 of this project (spec §1.4).
 Z. Harchaoui, A. Juditsky, A. Nemirovski, "Conditional gradient algorithms for norm-regularized
 smooth convex optimization", Math. Program. 152, 2015.
-O. Fercoq, A. Gramfort, J. Salmon, "Mind the duality gap: safer rules for the Lasso", ICML 2015.
 """
 
 from __future__ import annotations
 
-import math
 import warnings
 
 import numpy as np
 import torch
 from torch import Tensor
 
-from ._data import as_matrix
+from . import exceptions
+from ._data import as_target
 from ._estimator import BaseEstimator, check_is_fitted
 from ._validation import (
-    check_finite,
     check_int_at_least,
     check_nonnegative,
     check_positive,
     resolve_device,
 )
-from .equivalence import SignedAtomsOperator
-from .gram import GramOperator
-from .linesearch import ExactLineSearch
-from .objectives import Quadratic
-from .optimizers import (
-    AwayStepFrankWolfe,
-    FrankWolfe,
-    PairwiseFrankWolfe,
-    PartanFrankWolfe,
-    SwapFrankWolfe,
-    _kernels,
+from .lasso_problem import (
+    METHODS,
+    SOLVERS,
+    LassoData,
+    LassoProblem,
+    _check_choice,
+    _dual_gap,
+    lasso_problem,
 )
-from .oracles import L1Ball, Simplex
 from .result import Status
-from .svm import ConvergenceWarning
 
-__all__ = ["Lasso", "lasso_path", "LassoData", "SOLVERS", "METHODS"]
-
-#: Frank-Wolfe variants accepted by :class:`Lasso` (``solver=``).
-SOLVERS = {
-    "fw": FrankWolfe,
-    "away": AwayStepFrankWolfe,
-    "pairwise": PairwiseFrankWolfe,
-    "swap": SwapFrankWolfe,
-    "partan": PartanFrankWolfe,
-}
-#: Formulations accepted by :class:`Lasso` (``method=``).
-METHODS = ("l1ball", "svm")
-
-
-def _check_choice(name: str, value, choices) -> None:
-    if not isinstance(value, str) or value not in choices:
-        raise ValueError(f"unknown {name} {value!r}; expected one of {tuple(choices)}")
-
-
-def _as_target(y, n: int, device, dtype) -> Tensor:
-    if isinstance(y, Tensor):
-        v = y.detach()
-    else:
-        array = np.asarray(y)
-        if array.dtype == object or not np.issubdtype(array.dtype, np.number):
-            raise TypeError(f"y must be numeric, got an array of dtype {array.dtype}")
-        v = torch.from_numpy(np.ascontiguousarray(array))
-    if v.dim() == 2 and v.shape[1] == 1:
-        v = v[:, 0]
-    if v.dim() != 1:
-        raise ValueError(f"y must be 1-d (n_samples,), got shape {tuple(v.shape)}")
-    if v.shape[0] != n:
-        raise ValueError(f"X has {n} samples but y has {v.shape[0]}")
-    v = v.to(device=device, dtype=dtype)
-    check_finite("y", v)
-    return v
-
-
-class LassoData:
-    r"""Validated, centred data and the lazy Gram operator, shared by the fits of a path.
-
-    Parameters
-    ----------
-    X : array-like, scipy.sparse matrix or Tensor
-        ``(n_samples, n_features)``, dense or sparse (kept sparse; centring is implicit).
-    y : array-like or Tensor
-        ``(n_samples,)``.
-    fit_intercept : bool
-    device, dtype, cache_size
-        See :class:`Lasso`.
-
-    Attributes
-    ----------
-    gram : GramOperator
-        :math:`Q = X_c^\top X_c / n`.
-    q : Tensor
-        :math:`X_c^\top y_c / n`.
-    yy : float
-        :math:`\|y_c\|^2 / n` (the scale of ``tol``).
-    x_mean : Tensor, y_mean : float
-        Offsets removed by centring (zeros without an intercept).
-    """
-
-    def __init__(self, X, y, *, fit_intercept: bool = True, device=None,
-                 dtype: torch.dtype = torch.float64, cache_size: float = 256.0):
-        if dtype not in (torch.float32, torch.float64):
-            raise ValueError(f"dtype must be torch.float32 or torch.float64, got {dtype!r}")
-        with warnings.catch_warnings():
-            # torch's one-time notices about its beta sparse CSR support are noise here.
-            warnings.filterwarnings("ignore", message="Sparse CSR tensor support is in beta")
-            warnings.filterwarnings("ignore", message="Sparse invariant checks")
-            X = as_matrix(X, device=resolve_device(device), dtype=dtype)
-        n, p = X.shape
-        self.n_samples, self.n_features = n, p
-        self.device = X.device
-        self.dtype = dtype
-        # The solver state is float64 even when the stored design is float32.
-        self.state_dtype = torch.float64
-        y = _as_target(y, n, X.device, torch.float64)
-        self.fit_intercept = bool(fit_intercept)
-        self.y_mean = float(y.mean()) if self.fit_intercept else 0.0
-        self.yc = y - self.y_mean
-        self.gram = GramOperator(X, center=self.fit_intercept, dtype=dtype,
-                                 cache_size=cache_size)
-        self.x_mean = self.gram.means.to(torch.float64)
-        self.q = (self.gram.rmatvec(self.yc) / n).to(torch.float64)
-        self.yy = float((self.yc * self.yc).sum()) / n
-        self.alpha_max = float(self.q.abs().max())
-
-    def restrict(self, index: Tensor) -> LassoData:
-        """The same problem on the features ``index`` only (a working set)."""
-        sub = LassoData.__new__(LassoData)
-        sub.__dict__.update({k: v for k, v in self.__dict__.items()
-                             if k not in ("gram", "x_mean", "q", "alpha_max", "n_features")})
-        sub.gram = self.gram.restrict(index)
-        sub.n_features = int(index.numel())
-        sub.x_mean = self.x_mean.index_select(0, index)
-        sub.q = self.q.index_select(0, index)
-        sub.alpha_max = float(sub.q.abs().max()) if sub.n_features else 0.0
-        return sub
-
-    # -- exact quantities at a point (one product with X and one with X^T) ----------------------
-
-    def residual(self, w: Tensor) -> Tensor:
-        """:math:`R = y_c - X_c w`."""
-        return self.yc - self.gram.design_matvec(w).to(torch.float64)
-
-    def loss(self, w: Tensor) -> float:
-        """:math:`f(w) = \\|y_c - X_c w\\|^2 / (2n)`."""
-        R = self.residual(w)
-        return float((R * R).sum()) / (2 * self.n_samples)
-
-    def gradient(self, w: Tensor) -> Tensor:
-        """:math:`\\nabla f(w) = -X_c^\\top R / n`."""
-        return -(self.gram.rmatvec(self.residual(w)) / self.n_samples).to(torch.float64)
-
-    def sklearn_gap(self, w: Tensor, alpha: float) -> tuple[float, float]:
-        """scikit-learn's duality gap of the penalized Lasso at ``w`` and the primal value.
-
-        Returns ``(gap, P(w))`` in the scale :math:`\\tfrac1{2n}\\|R\\|^2 + \\alpha\\|w\\|_1`.
-        """
-        n = self.n_samples
-        R = self.residual(w)
-        XtR = self.gram.rmatvec(R).to(torch.float64)
-        r2 = float((R * R).sum())
-        ry = float((R * self.yc).sum())
-        l1 = float(w.abs().sum())
-        return _dual_gap(r2, ry, float(XtR.abs().max()), l1, alpha, n)
-
-    def fw_gap(self, w: Tensor, radius: float) -> float:
-        """Frank-Wolfe gap of the constrained Lasso: :math:`g^\\top w + t\\|g\\|_\\infty`."""
-        g = self.gradient(w)
-        return float((g * w).sum()) + radius * float(g.abs().max())
-
-    def dual_point_bound(self, w: Tensor, alpha: float) -> float:
-        r"""Certified bound on :math:`\|w^\star\|_1` for the penalized problem, from ``w``."""
-        n = self.n_samples
-        R = self.residual(w)
-        XtR = self.gram.rmatvec(R).to(torch.float64)
-        r2 = float((R * R).sum())
-        ry = float((R * self.yc).sum())
-        norm_xtr = float(XtR.abs().max())
-        l1 = float(w.abs().sum())
-        gap, primal = _dual_gap(r2, ry, norm_xtr, l1, alpha, n)
-        s = min(1.0, n * alpha / norm_xtr) if norm_xtr > 0 else 1.0
-        # ||v* - v|| <= sqrt(2 n G) (unnormalized dual, 1-strongly concave); f(w*) = ||v*||^2/2n.
-        lower = max(0.0, s * math.sqrt(r2) - math.sqrt(2.0 * n * max(gap, 0.0)))
-        return max(0.0, primal - lower * lower / (2 * n)) / alpha
-
-    # -- solves ----------------------------------------------------------------------------------
-
-    def solve_constrained(self, radius: float, w0: Tensor | None, *, method: str, solver: str,
-                          tol: float, **options):
-        """Constrained Lasso at ``radius``; returns ``(w, result)``."""
-        p = self.n_features
-        dt = self.state_dtype
-        w0 = torch.zeros(p, dtype=dt, device=self.device) if w0 is None else w0.to(dt)
-        norm0 = float(w0.abs().sum())
-        if norm0 > radius:  # a warm start from a larger ball: shrink it into this one
-            w0 = w0 * (radius / norm0)
-        tol_abs = max(tol * self.yy, 1e-300)
-        if method == "l1ball":
-            objective = Quadratic(self.gram, c=-self.q, constant=self.yy / 2)
-            lmo, x0 = L1Ball(radius), w0
-        else:
-            op = SignedAtomsOperator(self.gram, radius, self.q, self.yy)
-            objective = Quadratic(op)
-            lmo, x0 = Simplex(), L1Ball(radius).to_weights(w0)
-        options = _small_problem_execution(options, 2 * p, self.device, solver)
-        opt = SOLVERS[solver](lmo, ExactLineSearch(), tol=tol_abs, **options)
-        result = opt.minimize(objective, x0)
-        w = result.x if method == "l1ball" else radius * (result.x[:p] - result.x[p:])
-        return w, result
-
-    def epigraph_problem(self, alpha: float, T: float, method: str):
-        """The penalized Lasso over the 2p+1 atoms of the radius-``T`` ball and its centre."""
-        p = self.n_features
-        zero = torch.zeros(1, dtype=torch.float64, device=self.device)
-        if method == "l1ball":
-            # Atoms (+-T e_i, T) and (0, 0): quadratic T^2 [G, -G; -G, G], linear T(-+q + alpha).
-            offset = torch.cat([T * (alpha - self.q), T * (alpha + self.q), zero])
-            op = SignedAtomsOperator(self.gram, T, origin=True, offset=offset)
-            return Quadratic(op, constant=self.yy / 2)
-        # Jaggi's points +-T A_i - b and -b; the penalty alpha T on the signed atoms.
-        offset = torch.cat([torch.full((2 * p,), alpha * T, dtype=torch.float64,
-                                       device=self.device), zero])
-        op = SignedAtomsOperator(self.gram, T, self.q, self.yy, origin=True, offset=offset)
-        return Quadratic(op)
-
-    def solve_penalized(self, alpha: float, w0: Tensor | None, *, method: str, solver: str,
-                        tol: float, callback=None, **options):
-        """Penalized Lasso at ``alpha``; returns ``(w, result, T, gap_bound)``."""
-        p = self.n_features
-        dt = self.state_dtype
-        w0 = torch.zeros(p, dtype=dt, device=self.device) if w0 is None else w0.to(dt)
-        norm0 = float(w0.abs().sum())
-        # Certified radius, with a hair of slack for the rounding in the bound itself.
-        T = max(self.dual_point_bound(w0, alpha), norm0) * (1 + 1e-6)
-        if T <= 0:  # y_c = 0 and w0 = 0: the solution is w = 0
-            return w0, None, 0.0, 0.0
-        objective = self.epigraph_problem(alpha, T, method)
-        x0 = torch.cat([w0.clamp_min(0) / T, (-w0).clamp_min(0) / T,
-                        torch.full((1,), 1 - norm0 / T, dtype=dt, device=self.device)])
-        target = tol * self.yy
-        state = {"gap": math.inf}
-        q, yy = self.q, self.yy
-
-        # q'w = T [q; -q; 0]' lambda: one inner product, no temporary of size N.
-        q_atoms = torch.cat([T * q, -T * q, torch.zeros(1, dtype=dt, device=self.device)])
-        on_host = self.device.type == "cpu" and _kernels.HAVE_NUMBA
-
-        def stop(info):
-            lam = info.x
-            tau = T * (1.0 - float(lam[-1]))
-            f = info.value - alpha * tau
-            qw = (_kernels.dot(q_atoms.numpy(), lam.numpy(), lam.shape[0]) if on_host
-                  else float(torch.dot(q_atoms, lam)))
-            gw = 2.0 * f + qw - yy                              # grad f(w)' w
-            excess = max(0.0, (info.gap - gw - alpha * tau) / T)  # ||grad f||_inf - alpha
-            gap = _dual_gap_scaled(f, gw, alpha + excess, tau, alpha)
-            state["gap"] = gap
-            if callback is not None and callback(info):
-                return True
-            state["converged"] = gap <= target
-            return state["converged"]
-
-        options = _small_problem_execution(options, 2 * p + 1, self.device, solver)
-        opt = SOLVERS[solver](Simplex(), ExactLineSearch(), tol=1e-300, callback=stop,
-                              **options)
-        result = opt.minimize(objective, x0)
-        if result.status is Status.CALLBACK and state.get("converged"):
-            # The stopping rule lives in the callback (the scaled gap is the Lasso's, not the
-            # epigraph problem's), so the optimizer cannot tell convergence from a user stop.
-            result.status = Status.CONVERGED
-        w = T * (result.x[:p] - result.x[p:2 * p])
-        return w, result, T, state["gap"]
-
-
-def _dual_gap(r2: float, ry: float, norm_xtr: float, l1: float, alpha: float,
-              n: int) -> tuple[float, float]:
-    """scikit-learn's gap (formulation A, divided by n) and the primal value."""
-    nal = n * alpha
-    s = min(1.0, nal / norm_xtr) if norm_xtr > 0 else 1.0
-    primal = 0.5 * r2 + nal * l1
-    dual = -0.5 * s * s * r2 + s * ry
-    return (primal - dual) / n, primal / n
-
-
-def _dual_gap_scaled(f: float, gw: float, m: float, tau: float, alpha: float) -> float:
-    r"""scikit-learn's gap from :math:`f`, :math:`\nabla f^\top w`, :math:`\|\nabla f\|_\infty`.
-
-    With :math:`R^\top y_c = 2nf - n\nabla f^\top w` the gap divided by ``n`` is
-    :math:`f(1-s)^2 + \alpha\|w\|_1 + s\nabla f^\top w`; ``tau`` stands for :math:`\|w\|_1`
-    (an upper bound on it, so the result bounds the gap from above).
-    """
-    s = min(1.0, alpha / m) if m > 0 else 1.0
-    return f * (1.0 - s) ** 2 + alpha * tau + s * gw
+__all__ = ["Lasso", "lasso_path", "LassoData", "LassoProblem", "lasso_problem", "SOLVERS",
+           "METHODS"]
 
 
 def _check_alpha_radius(alpha, radius) -> tuple[str, float]:
@@ -401,7 +85,7 @@ class Lasso(BaseEstimator):
     tol : float, default 1e-4
         Stop when the duality gap is at most ``tol * ||y_c||^2 / n`` (scikit-learn's meaning).
     max_iter : int, default 100000
-        Frank-Wolfe iterations (a :class:`~torchfw.svm.ConvergenceWarning` when reached).
+        Frank-Wolfe iterations (a :class:`~torchfw.exceptions.ConvergenceWarning` when reached).
     warm_start : bool, default False
         Start from the previous ``coef_``.
     check_every : int, optional
@@ -410,7 +94,9 @@ class Lasso(BaseEstimator):
         Gram column cache in MB.
     device : str or torch.device, optional
         Where to fit; default the device of a tensor ``X``, else CPU.
-    dtype : torch.dtype, default torch.float64
+    dtype : {None, torch.float64, torch.float32, "float64", "float32"}, default None
+        Precision of the stored design and Gram columns (solver state is float64). ``None``
+        means float64; NumPy dtypes and their names are accepted too.
         Precision of the stored design and Gram columns (solver state is float64).
     execution : {"auto", "host", "device", "graph"}, default "auto"
         How the solver engine runs (see :class:`~torchfw.ConstrainedOptimizer`).
@@ -459,7 +145,7 @@ class Lasso(BaseEstimator):
 
     def __init__(self, alpha=None, *, radius=None, fit_intercept=True, method="l1ball",
                  solver="pairwise", tol=1e-4, max_iter=100_000, warm_start=False,
-                 check_every=None, cache_size=256.0, device=None, dtype=torch.float64,
+                 check_every=None, cache_size=256.0, device=None, dtype=None,
                  execution="auto", working_set="auto", time_limit=None, verbose=False):
         self.alpha = alpha
         self.radius = radius
@@ -487,15 +173,24 @@ class Lasso(BaseEstimator):
             options["time_limit"] = check_positive("time_limit", self.time_limit)
         return options
 
-    def fit(self, X, y):
-        """Fit on ``X`` (dense or sparse ``(n_samples, n_features)``) and targets ``y``."""
+    def fit(self, X, y, sample_weight=None):
+        """Fit on ``X`` (dense or sparse ``(n_samples, n_features)``) and targets ``y``.
+
+        ``sample_weight`` (optional, ``(n_samples,)``, >= 0) weighs each squared residual, as in
+        scikit-learn (weights rescaled to sum to ``n_samples``; see :class:`LassoData`).
+        """
         form, value = _check_alpha_radius(self.alpha, self.radius)
         _check_choice("method", self.method, METHODS)
         _check_choice("solver", self.solver, SOLVERS)
         tol = check_positive("tol", self.tol)
         options = self._options()
-        data = LassoData(X, y, fit_intercept=self.fit_intercept, device=self.device,
-                         dtype=self.dtype, cache_size=self.cache_size)
+        dtype = resolve_dtype(self.dtype)
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message="Sparse CSR tensor support is in beta")
+            warnings.filterwarnings("ignore", message="Sparse invariant checks")
+            X = self._validate_X(X, reset=True, device=resolve_device(self.device), dtype=dtype)
+        data = LassoData(X, y, fit_intercept=self.fit_intercept, dtype=dtype,
+                         cache_size=self.cache_size, sample_weight=sample_weight)
         options["execution"] = _execution(self.execution, data)
         w0 = None
         if self.warm_start and getattr(self, "_coef", None) is not None and \
@@ -520,12 +215,11 @@ class Lasso(BaseEstimator):
         ws = fit.get("working_set")
         self.working_set_ = None if ws is None else ws.cpu().numpy()
         self.result_ = fit["result"]
-        self.n_features_in_ = data.n_features
         if fit["status"] in (Status.MAX_ITER, Status.TIME_LIMIT, Status.NONFINITE):
             warnings.warn(f"Lasso solver {self.solver!r} stopped on {fit['status']} after "
                           f"{fit['n_iter']} iterations with duality gap {fit['gap']:.3g} > "
                           f"tol * ||y||^2 / n = {fit['target']:.3g}; increase max_iter or tol",
-                          ConvergenceWarning, stacklevel=3)
+                          exceptions.ConvergenceWarning, stacklevel=3)
 
     def predict(self, X) -> np.ndarray:
         """:math:`X w + b` as a NumPy array."""
@@ -533,19 +227,14 @@ class Lasso(BaseEstimator):
         with warnings.catch_warnings():
             warnings.filterwarnings("ignore", message="Sparse CSR tensor support is in beta")
             warnings.filterwarnings("ignore", message="Sparse invariant checks")
-            X = as_matrix(X, device=self._coef.device, dtype=torch.float64)
-        if X.shape[1] != self.n_features_in_:
-            raise ValueError(f"X has {X.shape[1]} features but this Lasso was fitted with "
-                             f"{self.n_features_in_}")
+            X = self._validate_X(X, reset=False, device=self._coef.device, dtype=torch.float64)
         out = X @ self._coef.to(torch.float64)
         return out.cpu().numpy() + self.intercept_
 
     def score(self, X, y) -> float:
         """Coefficient of determination :math:`R^2` on ``(X, y)``."""
         pred = self.predict(X)
-        y = np.asarray(y.cpu() if isinstance(y, Tensor) else y, dtype=np.float64).ravel()
-        if y.shape != pred.shape:
-            raise ValueError(f"y has shape {y.shape}, expected {pred.shape}")
+        y = as_target(y, pred.shape[0], estimator="Lasso").cpu().numpy()
         ss_res = float(((y - pred) ** 2).sum())
         ss_tot = float(((y - y.mean()) ** 2).sum())
         return 1.0 - ss_res / ss_tot if ss_tot > 0 else (1.0 if ss_res == 0 else 0.0)
@@ -557,6 +246,25 @@ class Lasso(BaseEstimator):
         from scipy import sparse
 
         return sparse.csr_matrix(self.coef_[None, :])
+
+
+def resolve_dtype(dtype) -> torch.dtype:
+    """The torch dtype of a ``dtype=`` parameter: None (float64), a torch or NumPy float dtype,
+    or its name (``"float32"``/``"float64"``)."""
+    if dtype is None:
+        return torch.float64
+    if isinstance(dtype, torch.dtype):
+        found = dtype
+    else:
+        try:
+            found = {"float32": torch.float32, "float64": torch.float64}.get(
+                np.dtype(dtype).name)
+        except TypeError:
+            found = None
+    if found not in (torch.float32, torch.float64):
+        raise ValueError(f"dtype must be None, float32 or float64 (torch, NumPy or by name), "
+                         f"got {dtype!r}")
+    return found
 
 
 def _use_working_set(working_set, data: LassoData) -> bool:
@@ -575,25 +283,6 @@ def _execution(execution: str, data: LassoData) -> str:
         # cuSPARSE products are not guaranteed capturable: run sync-free but uncaptured.
         return "device"
     return execution
-
-
-#: Problems of at most this many atoms run the compiled dense loop under execution="auto"
-#: (forming the N x N matrix once costs about as much as a few host iterations).
-_DENSE_ATOMS = 2048
-
-
-def _small_problem_execution(options: dict, n_atoms: int, device, solver: str) -> dict:
-    """``options`` with ``execution="dense"`` for a small CPU problem under ``"auto"``.
-
-    On the few hundred atoms of a working-set round the host engine's cost is interpreter work
-    per iteration; the dense engine runs the same iterations in compiled blocks
-    (:mod:`torchfw.optimizers._dense`).
-    """
-    if (options.get("execution", "auto") == "auto" and device.type == "cpu"
-            and _kernels.HAVE_NUMBA and n_atoms <= _DENSE_ATOMS
-            and SOLVERS[solver].dense_variant is not None):
-        return dict(options, execution="dense")
-    return options
 
 
 def _fit_one(data: LassoData, form: str, value: float, w0: Tensor | None, method: str,
@@ -724,7 +413,7 @@ def _fit_working_set(data: LassoData, form: str, value: float, w0: Tensor | None
 def lasso_path(X, y, *, alphas=None, radii=None, n_alphas: int = 50, eps: float = 1e-3,
                fit_intercept: bool = False, method: str = "l1ball", solver: str = "pairwise",
                tol: float = 1e-4, max_iter: int = 100_000, check_every=None,
-               cache_size: float = 256.0, device=None, dtype=torch.float64,
+               cache_size: float = 256.0, device=None, dtype=None,
                execution: str = "auto", working_set="auto", return_n_iter: bool = False,
                verbose: bool = False):
     r"""Lasso solutions over a grid of penalties or radii, each warm-started from the last.
@@ -767,8 +456,8 @@ def lasso_path(X, y, *, alphas=None, radii=None, n_alphas: int = 50, eps: float 
     _check_choice("method", method, METHODS)
     _check_choice("solver", solver, SOLVERS)
     tol = check_positive("tol", tol)
-    data = LassoData(X, y, fit_intercept=fit_intercept, device=device, dtype=dtype,
-                     cache_size=cache_size)
+    data = LassoData(X, y, fit_intercept=fit_intercept, device=device,
+                     dtype=resolve_dtype(dtype), cache_size=cache_size)
     if radii is not None:
         grid = np.sort(_grid("radii", radii, allow_zero=True))
         form = "radius"
@@ -798,8 +487,8 @@ def lasso_path(X, y, *, alphas=None, radii=None, n_alphas: int = 50, eps: float 
         n_iters[k] = fit["n_iter"]
         if fit["status"] in (Status.MAX_ITER, Status.TIME_LIMIT, Status.NONFINITE):
             warnings.warn(f"lasso_path: {form}={value:.4g} stopped on {fit['status']} with "
-                          f"gap {fit['gap']:.3g} > {fit['target']:.3g}", ConvergenceWarning,
-                          stacklevel=2)
+                          f"gap {fit['gap']:.3g} > {fit['target']:.3g}",
+                          exceptions.ConvergenceWarning, stacklevel=2)
     if return_n_iter:
         return grid, coefs, gaps, n_iters
     return grid, coefs, gaps

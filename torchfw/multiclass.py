@@ -40,20 +40,27 @@ import torch
 from torch import Tensor
 
 from . import _ww_kernels as _k
-from ._estimator import BaseEstimator, check_is_fitted
+from . import exceptions
+from ._data import as_labels, as_matrix
+from ._estimator import BaseEstimator, check_is_fitted, load_state, plain
 from ._validation import check_int_at_least, check_positive, resolve_device
 from .optimizers.bcd import BlockCoordinateDescent, BlockProblem, BlockQuadratic
 from .oracles import Box
 from .walrus import iterative_ww_subproblem, walrus
 
-__all__ = ["WestonWatkinsSVC", "ConvergenceWarning"]
+__all__ = ["WestonWatkinsSVC", "WWProblem", "ww_problem",
+           "ConvergenceWarning"]  # noqa: F822 (built on first use)
 
 _SUBPROBLEMS = ("walrus", "iterative", "fw")
 _warned_no_numba = False
 
 
-class ConvergenceWarning(UserWarning):
-    """The solver stopped on ``max_iter`` before the duality-gap rule was met."""
+def __getattr__(name: str):
+    # torchfw.multiclass.ConvergenceWarning is the shared class of torchfw.exceptions (built on
+    # first use, as a subclass of scikit-learn's when it is installed).
+    if name == "ConvergenceWarning":
+        return exceptions.ConvergenceWarning
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 # --------------------------------------------------------------------------------------------
@@ -403,7 +410,8 @@ class WestonWatkinsSVC(BaseEstimator):
         Stop after the first epoch ``t`` whose duality gap is ``<= tol * gap_1`` (the gap after
         epoch 1): the paper's rule and default.
     max_iter : int, default 1000
-        Maximum number of epochs (a :class:`ConvergenceWarning` is issued when reached).
+        Maximum number of epochs (a :class:`~torchfw.exceptions.ConvergenceWarning` is
+        issued when reached).
     subproblem : {"walrus", "iterative", "fw"}, default "walrus"
         Block solver: ``"walrus"`` exact; ``"iterative"`` Shark's greedy coordinate Newton steps
         (the paper's baseline, approximate); ``"fw"`` one Frank-Wolfe step with the box LMO and
@@ -524,32 +532,20 @@ class WestonWatkinsSVC(BaseEstimator):
         device = resolve_device(self.device)
         if device is None:
             device = X.device if isinstance(X, Tensor) else torch.device("cpu")
-        csr = _as_csr(X)
-        n, d = csr.shape
-        y = _labels(y, n)
-        classes, y_idx = np.unique(y, return_inverse=True)
-        k = classes.shape[0]
-        if k < 2:
-            raise ValueError(f"y has a single class ({classes[0]!r}); a multiclass SVM needs at "
-                             f"least 2 distinct labels")
+        X = self._validate_X(X, reset=True, dtype=torch.float64)
+        built = ww_problem(X, y, C, exact_method="iterative" if self.subproblem == "iterative"
+                           else "walrus",
+                           # with one Frank-Wolfe step per visit the block is not minimized,
+                           # so "its slot stays at 0" is not what the rule predicts: no
+                           # shrinking for the inexact comparison solver
+                           shrinking=bool(self.shrinking) and self.subproblem != "fw")
         _warn_if_no_numba()
-        rowsq = np.bincount(np.repeat(np.arange(n), np.diff(csr.indptr)),
-                            weights=csr.data * csr.data, minlength=n)
-        keep = rowsq > 0
-        n_zero = int(n - keep.sum())
-        used = _take_rows(csr, keep) if n_zero else csr
-        problem = WWDualProblem(used, y_idx[keep], k, C,
-                                exact_method="iterative" if self.subproblem == "iterative"
-                                else "walrus",
-                                # with one Frank-Wolfe step per visit the block is not minimized,
-                                # so "its slot stays at 0" is not what the rule predicts: no
-                                # shrinking for the inexact comparison solver
-                                shrinking=bool(self.shrinking) and self.subproblem != "fw")
+        problem, classes, n_zero, k = built.problem, built.classes, built.n_zero, built.k
         bcd = BlockCoordinateDescent("fw" if self.subproblem == "fw" else "exact", tol=0.0,
                                      rtol=float(self.tol), max_iter=int(self.max_iter),
                                      random_state=self.random_state, verbose=bool(self.verbose),
                                      check_every=self.check_every)
-        if used.shape[0] == 0:  # every row is zero: W = 0 is optimal, nothing to iterate
+        if problem.n_blocks == 0:  # every row is zero: W = 0 is optimal, nothing to iterate
             result = None
             gaps = primal = dual = np.zeros(0)
             epochs = np.zeros(0, dtype=np.int64)
@@ -561,12 +557,10 @@ class WestonWatkinsSVC(BaseEstimator):
             dual = -np.asarray(result.history.value)
             primal = dual + gaps
             converged = result.converged
-        # zero rows: hinge(0) = 1 for each of the k-1 wrong classes, in P; beta_i = C in D.
-        const = C * (k - 1) * n_zero
+        const = built.constant
         self.classes_ = classes
-        self.coef_ = torch.from_numpy(np.ascontiguousarray(problem.W.T)).to(device)
+        self.coef_ = built.coef().to(device)
         self.intercept_ = torch.zeros(k, dtype=torch.float64, device=device)
-        self.n_features_in_ = d
         self.n_iter_ = 0 if result is None else result.n_iter
         self.gap_history_ = gaps
         self.gap_epochs_ = epochs
@@ -579,7 +573,8 @@ class WestonWatkinsSVC(BaseEstimator):
         if not converged and result is not None and result.status.value == "max_iter":
             warnings.warn(f"WestonWatkinsSVC stopped after max_iter={self.max_iter} epochs with "
                           f"duality gap {gaps[-1]:.3e} > tol * first gap "
-                          f"{self.tol * gaps[0]:.3e}; increase max_iter", ConvergenceWarning,
+                          f"{self.tol * gaps[0]:.3e}; increase max_iter",
+                          exceptions.ConvergenceWarning,
                           stacklevel=2)
         return self
 
@@ -587,10 +582,7 @@ class WestonWatkinsSVC(BaseEstimator):
 
     def _scores(self, X) -> Tensor:
         check_is_fitted(self, "coef_")
-        csr = _as_csr(X)
-        if csr.shape[1] != self.n_features_in_:
-            raise ValueError(f"X has {csr.shape[1]} features but {type(self).__name__} was "
-                             f"fitted with {self.n_features_in_}")
+        csr = _as_csr(self._validate_X(X, reset=False, dtype=torch.float64))
         W = self.coef_
         dev = W.device
         if dev.type == "cpu":
@@ -602,11 +594,15 @@ class WestonWatkinsSVC(BaseEstimator):
         return A @ W.T.contiguous()
 
     def decision_function(self, X):
-        """Class scores :math:`w_j^\\top x`, shape ``(n, k)``.
+        """Class scores :math:`w_j^\\top x`, shape ``(n, k)``; ``(n,)`` for two classes.
 
-        A torch ``X`` gives a tensor (on ``coef_``'s device), anything else a NumPy array.
+        With two classes the score is :math:`(w_1 - w_0)^\\top x`, positive for
+        ``classes_[1]`` (scikit-learn's convention for binary classifiers). A torch ``X`` gives
+        a tensor (on ``coef_``'s device), anything else a NumPy array.
         """
         scores = self._scores(X)
+        if scores.shape[1] == 2:
+            scores = scores[:, 1] - scores[:, 0]
         if isinstance(X, Tensor):
             return scores.to(self.coef_.device)
         return scores.cpu().numpy()
@@ -625,7 +621,7 @@ class WestonWatkinsSVC(BaseEstimator):
         pred = self.predict(X)
         if isinstance(pred, Tensor):
             pred = pred.cpu().numpy()
-        y = _labels(y, pred.shape[0])
+        y = as_labels(y, pred.shape[0], estimator=type(self).__name__)
         return float(np.mean(pred == y))
 
     def as_module(self, dtype: torch.dtype = torch.float32):
@@ -641,6 +637,141 @@ class WestonWatkinsSVC(BaseEstimator):
 
         return LinearHead(self.coef_.to(dtype), self.intercept_.to(dtype),
                           classes=self.classes_)
+
+    # -- persistence ----------------------------------------------------------------------------
+
+    def state_dict(self) -> dict:
+        """The fitted model as tensors and plain values (loadable with ``weights_only=True``)."""
+        check_is_fitted(self, "coef_")
+        names = getattr(self, "feature_names_in_", None)
+        return {"format": "torchfw.WestonWatkinsSVC", "version": 1,
+                "params": {k: plain(v) for k, v in self.get_params(deep=False).items()
+                           if k != "device"},
+                "classes": self.classes_.tolist(), "n_features_in": int(self.n_features_in_),
+                "feature_names_in": None if names is None else [str(c) for c in names],
+                "coef": self.coef_.detach().cpu(), "intercept": self.intercept_.detach().cpu(),
+                "n_iter": int(self.n_iter_), "converged": bool(self.converged_)}
+
+    def save(self, path) -> None:
+        """Save the fitted model (tensors and plain values; no pickled code), as SVC does."""
+        torch.save(self.state_dict(), path)
+
+    @classmethod
+    def load(cls, path, map_location=None) -> WestonWatkinsSVC:
+        """Load a model saved by :meth:`save` (``torch.load(weights_only=True)``).
+
+        A file that is not a torchfw model, or is another estimator's, raises a ValueError
+        saying so.
+        """
+        return cls.from_state_dict(load_state(path, "torchfw.WestonWatkinsSVC"),
+                                   map_location=map_location)
+
+    @classmethod
+    def from_state_dict(cls, state: dict, map_location=None) -> WestonWatkinsSVC:
+        """The model described by :meth:`state_dict`'s output, checked for consistency."""
+        if not isinstance(state, dict) or state.get("format") != "torchfw.WestonWatkinsSVC":
+            raise ValueError("not a torchfw.WestonWatkinsSVC state dict")
+        missing = [key for key in ("params", "classes", "n_features_in", "coef", "intercept")
+                   if key not in state]
+        if missing:
+            raise ValueError(f"torchfw.WestonWatkinsSVC state dict is missing {missing}")
+        model = cls(**state["params"])
+        coef, intercept = state["coef"], state["intercept"]
+        classes = np.asarray(state["classes"])
+        d = int(state["n_features_in"])
+        if not (isinstance(coef, Tensor) and coef.shape == (classes.shape[0], d)
+                and isinstance(intercept, Tensor) and intercept.shape == (classes.shape[0],)):
+            raise ValueError(f"torchfw.WestonWatkinsSVC state dict is inconsistent: coef must "
+                             f"be ({classes.shape[0]}, {d}) and intercept "
+                             f"({classes.shape[0]},) for {classes.shape[0]} classes and {d} "
+                             f"features")
+        if classes.shape[0] < 2 or not (bool(torch.isfinite(coef).all())
+                                        and bool(torch.isfinite(intercept).all())):
+            raise ValueError("torchfw.WestonWatkinsSVC state dict holds fewer than 2 classes "
+                             "or non-finite coefficients")
+        device = resolve_device(map_location) or torch.device("cpu")
+        model.classes_ = classes
+        model.n_features_in_ = d
+        if state.get("feature_names_in") is not None:
+            model.feature_names_in_ = np.asarray(state["feature_names_in"], dtype=object)
+        model.coef_ = coef.to(device=device, dtype=torch.float64)
+        model.intercept_ = intercept.to(device=device, dtype=torch.float64)
+        model.n_iter_ = int(state.get("n_iter", 0))
+        model.converged_ = bool(state.get("converged", True))
+        model.device_ = device
+        model.result_ = None
+        return model
+
+
+class WWProblem:
+    r"""The Weston-Watkins dual of a data set, built for a BCD solver, and the way back.
+
+    Attributes
+    ----------
+    problem : WWDualProblem
+        The dual (D2) on the rows with :math:`\|x_i\| > 0` (a zero row's hinge terms are
+        constants: :math:`\beta_i = C` is optimal and does not move ``W``); run it with
+        :class:`~torchfw.optimizers.bcd.BlockCoordinateDescent`.
+    classes : ndarray
+        Sorted labels; ``y`` was encoded as indices into it.
+    k : int
+    n_zero : int
+        Rows left out for being zero.
+    constant : float
+        :math:`C(k-1)\,n_{zero}`, what the zero rows add to the primal and the dual objectives.
+    """
+
+    def __init__(self, problem: WWDualProblem, classes: np.ndarray, n_zero: int, C: float):
+        self.problem = problem
+        self.classes = classes
+        self.k = int(classes.shape[0])
+        self.n_zero = int(n_zero)
+        # zero rows: hinge(0) = 1 for each of the k-1 wrong classes, in P; beta_i = C in D.
+        self.constant = float(C) * (self.k - 1) * self.n_zero
+
+    def coef(self) -> Tensor:
+        """The class weight vectors :math:`w_j` as rows, ``(k, d)`` float64, from the dual."""
+        return torch.from_numpy(np.ascontiguousarray(self.problem.W.T))
+
+
+def ww_problem(X, y, C: float = 1.0, *, exact_method: str = "walrus", eps: float = 1e-6,
+               shrinking: bool = False) -> WWProblem:
+    r"""Build the Weston-Watkins dual (D2) of ``(X, y)`` (Wang & Scott 2021).
+
+    ``X`` (dense, sparse or a tensor) is validated like every estimator input, ``y`` as class
+    labels (``k >= 2`` distinct values). :class:`WestonWatkinsSVC` fits exactly this problem;
+    ``exact_method``, ``eps`` and ``shrinking`` are :class:`WWDualProblem`'s.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from torchfw.multiclass import ww_problem
+    >>> from torchfw.optimizers.bcd import BlockCoordinateDescent
+    >>> rng = np.random.default_rng(0)
+    >>> X = rng.normal(size=(60, 4)); y = np.argmax(X[:, :3], axis=1)
+    >>> built = ww_problem(X, y, C=1.0)
+    >>> result = BlockCoordinateDescent("exact", rtol=1e-3, random_state=0).minimize(
+    ...     built.problem)
+    >>> W = built.coef()                    # (k, d)
+    >>> float(np.mean(np.argmax(X @ W.numpy().T, axis=1) == y)) > 0.9
+    True
+    """
+    C = check_positive("C", C)
+    csr = _as_csr(as_matrix(X, dtype=torch.float64))
+    n = csr.shape[0]
+    classes, y_idx = np.unique(as_labels(y, n, estimator="WestonWatkinsSVC"),
+                               return_inverse=True)
+    if classes.shape[0] < 2:
+        raise ValueError(f"y has a single class ({classes[0]!r}), 1 class where a multiclass "
+                         f"SVM needs at least 2 distinct labels")
+    rowsq = np.bincount(np.repeat(np.arange(n), np.diff(csr.indptr)),
+                        weights=csr.data * csr.data, minlength=n)
+    keep = rowsq > 0
+    n_zero = int(n - keep.sum())
+    used = _take_rows(csr, keep) if n_zero else csr
+    problem = WWDualProblem(used, y_idx[keep], classes.shape[0], C, exact_method=exact_method,
+                            eps=eps, shrinking=shrinking)
+    return WWProblem(problem, classes, n_zero, C)
 
 
 def _take_rows(csr: _CSR, keep: np.ndarray) -> _CSR:

@@ -35,7 +35,8 @@ import torch
 from torch import Tensor
 
 from . import _svc_dense
-from ._data import as_labels, as_matrix, take_rows
+from . import exceptions as _exceptions
+from ._data import as_labels, as_sample_weight, take_rows
 from ._estimator import BaseEstimator, check_is_fitted
 from ._validation import check_int_at_least, check_positive, resolve_device
 from .heads import KernelSVMHead
@@ -55,7 +56,7 @@ from .optimizers.batched import minimize_batched
 from .oracles import Simplex
 from .result import History, Result, Status
 
-__all__ = ["SVC", "SOLVERS", "ConvergenceWarning"]
+__all__ = ["SVC", "SOLVERS", "ConvergenceWarning"]  # noqa: F822 (built on first use)
 
 
 def _plain(value):
@@ -75,8 +76,12 @@ def _plain(value):
     return value
 
 
-class ConvergenceWarning(UserWarning):
-    """The solver stopped on its iteration or time budget before reaching ``tol``."""
+def __getattr__(name: str):
+    # torchfw.svm.ConvergenceWarning is the shared class of torchfw.exceptions (built on first
+    # use, as a subclass of scikit-learn's when it is installed).
+    if name == "ConvergenceWarning":
+        return _exceptions.ConvergenceWarning
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def _solver_factory(name: str):
@@ -242,7 +247,12 @@ class SVC(BaseEstimator):
             return 1.0 / (X.shape[1] * var) if var > 0 else 1.0
         return float(self.gamma)
 
-    def _example_C(self, y_encoded: np.ndarray, n_classes: int) -> Tensor | float:
+    def _example_C(self, y_encoded: np.ndarray, n_classes: int,
+                   sample_weight: np.ndarray | None = None) -> Tensor | float:
+        """Per-example C: ``C`` times the class weight times the sample weight (if any)."""
+        if sample_weight is not None:
+            C = self._example_C(y_encoded, n_classes)
+            return torch.from_numpy(np.asarray(C, dtype=np.float64) * sample_weight)
         if self.class_weight is None:
             return float(self.C)
         counts = np.bincount(y_encoded, minlength=n_classes)
@@ -265,22 +275,30 @@ class SVC(BaseEstimator):
 
     # -- fitting -------------------------------------------------------------------------------
 
-    def fit(self, X, y):
-        """Fit the SVM on ``X`` (dense or sparse, ``(n_samples, n_features)``) and labels ``y``."""
+    def fit(self, X, y, sample_weight=None):
+        """Fit the SVM on ``X`` (dense or sparse, ``(n_samples, n_features)``) and labels ``y``.
+
+        ``sample_weight`` (optional, ``(n_samples,)``, >= 0) multiplies each example's C, as
+        ``class_weight`` does per class (scikit-learn's meaning); examples of weight 0 are left
+        out of the problem (their dual variable would be 0).
+        """
         self._check_params()
         device = resolve_device(self.device)
         kdtype = self.dtype or torch.float32
-        X = as_matrix(X, device=device, dtype=kdtype)
-        y = as_labels(y, X.shape[0])
+        X = self._validate_X(X, reset=True, device=device, dtype=kdtype)
+        y = as_labels(y, X.shape[0], estimator=type(self).__name__)
+        X, y, sample_weight, kept = _drop_zero_weight(X, y, as_sample_weight(sample_weight,
+                                                                              X.shape[0]))
         classes, y_encoded = np.unique(y, return_inverse=True)
         if len(classes) < 2:
-            raise ValueError(f"y has a single class ({classes[0]!r}); SVC needs at least two")
+            raise ValueError(f"y has a single class ({classes[0]!r}), 1 class where SVC needs at "
+                             f"least two")
         previous = getattr(self, "_alphas", None) if self.warm_start else None
         self.classes_ = classes
         self.n_features_in_ = X.shape[1]
         self._gamma = self._resolve_gamma(X)
         self._kernel = make_kernel(self.kernel, self._gamma, self.degree, self.coef0)
-        C_examples = self._example_C(y_encoded, len(classes))
+        C_examples = self._example_C(y_encoded, len(classes), sample_weight)
         if len(classes) == 2:
             problems = [np.where(y_encoded == 1, 1.0, -1.0)]
         else:  # one-vs-rest: problem k separates class k from the others
@@ -308,6 +326,8 @@ class SVC(BaseEstimator):
                 results.append(result)
         self._alphas = alphas
         self._set_model(X, problems, alphas, results)
+        if kept is not None:  # support_ indexes the rows given to fit
+            self.support_ = kept[self.support_]
         return self
 
     def _dense_path(self, X: Tensor) -> bool:
@@ -354,7 +374,7 @@ class SVC(BaseEstimator):
             warnings.warn(f"SVC solver {self.solver!r} stopped on {result.status} after "
                           f"{result.n_iter} iterations with relative gap "
                           f"{result.gap / max(2 * result.value, 1e-300):.3g} > tol={self.tol}",
-                          ConvergenceWarning, stacklevel=3)
+                          _exceptions.ConvergenceWarning, stacklevel=3)
         result.info["cache"] = operator.cache_info()
         # A run stopped (time_limit) before averaging began has only its last iterate.
         return (result.x if result.average is None else result.average), result
@@ -407,7 +427,7 @@ class SVC(BaseEstimator):
             if not converged:
                 warnings.warn(f"one-vs-rest problem {k} stopped on max_iter with relative gap "
                               f"{float(batch.gap[k]) / float(2 * batch.value[k]):.3g}",
-                              ConvergenceWarning, stacklevel=3)
+                              _exceptions.ConvergenceWarning, stacklevel=3)
         return alphas, results
 
     def _initial_alpha(self, operator: SVMDualOperator, y_pm: np.ndarray, seed) -> Tensor:
@@ -463,20 +483,24 @@ class SVC(BaseEstimator):
         for start in range(0, X.shape[0], chunk):
             rows = torch.arange(start, min(X.shape[0], start + chunk), device=X.device)
             block = take_rows(X, rows)
-            K = self._kernel.pairwise(block, sv).to(torch.float64)
+            n_rows = block.shape[0]
+            if n_rows < 8 and block.layout == torch.strided:
+                # BLAS takes a matrix-vector path for a single row, whose float32 rounding
+                # differs (~1e-7) from the matrix-matrix path of a block: pad to one path so
+                # that a row scores the same alone as in a batch (scikit-learn's
+                # check_methods_subset_invariance).
+                block = torch.cat([block, block[:1].expand(8 - n_rows, -1)])
+            K = self._kernel.pairwise(block, sv)[:n_rows].to(torch.float64)
             out.append(K @ coef.T + self.intercept_.to(torch.float64))
         scores = torch.cat(out).cpu().numpy()
         return scores[:, 0] if scores.shape[1] == 1 else scores
 
     def _check_predict_input(self, X) -> Tensor:
         device = self.support_vectors_.device
-        X = as_matrix(X, device=device, dtype=self.support_vectors_.dtype
-                      if self.support_vectors_.layout == torch.strided
-                      else self.support_vectors_.values().dtype)
-        if X.shape[1] != self.n_features_in_:
-            raise ValueError(f"X has {X.shape[1]} features but this SVC was fitted with "
-                             f"{self.n_features_in_}")
-        return X
+        return self._validate_X(X, reset=False, device=device,
+                                dtype=self.support_vectors_.dtype
+                                if self.support_vectors_.layout == torch.strided
+                                else self.support_vectors_.values().dtype)
 
     def predict(self, X) -> np.ndarray:
         """Predicted class labels."""
@@ -487,8 +511,9 @@ class SVC(BaseEstimator):
 
     def score(self, X, y) -> float:
         """Mean accuracy on ``(X, y)``."""
-        y = as_labels(y, self._n_samples(X))
-        return float(np.mean(self.predict(X) == y))
+        pred = self.predict(X)
+        y = as_labels(y, pred.shape[0], estimator=type(self).__name__)
+        return float(np.mean(pred == y))
 
     # -- export and persistence ----------------------------------------------------------------
 
@@ -569,3 +594,16 @@ class SVC(BaseEstimator):
         return self._gamma
 
 
+def _drop_zero_weight(X: Tensor, y: np.ndarray, sample_weight: np.ndarray | None):
+    """Leave out the examples of weight 0: ``(X, y, weights or None, kept row indices or None)``.
+
+    Weights that are all 1 are dropped too (``None``), so that ``sample_weight=ones`` takes the
+    same path, and gives the same model, as no weights.
+    """
+    if sample_weight is None or (sample_weight == 1.0).all():
+        return X, y, None, None
+    if (sample_weight > 0).all():
+        return X, y, sample_weight, None
+    kept = np.flatnonzero(sample_weight > 0)
+    rows = torch.from_numpy(kept).to(X.device)
+    return take_rows(X, rows), y[kept], sample_weight[kept], kept
