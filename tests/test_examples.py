@@ -81,3 +81,17 @@ def test_svm_solvers(tmp_path):
         accuracy = float(rows[solver][-2])
         assert iterations > 0 and seconds > 0 and 0.5 < accuracy <= 1.0
     assert_png(out)
+
+
+def test_constrained_sets():
+    stdout = run_example("constrained_sets.py", "--epochs", "2")
+    assert "2 epochs" in stdout
+    fw = next(li for li in stdout.splitlines() if li.startswith("StochasticFrankWolfe (sets)"))
+    sgd = next(li for li in stdout.splitlines() if li.startswith("SGD, unconstrained"))
+    fw_fields, sgd_fields = fw.split(), sgd.split()
+    # Columns from the right: time, feasible, layer-2 zeros, layer-1 rank, test acc, train acc.
+    assert fw_fields[-2] == "yes"
+    fw_rank, sgd_rank = int(fw_fields[-4]), int(sgd_fields[-4])
+    assert fw_rank < sgd_rank  # the nuclear-norm ball lowers the rank of layer 1
+    assert float(fw_fields[-3].rstrip("%")) > 0.0  # the K-sparse polytope zeroes weights
+    assert float(fw_fields[-5]) > 0.5  # it still learns (10 classes: chance is 0.1)
