@@ -302,3 +302,25 @@ def test_ww_problem_is_what_the_estimator_solves():
     clf = WestonWatkinsSVC(C=0.5, random_state=0, shrinking=False, check_every=1).fit(X, y)
     assert clf.n_iter_ == result.n_iter
     torch.testing.assert_close(built.coef(), clf.coef_, rtol=0, atol=1e-12)
+
+
+def test_distributed_svc_validates_through_the_shared_base(tmp_path):
+    dist = pytest.importorskip("torch.distributed")
+    if not dist.is_available() or dist.is_initialized():
+        pytest.skip("needs torch.distributed and no group already running")
+    from torchfw.distributed import DistributedSVC
+
+    dist.init_process_group("gloo", init_method=f"file://{tmp_path / 'pg'}", rank=0,
+                            world_size=1)
+    try:
+        X, y = _blobs(k=2)
+        with pytest.raises(ValueError, match="Unknown label type: continuous"):
+            DistributedSVC().fit(X, X[:, 0])
+        with pytest.raises(ValueError, match="Complex data not supported"):
+            DistributedSVC().fit(X + 1j, y)
+        model = DistributedSVC(random_state=0).fit(X, y)
+        with pytest.raises(ValueError, match="X has 2 features, but DistributedSVC is "
+                                             "expecting 4"):
+            model.predict(X[:, :2])
+    finally:
+        dist.destroy_process_group()

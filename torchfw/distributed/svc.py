@@ -11,7 +11,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from .._data import as_labels, as_matrix, take_rows
+from .._data import as_labels, take_rows
 from .._validation import resolve_device
 from ..kernels import SVMDualOperator, make_kernel
 from ..optimizers.active_set import simplex_qp
@@ -88,8 +88,8 @@ class DistributedSVC(SVC):
         comm = Communicator(self.group)
         device = resolve_device(self.device)
         kdtype = self.dtype or torch.float32
-        X = as_matrix(X, device=device, dtype=kdtype)
-        y = as_labels(y, X.shape[0])
+        X = self._validate_X(X, reset=True, device=device, dtype=kdtype)  # SVC's checks
+        y = as_labels(y, X.shape[0], estimator=type(self).__name__)
         labels = comm.all_gather_object(np.unique(y))
         classes = np.unique(np.concatenate(labels))
         if len(classes) < 2:
