@@ -163,15 +163,21 @@ def test_loading_a_file_that_is_not_a_torchfw_model_says_so(tmp_path):
     junk.write_bytes(np.random.default_rng(0).bytes(256))
     tensor = tmp_path / "tensor.pt"
     torch.save(torch.ones(3), tensor)
-    for path in (junk, tensor):
-        with pytest.raises(ValueError, match="is not a torchfw model file"):
-            WestonWatkinsSVC.load(path)
+    for cls in (WestonWatkinsSVC, SVC):
+        for path in (junk, tensor):
+            with pytest.raises(ValueError, match="is not a torchfw model file"):
+                cls.load(path)
     X, y = _blobs()
     svc_path = tmp_path / "svc.pt"
     SVC().fit(X, y).save(svc_path)
     with pytest.raises(ValueError, match="holds a torchfw.SVC model, not a "
                                          "torchfw.WestonWatkinsSVC"):
         WestonWatkinsSVC.load(svc_path)
+    ww_path = tmp_path / "ww.pt"
+    WestonWatkinsSVC().fit(X, y).save(ww_path)
+    with pytest.raises(ValueError, match="holds a torchfw.WestonWatkinsSVC model, not a "
+                                         "torchfw.SVC"):
+        SVC.load(ww_path)
     state = WestonWatkinsSVC().fit(X, y).state_dict()
     state["coef"] = state["coef"][:, :2]
     with pytest.raises(ValueError, match="inconsistent"):

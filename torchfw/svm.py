@@ -37,7 +37,7 @@ from torch import Tensor
 from . import _svc_dense
 from . import exceptions as _exceptions
 from ._data import as_labels, as_sample_weight, take_rows
-from ._estimator import BaseEstimator, check_is_fitted
+from ._estimator import BaseEstimator, check_is_fitted, load_state
 from ._validation import check_int_at_least, check_positive, resolve_device
 from .heads import KernelSVMHead
 from .kernels import KERNELS, OneVsRestOperator, SVMDualOperator, make_kernel
@@ -549,9 +549,12 @@ class SVC(BaseEstimator):
 
     @classmethod
     def load(cls, path, map_location=None) -> SVC:
-        """Load a model saved by :meth:`save` (with ``torch.load(weights_only=True)``)."""
-        return cls.from_state_dict(torch.load(path, map_location="cpu", weights_only=True),
-                                   map_location=map_location)
+        """Load a model saved by :meth:`save` (with ``torch.load(weights_only=True)``).
+
+        A file that is not a torchfw model, or is another estimator's, raises a ValueError
+        saying so.
+        """
+        return cls.from_state_dict(load_state(path, "torchfw.SVC"), map_location=map_location)
 
     @classmethod
     def from_state_dict(cls, state: dict, map_location=None) -> SVC:
