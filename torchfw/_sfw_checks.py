@@ -30,7 +30,6 @@ class _Missing:
 _MISSING = _Missing()
 
 
-
 def _check_real(name: str, value, low: float, high: float = math.inf) -> None:
     if isinstance(value, bool) or not isinstance(value, numbers.Real) or math.isnan(value) \
             or not low <= value <= high:
