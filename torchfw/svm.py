@@ -34,7 +34,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from . import _svc_dense
+from . import _svc_dense, _svc_large
 from . import exceptions as _exceptions
 from ._data import as_labels, as_sample_weight, take_rows
 from ._estimator import BaseEstimator, check_is_fitted, load_state
@@ -345,6 +345,9 @@ class SVC(BaseEstimator):
         return True
 
     def _fit_binary(self, X: Tensor, y_pm: np.ndarray, C_examples, kdtype, alpha0, k):
+        if _svc_large.uses_sampled(self, X.shape[0]):  # seed 002's randomized FW, O(|S||I|)
+            return _svc_large.fit_binary_sampled(self, X, y_pm, C_examples, kdtype, alpha0, k,
+                                                 _solver_factory)
         y_t = torch.from_numpy(y_pm).to(X.device)
         operator = SVMDualOperator(X, y_t, self._kernel, C_examples if isinstance(
             C_examples, float) else C_examples.to(X.device), dtype=kdtype,
