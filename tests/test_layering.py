@@ -20,7 +20,8 @@ ROOT = Path(__file__).resolve().parents[1] / "torchfw"
 
 #: Core modules, as dotted names under ``torchfw`` (a package stands for all its modules).
 CORE = ("oracles", "linesearch", "objectives", "kernels", "gram", "_scalars", "result",
-        "optimizers", "walrus", "_column_cache", "_kernel_cpu")
+        "optimizers", "walrus", "_column_cache", "_kernel_cpu", "_numba", "_kernel_formulas",
+        "solvers")
 #: Application modules (a package stands for all its modules).
 APPLICATIONS = ("svm", "lasso", "equivalence", "multiclass", "optim", "heads", "distributed",
                 "cli", "datasets")

@@ -10,24 +10,18 @@ Exponentials run through NumPy's vectorized ``exp``; everything else is fused he
 
 from __future__ import annotations
 
-import os
+from functools import partial
 
 import numpy as np
 
-try:
-    if os.environ.get("TORCHFW_DISABLE_NUMBA"):
-        raise ImportError("disabled by TORCHFW_DISABLE_NUMBA")
-    import numba
-
-    HAVE_NUMBA = True
-except ImportError:  # pragma: no cover - exercised when numba is absent
-    numba = None
-    HAVE_NUMBA = False
+from . import _kernel_formulas as _formulas
+from ._numba import HAVE_NUMBA, njit
 
 __all__ = ["HAVE_NUMBA", "column_into"]
 
-# Kernel codes shared with torchfw.kernels.
-LINEAR, RBF, POLY, SIGMOID = 0, 1, 2, 3
+# Kernel codes: those of the one table of formulas (torchfw._kernel_formulas), which these
+# fused loops implement a second time (tests/test_kernel_formulas.py checks them against it).
+LINEAR, RBF, POLY, SIGMOID = _formulas.LINEAR, _formulas.RBF, _formulas.POLY, _formulas.SIGMOID
 
 
 def _feature_major_dots(xfm, nz_features, nz_values, out):
@@ -131,7 +125,7 @@ def _rbf_finish_f32(dots, sq_rows, sq_i, gamma, y_rows, y_i, out, bits):
 
 
 if HAVE_NUMBA:
-    _jit = numba.njit(cache=True, nogil=True, boundscheck=False, fastmath=True)
+    _jit = partial(njit, fastmath=True)
     feature_major_dots = _jit(_feature_major_dots)
     feature_major_dots_rows = _jit(_feature_major_dots_rows)
     feature_major_dots_prefix = _jit(_feature_major_dots_prefix)

@@ -25,19 +25,12 @@ code swaps classes 1 and ``y_i`` instead).
 from __future__ import annotations
 
 import math
-import os
+from functools import partial
 
 import numpy as np
 
-try:  # numba is optional at run time: without it the Python versions below run as they are.
-    if os.environ.get("TORCHFW_DISABLE_NUMBA"):
-        raise ImportError("disabled by TORCHFW_DISABLE_NUMBA")
-    import numba
-
-    HAVE_NUMBA = True
-except ImportError:  # pragma: no cover - exercised when numba is absent
-    numba = None
-    HAVE_NUMBA = False
+# numba is optional at run time: without it the Python versions below run as they are.
+from ._numba import HAVE_NUMBA, njit, numba
 
 __all__ = ["HAVE_NUMBA", "METHOD_WALRUS", "METHOD_ITERATIVE", "METHOD_FW", "walrus_single",
            "iterative_single", "fw_single", "ww_epoch", "ww_objectives", "Workspace",
@@ -51,10 +44,7 @@ METHOD_FW = 2
 KKT_RTOL = 1e-12
 
 
-def _jit(fn):
-    if not HAVE_NUMBA:
-        return fn
-    return numba.njit(cache=True, nogil=True, boundscheck=False, fastmath=False)(fn)
+_jit = partial(njit, fallback=True)
 
 
 #: Nonzeros ahead whose weight rows are prefetched. Each inner iteration reads the k-vector rows

@@ -74,22 +74,14 @@ from torch import Tensor
 
 from ._column_cache import ColumnCache
 from ._data import as_matrix
+from ._numba import njit as _njit  # None without numba
 from ._validation import check_finite, check_nonnegative, check_positive
 from .gram import GramOperator
 from .objectives import ColumnOperator, Quadratic
-from .optimizers._kernels import HAVE_NUMBA
 from .oracles import L1Ball, Simplex
 
 __all__ = ["SignedAtomsOperator", "LassoSVMProblem", "SVMLassoProblem", "lasso_to_svm",
            "svm_to_lasso"]
-
-
-def _njit(fn):
-    if not HAVE_NUMBA:
-        return None
-    import numba
-
-    return numba.njit(cache=True, nogil=True, boundscheck=False)(fn)
 
 
 

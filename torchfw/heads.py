@@ -18,9 +18,11 @@ from collections.abc import Callable
 import torch
 from torch import Tensor, nn
 
+from ._kernel_formulas import CODES, from_dots
+
 __all__ = ["KernelSVMHead", "LinearHead", "fit_head", "extract_features"]
 
-_KERNEL_CODES = {"linear": 0, "rbf": 1, "poly": 2, "sigmoid": 3}
+_KERNEL_CODES = CODES  # the one table of kernel formulas (torchfw._kernel_formulas)
 
 
 class KernelSVMHead(nn.Module):
@@ -121,16 +123,10 @@ class KernelSVMHead(nn.Module):
     def forward(self, x: Tensor) -> Tensor:
         sv = self.support_vectors.to(x.dtype)
         dots = x @ sv.T
-        if self.kernel_code == 1:
-            sq = (x * x).sum(1, keepdim=True)
-            d2 = torch.clamp(sq + self.sv_sq_norms.to(x.dtype).unsqueeze(0) - 2.0 * dots, min=0.0)
-            k = torch.exp(-self.gamma * d2)
-        elif self.kernel_code == 2:
-            k = torch.pow(self.gamma * dots + self.coef0, self.degree)
-        elif self.kernel_code == 3:
-            k = torch.tanh(self.gamma * dots + self.coef0)
-        else:
-            k = dots
+        # Squared norms are read by the RBF kernel (code 1) only.
+        sq = (x * x).sum(1, keepdim=True) if self.kernel_code == 1 else dots
+        k = from_dots(self.kernel_code, dots, sq, self.sv_sq_norms.to(x.dtype).unsqueeze(0),
+                      self.gamma, self.coef0, self.degree)
         scores = k @ self.dual_coef.to(x.dtype).T + self.intercept.to(x.dtype)
         if self.binary:
             return scores[:, 0]

@@ -28,7 +28,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from . import _kernel_cpu
+from . import _kernel_cpu, _kernel_formulas
 from ._column_cache import CachedColumnsMixin, ColumnCache
 from ._data import take_rows as _take_rows
 from ._validation import check_finite, check_nonnegative, check_positive
@@ -91,8 +91,10 @@ class Kernel:
         """Kernel values from inner products and squared norms, broadcast elementwise.
 
         For a matrix ``dots[i, j] = <a_i, b_j>`` pass ``sq_a[:, None]`` and ``sq_b[None, :]``.
+        The formulas are the package's one table, :func:`torchfw._kernel_formulas.from_dots`.
         """
-        raise NotImplementedError  # pragma: no cover - abstract
+        return _kernel_formulas.from_dots(self.code, dots, sq_a, sq_b, self.gamma, self.coef0,
+                                          self.degree)
 
     def pairwise(self, A: Tensor, B: Tensor) -> Tensor:
         """Dense kernel matrix ``k(A_i, B_j)`` (``A``, ``B`` dense or CSR, same device)."""
@@ -114,18 +116,11 @@ class RBFKernel(Kernel):
 
     name, code = "rbf", _kernel_cpu.RBF
 
-    def from_dots(self, dots, sq_a, sq_b):
-        d2 = (sq_a + sq_b - 2.0 * dots).clamp_min(0)
-        return torch.exp(-self.gamma * d2)
-
 
 class LinearKernel(Kernel):
     r"""Linear kernel :math:`k(x, z) = x^\top z`."""
 
     name, code = "linear", _kernel_cpu.LINEAR
-
-    def from_dots(self, dots, sq_a, sq_b):
-        return dots
 
 
 class PolynomialKernel(Kernel):
@@ -133,17 +128,11 @@ class PolynomialKernel(Kernel):
 
     name, code = "poly", _kernel_cpu.POLY
 
-    def from_dots(self, dots, sq_a, sq_b):
-        return (self.gamma * dots + self.coef0) ** self.degree
-
 
 class SigmoidKernel(Kernel):
     r"""Sigmoid kernel :math:`k(x, z) = \tanh(\gamma x^\top z + c_0)` (not PSD in general)."""
 
     name, code = "sigmoid", _kernel_cpu.SIGMOID
-
-    def from_dots(self, dots, sq_a, sq_b):
-        return torch.tanh(self.gamma * dots + self.coef0)
 
 
 KERNELS = {cls.name: cls for cls in (RBFKernel, LinearKernel, PolynomialKernel, SigmoidKernel)}

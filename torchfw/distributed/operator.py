@@ -7,13 +7,11 @@ float64 entries :math:`\tilde K_{ij}` that every rank must compute identically.
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 import torch
 from torch import Tensor
 
-from .. import _kernel_cpu
+from .. import _kernel_cpu, _kernel_formulas
 from ..kernels import Kernel, SVMDualOperator
 from .comm import Communicator
 
@@ -22,18 +20,12 @@ def _kernel_scalar(kernel: Kernel, dot: float, sq_a: float, sq_b: float) -> floa
     """``k(a, b)`` from an inner product and squared norms, in float64 scalar arithmetic.
 
     Every rank evaluates the same expression on the same inputs, so the value is the same on all
-    of them (the ranks' decisions depend on it).
+    of them (the ranks' decisions depend on it). The formulas: :mod:`torchfw._kernel_formulas`.
     """
-    name = kernel.name
-    if name == "rbf":
-        return math.exp(-kernel.gamma * max(sq_a + sq_b - 2.0 * dot, 0.0))
-    if name == "linear":
-        return dot
-    if name == "poly":
-        return (kernel.gamma * dot + kernel.coef0) ** kernel.degree
-    if name == "sigmoid":
-        return math.tanh(kernel.gamma * dot + kernel.coef0)
-    raise ValueError(f"unsupported kernel {kernel!r}")  # pragma: no cover
+    if kernel.name not in _kernel_formulas.CODES:  # pragma: no cover - make_kernel checks
+        raise ValueError(f"unsupported kernel {kernel!r}")
+    return _kernel_formulas.value(kernel.code, float(dot), float(sq_a), float(sq_b),
+                                  float(kernel.gamma), float(kernel.coef0), kernel.degree)
 
 
 class _Atom:

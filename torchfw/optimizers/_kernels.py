@@ -13,20 +13,13 @@ values back to the host.
 from __future__ import annotations
 
 import math
-import os
 
 import numpy as np
 import torch
 
-try:  # numba is optional at run time: without it the torch kernels below are used.
-    if os.environ.get("TORCHFW_DISABLE_NUMBA"):
-        raise ImportError("disabled by TORCHFW_DISABLE_NUMBA")
-    import numba
-
-    HAVE_NUMBA = True
-except ImportError:  # pragma: no cover - exercised when numba is absent
-    numba = None
-    HAVE_NUMBA = False
+# numba is optional at run time: without it the torch kernels below are used.
+from .._numba import HAVE_NUMBA
+from .._numba import njit as _njit  # None without numba
 
 __all__ = ["HAVE_NUMBA", "update", "select", "active_argmin", "extrapolation_bounds",
            "extrapolation_bounds_on", "shift_update_on",
@@ -35,12 +28,6 @@ __all__ = ["HAVE_NUMBA", "update", "select", "active_argmin", "extrapolation_bou
            "torch_extrapolation_bounds", "torch_second_order_partner"]
 
 _INF = math.inf
-
-
-def _njit(fn):
-    if not HAVE_NUMBA:
-        return None
-    return numba.njit(cache=True, nogil=True, boundscheck=False)(fn)
 
 
 def _update_py(w, s, a, b, i0, h0, c, i1, h1, d, w_prev, s_prev, shift, zero_tol):

@@ -1,0 +1,114 @@
+"""The one table of kernel formulas (torchfw._kernel_formulas) and every implementation of it.
+
+Each implementation (Kernel.from_dots, KernelSVMHead, the sharded operator's float64 scalar, the
+compiled CPU column kernels) is compared with the table's scalar float64 formulas on random
+inputs, so a formula changed in one place only fails here.
+"""
+
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from torchfw import _kernel_cpu
+from torchfw import _kernel_formulas as F
+from torchfw.heads import KernelSVMHead
+from torchfw.kernels import KERNELS, make_kernel
+
+PARAMS = {"linear": {}, "rbf": {"gamma": 0.7}, "poly": {"gamma": 0.4, "degree": 3, "coef0": 0.5},
+          "sigmoid": {"gamma": 0.3, "coef0": -0.2}}
+
+
+def _data(seed=0, n=7, m=5, d=4):
+    rng = np.random.default_rng(seed)
+    return rng.normal(size=(n, d)), rng.normal(size=(m, d))
+
+
+def _table(kernel, A, B):
+    """k(A_i, B_j) by the table's scalar formulas, in float64."""
+    return np.array([[F.value(kernel.code, float(a @ b), float(a @ a), float(b @ b),
+                              kernel.gamma, kernel.coef0, kernel.degree) for b in B] for a in A])
+
+
+def test_table_formulas_are_the_textbook_kernels():
+    a, b = np.array([0.5, -1.0, 2.0]), np.array([1.5, 0.25, -0.5])
+    g, c0, deg = 0.3, 0.7, 3
+    args = (a @ b, a @ a, b @ b, g, c0)
+    assert F.value(F.LINEAR, *args, deg) == pytest.approx(a @ b)
+    assert F.value(F.RBF, *args, deg) == pytest.approx(math.exp(-g * ((a - b) ** 2).sum()))
+    assert F.value(F.POLY, *args, deg) == pytest.approx((g * (a @ b) + c0) ** deg)
+    assert F.value(F.SIGMOID, *args, deg) == pytest.approx(math.tanh(g * (a @ b) + c0))
+    # Rounding may make ||a||^2 + ||a||^2 - 2<a, a> negative: the RBF argument is clamped at 0.
+    assert F.argument(F.RBF, 1.0 + 1e-15, 1.0, 1.0, g, c0) == 0.0
+    assert set(F.CODES) == set(KERNELS)
+    # from_dots and KernelSVMHead spell the codes as literals (TorchScript reads no globals).
+    assert (F.LINEAR, F.RBF, F.POLY, F.SIGMOID) == (0, 1, 2, 3)
+    assert {name: cls.code for name, cls in KERNELS.items()} == F.CODES
+
+
+@pytest.mark.parametrize("name", list(PARAMS))
+def test_torch_forms_equal_the_table(name):
+    kernel = make_kernel(name, **PARAMS[name])
+    A, B = _data()
+    expected = _table(kernel, A, B)
+    At, Bt = torch.from_numpy(A), torch.from_numpy(B)
+    # Kernel.from_dots (through pairwise) and the table's tensor form
+    np.testing.assert_allclose(kernel.pairwise(At, Bt).numpy(), expected, rtol=1e-12,
+                               atol=1e-12)
+    dots = At @ Bt.T
+    got = F.from_dots(kernel.code, dots, (At * At).sum(1, keepdim=True),
+                      (Bt * Bt).sum(1).unsqueeze(0), kernel.gamma, kernel.coef0, kernel.degree)
+    np.testing.assert_allclose(got.numpy(), expected, rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("name", list(PARAMS))
+def test_head_equals_the_table(name):
+    kernel = make_kernel(name, **PARAMS[name])
+    X, sv = _data(1)
+    coef = np.random.default_rng(2).normal(size=(1, sv.shape[0]))
+    head = KernelSVMHead(torch.from_numpy(sv), torch.from_numpy(coef), torch.tensor([0.25]),
+                         kernel=name, gamma=kernel.gamma, degree=kernel.degree,
+                         coef0=kernel.coef0).double()
+    expected = _table(kernel, X, sv) @ coef[0] + 0.25
+    np.testing.assert_allclose(head(torch.from_numpy(X)).detach().numpy(), expected,
+                               rtol=1e-10, atol=1e-12)
+    scripted = torch.jit.script(head)
+    np.testing.assert_allclose(scripted(torch.from_numpy(X)).detach().numpy(), expected,
+                               rtol=1e-10, atol=1e-12)
+
+
+@pytest.mark.parametrize("name", list(PARAMS))
+def test_sharded_scalar_equals_the_table(name):
+    from torchfw.distributed.operator import _kernel_scalar
+
+    kernel = make_kernel(name, **PARAMS[name])
+    A, B = _data(3)
+    got = np.array([[_kernel_scalar(kernel, float(a @ b), float(a @ a), float(b @ b))
+                     for b in B] for a in A])
+    assert got.tobytes() == _table(kernel, A, B).tobytes()
+
+
+@pytest.mark.skipif(not _kernel_cpu.HAVE_NUMBA, reason="the compiled kernels need numba")
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("name", list(PARAMS))
+def test_compiled_column_kernel_equals_the_table(name, dtype):
+    kernel = make_kernel(name, **PARAMS[name])
+    X, _ = _data(4, n=40, d=6)
+    X = X.astype(dtype)
+    m = X.shape[0]
+    y = np.where(np.arange(m) % 3 == 0, -1.0, 1.0).astype(dtype)
+    sq = (X.astype(np.float64) ** 2).sum(1).astype(dtype)
+    xfm = np.ascontiguousarray(X.T)
+    i = 5
+    nzf = np.flatnonzero(X[i]).astype(np.int64)
+    out = np.empty(m, dtype=dtype)
+    _kernel_cpu.column_into(kernel.code, xfm, nzf, X[i, nzf], sq, float(sq[i]), kernel.gamma,
+                            kernel.coef0, kernel.degree, y, float(y[i]), 0.5, i,
+                            np.empty(m, dtype=dtype), np.empty(m, dtype=np.int32), out)
+    X64 = X.astype(np.float64)
+    kvals = _table(kernel, X64, X64[i:i + 1])[:, 0]
+    expected = y.astype(np.float64) * float(y[i]) * (kvals + 1.0)
+    expected[i] += 0.5
+    tol = 1e-12 if dtype == np.float64 else 2e-5
+    np.testing.assert_allclose(out.astype(np.float64), expected, rtol=tol, atol=tol)
