@@ -143,9 +143,22 @@ def _apply_signs(P, y, inv_c, rows, diag_keep, forward):
     r"""In place: ``P[rows][:, rows]`` becomes :math:`D_y P D_y + \operatorname{diag}(1/C)`.
 
     ``forward=False`` undoes it exactly (signs flip back; the diagonal is restored from
-    ``diag_keep``). ``rows`` selects the examples of a one-vs-one problem (all for one-vs-rest).
+    ``diag_keep``). ``rows`` selects the examples of a sub-problem; ``rows`` of length ``m`` means
+    all of them, in order (one-vs-rest, binary).
     """
     n = rows.shape[0]
+    if n == P.shape[0]:  # every example (one-vs-rest, binary): contiguous rows, vectorized
+        for a in range(n):
+            row = P[a]
+            ya = y[a]
+            for b in range(n):
+                row[b] = ya * y[b] * row[b]
+            if forward:
+                diag_keep[a] = row[a]
+                row[a] += inv_c[a]
+            else:
+                row[a] = diag_keep[a]
+        return
     for a in range(n):
         ra = rows[a]
         ya = y[a]
