@@ -15,7 +15,7 @@ from torch import Tensor
 
 from .oracles import LMO
 from .polytopes import GroupL1Ball
-from .spectral import Spectraplex
+from .spectral import Spectraplex, _SpectralLMO
 
 __all__ = ["lmo_to_state", "lmo_from_state"]
 
@@ -53,13 +53,15 @@ def lmo_to_state(lmo: LMO | None) -> dict | None:
         name (or with a leading underscore), which is the convention of :mod:`torchfw.oracles`;
         a set that stores them otherwise defines ``constructor_args()`` returning them as a dict.
         The sets of :mod:`torchfw.polytopes` and :mod:`torchfw.spectral` are covered (importing
-        this module imports them, so that loading finds their types). Caches are not saved: a
-        spectral set's warm-start vector starts afresh after loading.
+        this module imports them, so that loading finds their types). A spectral set's
+        warm-start vectors are saved too (key ``"cache"``), so a resumed run starts its next
+        Lanczos iteration where the interrupted one would have.
 
     Returns
     -------
     dict or None
-        ``{"type": "module.QualName", "params": {name: value}}``; ``None`` for ``None``.
+        ``{"type": "module.QualName", "params": {name: value}}`` (plus ``"cache"`` for a spectral
+        set that has warm-start vectors); ``None`` for ``None``.
     """
     if lmo is None:
         return None
@@ -72,7 +74,8 @@ def lmo_to_state(lmo: LMO | None) -> dict | None:
         for name, value in given.items():
             _check_plain(f"{cls.__name__}.{name}", value)
             params[name] = value.detach().clone() if isinstance(value, Tensor) else value
-        return {"type": f"{cls.__module__}.{cls.__qualname__}", "params": params}
+        return _with_cache(lmo, {"type": f"{cls.__module__}.{cls.__qualname__}",
+                                 "params": params})
     params = {}
     for name, spec in list(inspect.signature(cls.__init__).parameters.items())[1:]:
         if spec.kind in (spec.VAR_POSITIONAL, spec.VAR_KEYWORD):
@@ -91,7 +94,7 @@ def lmo_to_state(lmo: LMO | None) -> dict | None:
         _check_plain(f"{cls.__name__}.{name}", value)
         # Clone tensors: the state dict must not change when the oracle is mutated later.
         params[name] = value.detach().clone() if isinstance(value, Tensor) else value
-    return {"type": f"{cls.__module__}.{cls.__qualname__}", "params": params}
+    return _with_cache(lmo, {"type": f"{cls.__module__}.{cls.__qualname__}", "params": params})
 
 
 def _group_l1_args(lmo: GroupL1Ball) -> dict:
@@ -118,6 +121,31 @@ def _declared_args(lmo: LMO) -> dict | None:
         return dict(declared())
     adapter = _ADAPTERS.get(type(lmo))
     return adapter(lmo) if adapter is not None else None
+
+
+def _with_cache(lmo: LMO, state: dict) -> dict:
+    """Add the warm-start vectors of a spectral set, so that a resumed run is bit-identical.
+
+    A spectral LMO starts its Lanczos iteration from the vector its previous call returned; the
+    vertex depends on that start to within the LMO's tolerance. The vectors are saved per batch
+    size and dtype (the device is the parameters' on loading).
+    """
+    if isinstance(lmo, _SpectralLMO) and lmo._warm:
+        state["cache"] = [{"batch": int(key[0]), "dtype": str(key[1]).removeprefix("torch."),
+                           "vector": z.detach().cpu().clone()}
+                          for key, z in lmo._warm.items()]
+    return state
+
+
+def _restore_cache(lmo: LMO, entries, device) -> None:
+    if not isinstance(lmo, _SpectralLMO):
+        return
+    for entry in entries:
+        dtype = getattr(torch, entry["dtype"], None)
+        if not isinstance(dtype, torch.dtype) or not isinstance(entry["vector"], Tensor):
+            raise ValueError(f"bad warm-start entry in a saved {type(lmo).__name__}: {entry!r}")
+        vector = entry["vector"].to(dtype=dtype, device=device)
+        lmo._warm[(entry["batch"], dtype, vector.device)] = vector
 
 
 def _lmo_classes() -> dict[str, type]:
@@ -167,4 +195,6 @@ def lmo_from_state(state, device: torch.device | str | None = None) -> LMO | Non
             f"loading (known: {sorted(classes)})"
         )
     params = {k: _to_device(v, device) for k, v in state["params"].items()}
-    return cls(**params)
+    lmo = cls(**params)
+    _restore_cache(lmo, state.get("cache", ()), device)
+    return lmo
