@@ -112,3 +112,17 @@ def test_compiled_column_kernel_equals_the_table(name, dtype):
     expected[i] += 0.5
     tol = 1e-12 if dtype == np.float64 else 2e-5
     np.testing.assert_allclose(out.astype(np.float64), expected, rtol=tol, atol=tol)
+
+
+@pytest.mark.skipif(not _kernel_cpu.HAVE_NUMBA, reason="the compiled kernels need numba")
+@pytest.mark.parametrize("name", list(PARAMS))
+def test_compiled_small_problem_matrix_equals_the_table(name):
+    from torchfw._svc_dense import plain_kernel_matrix
+    from torchfw.kernels import SVMDualOperator
+
+    kernel = make_kernel(name, **PARAMS[name])
+    X, _ = _data(5, n=12, d=3)
+    y = torch.where(torch.arange(12) % 2 == 0, 1.0, -1.0).double()
+    op = SVMDualOperator(torch.from_numpy(X), y, kernel, 1.0, dtype=torch.float64)
+    np.testing.assert_allclose(plain_kernel_matrix(op), _table(kernel, X, X) + 1.0, rtol=1e-12,
+                               atol=1e-12)

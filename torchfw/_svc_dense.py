@@ -33,6 +33,7 @@ import numpy as np
 import torch
 
 from . import _kernel_cpu as C
+from ._numba import njit as _njit  # None without numba
 from .optimizers import _kernels as K
 from .optimizers._engine import ZERO_TOL
 
@@ -45,14 +46,6 @@ COUNTERS = ("fw", "away", "drop", "pairwise", "swap_add", "swap_drop", "partan")
 
 # Status codes returned by the compiled loop.
 _CONVERGED, _MAX_ITER, _NONFINITE = 0, 1, 2
-
-
-def _njit(fn):
-    if not K.HAVE_NUMBA:
-        return None
-    import numba
-
-    return numba.njit(cache=True, nogil=True, boundscheck=False)(fn)
 
 
 # ---------------------------------------------------------------------------------------------
