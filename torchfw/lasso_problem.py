@@ -479,9 +479,9 @@ def lasso_problem(X, y, *, alpha: float | None = None, radius: float | None = No
                   cache_size: float = 256.0) -> LassoProblem:
     r"""Build the Lasso on ``(X, y)`` as a problem for a Frank-Wolfe solver.
 
-    Exactly one of ``alpha`` (penalized form :math:`\min_w f(w) + lpha\|w\|_1`, solved in the
+    Exactly one of ``alpha`` (penalized form :math:`\min_w f(w) + \alpha\|w\|_1`, solved in the
     epigraph form over a certified ball) and ``radius`` (constrained form
-    :math:`\min_{\|w\|_1 \le t} f(w)`) is given; :math:`f(w) = rac1{2n}\|y_c - X_c w\|^2`.
+    :math:`\min_{\|w\|_1 \le t} f(w)`) is given; :math:`f(w) = \frac1{2n}\|y_c - X_c w\|^2`.
     ``method`` picks the formulation: ``"l1ball"`` (Jaggi 2013) or ``"svm"`` (the simplex of
     Jaggi's equivalent SVM, :mod:`torchfw.equivalence`). :class:`~torchfw.Lasso` and
     :func:`~torchfw.lasso_path` solve exactly these problems.
