@@ -41,20 +41,12 @@ from ._estimator import BaseEstimator, check_is_fitted, load_state
 from ._validation import check_int_at_least, check_positive, resolve_device
 from .heads import KernelSVMHead
 from .kernels import KERNELS, OneVsRestOperator, SVMDualOperator, make_kernel
-from .linesearch import ExactLineSearch
 from .objectives import Quadratic
-from .optimizers import (
-    AwayStepFrankWolfe,
-    FrankWolfe,
-    FullyCorrectiveFrankWolfe,
-    PairwiseFrankWolfe,
-    PartanFrankWolfe,
-    SwapFrankWolfe,
-)
 from .optimizers.active_set import simplex_qp
 from .optimizers.batched import minimize_batched
 from .oracles import Simplex
 from .result import History, Result, Status
+from .solvers import make_solver, solver_names
 
 __all__ = ["SVC", "SOLVERS", "ConvergenceWarning"]  # noqa: F822 (built on first use)
 
@@ -85,24 +77,13 @@ def __getattr__(name: str):
 
 
 def _solver_factory(name: str):
-    table = {
-        "fw": lambda **kw: FrankWolfe(Simplex(), ExactLineSearch(), **kw),
-        "away": lambda **kw: AwayStepFrankWolfe(Simplex(), ExactLineSearch(), **kw),
-        "pairwise": lambda **kw: PairwiseFrankWolfe(Simplex(), ExactLineSearch(), **kw),
-        "swap": lambda **kw: SwapFrankWolfe(Simplex(), ExactLineSearch(), **kw),
-        "swap2": lambda **kw: SwapFrankWolfe(Simplex(), ExactLineSearch(), second_order=True,
-                                             **kw),
-        "partan": lambda **kw: PartanFrankWolfe(Simplex(), ExactLineSearch(), **kw),
-        "fc": lambda **kw: FullyCorrectiveFrankWolfe(Simplex(), ExactLineSearch(), **kw),
-        "sfw": lambda **kw: FrankWolfe(Simplex(), ExactLineSearch(), stream=True, **kw),
-        "msfw": lambda **kw: AwayStepFrankWolfe(Simplex(), ExactLineSearch(), stream=True,
-                                                **kw),
-    }
-    return table[name]
+    # The optimizer of a solver name over the dual's simplex (the registry: torchfw.solvers);
+    # a module-level function so that benchmarks/reproduce.py can wrap it.
+    return lambda **kw: make_solver(name, Simplex(), estimator="svc", **kw)
 
 
-#: Solver names accepted by :class:`SVC`.
-SOLVERS = ("fw", "away", "pairwise", "swap", "swap2", "partan", "fc", "sfw", "msfw")
+#: Solver names accepted by :class:`SVC` (from :data:`torchfw.solvers.SOLVERS`).
+SOLVERS = solver_names("svc")
 
 
 class SVC(BaseEstimator):
