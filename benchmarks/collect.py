@@ -41,6 +41,10 @@ SECTIONS = [
      "Peak resident memory of an `SVC` fit against the number of examples "
      "(`benchmarks/svm_memory.py`): linear, the kernel matrix is never formed.",
      ["svm_memory.md"]),
+    ("SVC at scale: the sampled storage",
+     "Seed 002's randomized Frank-Wolfe (`SVC` above 200,000 examples or with `sample_size`) "
+     "on generated problems of 100,000 to 4,000,000 examples (`benchmarks/svm_large.py`).",
+     ["svm_large.md"]),
     ("One-vs-rest: batched against sequential",
      "The k one-vs-rest problems as one batched solve against k sequential fits "
      "(`benchmarks/ovr_batched.py`).",

@@ -597,7 +597,7 @@ def minimize_sampled(optimizer, storage: KernelRows, support: Tensor, weights: T
         Further samples that must confirm a passing sampled gap (seed 002's safeguard: 2).
     certify : bool, optional
         Compute the exact gap of the returned point with one full pass. Default: when
-        ``m * |I| <= certify_budget`` kernel values.
+        ``m * |I| <= certify_budget`` kernel values and no ``time_limit`` is set.
 
     Returns
     -------
@@ -658,8 +658,8 @@ def minimize_sampled(optimizer, storage: KernelRows, support: Tensor, weights: T
     eng.resync()
     sampled_gap = eng.p - eng.s_fw
     n_active = eng.n_active()
-    if certify is None:
-        certify = storage.m * max(1, eng.n) <= certify_budget
+    if certify is None:  # a clock is a promise to return in time: no pass after it
+        certify = storage.m * max(1, eng.n) <= certify_budget and time_limit is None
     exact = eng.exact_gap()[0] if certify else None
     elapsed = time.perf_counter() - start
     history.append(eng.k, eng.value(), sampled_gap, elapsed, eng.step_counts())
