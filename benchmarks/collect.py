@@ -32,6 +32,17 @@ SECTIONS = [
      "from a lent H100.",
      ["svm_a9a_cpu.md", "svm_a9a_cpu_repeats.md", "svm_w8a_cpu.md", "svm_scaling.md",
       "svm_a9a_h100.md"]),
+    ("Small and medium SVMs against scikit-learn",
+     "torchfw `SVC()` against scikit-learn `SVC()` at the defaults of both, warm, in one "
+     "process, and fresh `python -c` processes timed from outside (`benchmarks/svm_small.py`). "
+     "torchfw takes its compiled whole-solve path on every set here (see the SVC guide, "
+     "\"Small problems\"); scikit-learn trains multiclass one-vs-one, torchfw one-vs-rest. "
+     "Where torchfw is slower, the set-up of each binary problem (its start on a random subset "
+     "and its first gradient, computed with tensor operations to reproduce the lazy path's "
+     "iterates) costs more than the solve; in a fresh process it pays `import torch` and "
+     "numba's start-up on top. Measured on the shared 2-CPU machine while other jobs ran: "
+     "absolute times are inflated and the ratios noisy.",
+     ["svm_small.md"]),
     ("Kernel columns: storage and cache",
      "The CPU column pass with features stored in one byte against four, and the cache hit "
      "rates of the column requests of real fits replayed through frequency-based admission "

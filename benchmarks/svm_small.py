@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import statistics
 import subprocess
 import sys
@@ -145,7 +146,9 @@ def markdown(rows, cold, args) -> str:
     lines = [f"# torchfw SVC() vs scikit-learn SVC() at defaults ({cpu_model()})", "",
              f"`python benchmarks/svm_small.py{' --quick' if args.quick else ''}"
              f"{' --cold' if args.cold else ''}`; warm fits, median of {args.repeats}; "
-             f"C=1, gamma='scale', standardized inputs, 70/30 split.", "",
+             f"C=1, gamma='scale', standardized inputs, 70/30 split. Load average "
+             f"{args.load[0]:.1f} at the start, {args.load[1]:.1f} at the end "
+             f"({os.cpu_count()} CPUs).", "",
              "| data | m (train) | scikit-learn | torchfw | torchfw / sklearn | accuracy sklearn "
              "| accuracy torchfw | path |", "|---|---|---|---|---|---|---|---|"]
     for r in rows:
@@ -172,8 +175,10 @@ def main(argv=None) -> None:
     parser.add_argument("--cold-repeats", type=int, default=3)
     parser.add_argument("--out", default=str(RESULTS / "svm_small.md"))
     args = parser.parse_args(argv)
+    load_before = os.getloadavg()[0]
     rows = warm_table(args.quick, args.repeats)
     cold = cold_table(args.cold_repeats) if args.cold else None
+    args.load = (load_before, os.getloadavg()[0])  # a shared machine inflates every time
     text = markdown(rows, cold, args)
     print(text)
     out = Path(args.out)
