@@ -206,3 +206,40 @@ def test_progress_is_the_log_gap_way_to_the_target():
     text = out.getvalue()
     # three quarters of the way (1 -> 1e-3 of 1 -> 1e-4), the count and the gap as postfix
     assert "75/100" in text and "it=20" in text and "gap=1.000e-03" in text
+
+
+def test_probability_flag_trains_and_predicts_probabilities(tmp_path, capsys):
+    data = _write(tmp_path / "d.txt", *_binary(120))
+    model_file, out = tmp_path / "m.pt", tmp_path / "p.txt"
+    assert cli_main(["train", "-q", "-b", "1", str(data), str(model_file)]) == 0
+    assert cli_main(["predict", "-b", "1", str(data), str(model_file), str(out)]) == 0
+    lines = out.read_text().splitlines()
+    assert lines[0] == "labels -1 1" and len(lines) == 121
+    probs = np.array([[float(v) for v in ln.split()[1:]] for ln in lines[1:]])
+    np.testing.assert_allclose(probs.sum(axis=1), 1.0, atol=1e-6)
+    plain = tmp_path / "plain.pt"
+    assert cli_main(["train", "-q", str(data), str(plain)]) == 0
+    capsys.readouterr()
+    assert cli_main(["predict", "-b", "1", str(data), str(plain)]) == 1
+    assert "no probability estimates" in _one_error_line(capsys)
+
+
+@pytest.mark.parametrize("tamper, words", [
+    (lambda s: s.pop("dual_coef"), "missing 'dual_coef'"),
+    (lambda s: s.update(dual_coef=s["dual_coef"] * float("nan")), "NaN"),
+    (lambda s: s.update(classes=[1]), "at least two classes"),
+    (lambda s: s.update(intercept=torch.zeros(3)), "'intercept' has shape"),
+    (lambda s: s.update(support_vectors=s["support_vectors"][:, :2]), "features"),
+    (lambda s: s.update(dual_coef=s["dual_coef"][:, :-1]), "columns"),
+])
+def test_tampered_model_files_are_refused_by_name(tmp_path, capsys, tamper, words):
+    X, y = _binary(80)
+    state = SVC(random_state=0).fit(X, y).state_dict()
+    tamper(state)
+    path = tmp_path / "bad.pt"
+    torch.save(state, path)
+    with pytest.raises(ValueError, match=words):
+        SVC.load(path)
+    data = _write(tmp_path / "d.txt", X, y)
+    assert cli_main(["predict", str(data), str(path)]) == 1
+    assert words.split("'")[0].strip() in _one_error_line(capsys)

@@ -1,0 +1,115 @@
+"""What a fitted SVC's state must look like, and methods that exist only when a parameter asks.
+
+:func:`check_svc_state` is the gate every model file passes before an :class:`~torchfw.SVC` is
+built from it (``SVC.load``, ``SVC.from_state_dict``, LIBSVM model files): a truncated,
+tampered or foreign file gets a ValueError naming the field that is wrong, never a raw
+``KeyError``/``IndexError`` later, and never a model that silently predicts one class (NaN
+coefficients).
+
+:func:`available_if` is scikit-learn's convention for optional methods (``predict_proba``
+exists only with ``probability=True``): ``hasattr`` answers False otherwise, so that tools
+probing for the method (``CalibratedClassifierCV``, ``check_estimator``) see what the
+estimator can do.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+
+import torch
+
+__all__ = ["available_if", "check_svc_state"]
+
+_REQUIRED = ("params", "classes", "gamma", "n_features_in", "support", "n_support", "n_iter",
+             "support_vectors", "dual_coef", "intercept")
+
+
+class available_if:  # noqa: N801 - used as a decorator, named like scikit-learn's
+    """Decorator: the method exists only when ``check(self)`` returns True (else AttributeError).
+
+    ``check`` may raise AttributeError itself with a message saying what enables the method.
+    """
+
+    def __init__(self, check):
+        self.check = check
+
+    def __call__(self, fn):
+        self.fn = fn
+        functools.update_wrapper(self, fn)
+        return self
+
+    def __get__(self, obj, owner=None):
+        if obj is None:
+            return self.fn  # the class attribute: the plain function, for docs and introspection
+        if not self.check(obj):
+            raise AttributeError(f"{type(obj).__name__} has no attribute {self.fn.__name__!r}")
+        return functools.partial(self.fn, obj)
+
+
+def _tensor(state: dict, key: str, dim: int | None = None) -> torch.Tensor:
+    value = state[key]
+    if not isinstance(value, torch.Tensor):
+        raise ValueError(f"SVC state: {key!r} must be a tensor, got {type(value).__name__}")
+    if dim is not None and value.dim() != dim:
+        raise ValueError(f"SVC state: {key!r} must be {dim}-d, got shape {tuple(value.shape)}")
+    return value
+
+
+def check_svc_state(state: dict) -> None:
+    """Raise ValueError unless ``state`` is a consistent fitted SVC (see the module docstring)."""
+    missing = [k for k in _REQUIRED if k not in state]
+    if missing:
+        raise ValueError(f"SVC state is missing {', '.join(map(repr, missing))}")
+    if not isinstance(state["params"], dict):
+        raise ValueError("SVC state: 'params' must be a dict of the estimator's parameters")
+    classes = state["classes"]
+    if not isinstance(classes, (list, tuple)) or len(classes) < 2:
+        raise ValueError(f"SVC state: 'classes' must list at least two classes, got {classes!r}")
+    if len(set(classes)) != len(classes):
+        raise ValueError("SVC state: 'classes' has repeated labels")
+    n_problems = 1 if len(classes) == 2 else len(classes)
+    gamma = state["gamma"]
+    if not isinstance(gamma, (int, float)) or not math.isfinite(gamma) or gamma <= 0:
+        raise ValueError(f"SVC state: 'gamma' must be a positive number, got {gamma!r}")
+    n_features = state["n_features_in"]
+    if not isinstance(n_features, int) or n_features < 1:
+        raise ValueError(f"SVC state: 'n_features_in' must be a positive int, got {n_features!r}")
+    coef = _tensor(state, "dual_coef", 2)
+    intercept = _tensor(state, "intercept", 1)
+    n_rows = coef.shape[0]
+    if n_rows not in (n_problems, len(classes) * (len(classes) - 1) // 2):
+        raise ValueError(f"SVC state: 'dual_coef' has {n_rows} rows for {len(classes)} classes")
+    if intercept.shape != (n_rows,):
+        raise ValueError(f"SVC state: 'intercept' has shape {tuple(intercept.shape)}, expected "
+                         f"({n_rows},)")
+    sv = state["support_vectors"]
+    if isinstance(sv, dict):
+        shape = sv.get("shape")
+        if not (isinstance(shape, (list, tuple)) and len(shape) == 2):
+            raise ValueError("SVC state: sparse 'support_vectors' need a 2-d 'shape'")
+        n_sv, d = int(shape[0]), int(shape[1])
+    elif isinstance(sv, torch.Tensor) and sv.dim() == 2:
+        n_sv, d = sv.shape
+        if not bool(torch.isfinite(sv).all()):
+            raise ValueError("SVC state: 'support_vectors' hold NaN or infinite values")
+    else:
+        raise ValueError("SVC state: 'support_vectors' must be a 2-d tensor or a CSR dict")
+    if coef.shape[1] != n_sv:
+        raise ValueError(f"SVC state: 'dual_coef' has {coef.shape[1]} columns for {n_sv} "
+                         "support vectors")
+    if d != n_features:
+        raise ValueError(f"SVC state: support vectors have {d} features, 'n_features_in' says "
+                         f"{n_features}")
+    if not (bool(torch.isfinite(coef).all()) and bool(torch.isfinite(intercept).all())):
+        raise ValueError("SVC state: 'dual_coef' or 'intercept' hold NaN or infinite values")
+    support = _tensor(state, "support", 1)
+    if support.shape[0] != n_sv:
+        raise ValueError(f"SVC state: 'support' lists {support.shape[0]} indices for {n_sv} "
+                         "support vectors")
+    for key in ("prob_a", "prob_b"):
+        value = state.get(key)
+        if value is not None and (not isinstance(value, torch.Tensor)
+                                  or value.shape != (n_rows,)
+                                  or not bool(torch.isfinite(value).all())):
+            raise ValueError(f"SVC state: {key!r} must be {n_rows} finite numbers")
