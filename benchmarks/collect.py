@@ -75,7 +75,11 @@ SECTIONS = [
     ("Weston-Watkins SVMs against LIBLINEAR",
      "Fit time against LIBLINEAR's Crammer-Singer solver, and Walrus against the iterative "
      "subproblem solver (`benchmarks/ww_vs_liblinear.py`, `benchmarks/ww_walrus_batched.py`).",
-     ["ww.md", "ww_batched.md"]),
+     ["ww.md", "ww_unscaled.md", "ww_batched.md"]),
+    ("Matrix completion over a nuclear-norm ball",
+     "Frank-Wolfe and BPCG with the warm-started Lanczos LMO against projected gradient with a "
+     "full SVD per step, time to the same held-out RMSE (`benchmarks/nuclear.py`).",
+     ["nuclear.md"]),
     ("Reading LIBSVM files",
      "`torchfw.datasets.load_svmlight` against scikit-learn's reader "
      "(`benchmarks/svmlight_loader.py`).",
