@@ -32,7 +32,6 @@ J. Weston and C. Watkins, "Support vector machines for multi-class pattern recog
 
 from __future__ import annotations
 
-import math
 import warnings
 
 import numpy as np
@@ -44,9 +43,15 @@ from . import exceptions
 from ._data import as_labels, as_matrix
 from ._estimator import BaseEstimator, check_is_fitted, load_state, plain
 from ._validation import check_int_at_least, check_positive, resolve_device
-from .optimizers.bcd import BlockCoordinateDescent, BlockProblem, BlockQuadratic
-from .oracles import Box
-from .walrus import iterative_ww_subproblem, walrus
+from ._ww_problem import (  # noqa: F401 (the dual and its shrinking constants, re-exported)
+    MAX_SHRUNK_SWEEPS,
+    SHRINK_THRESHOLD,
+    SKIP_FRACTION,
+    TARGET_MARGIN,
+    UNSHRINK_FACTOR,
+    WWDualProblem,
+)
+from .optimizers.bcd import BlockCoordinateDescent
 
 __all__ = ["WestonWatkinsSVC", "WWProblem", "ww_problem",
            "ConvergenceWarning"]  # noqa: F822 (built on first use)
@@ -168,222 +173,7 @@ def _labels(y, n: int) -> np.ndarray:
 # The reparametrized dual (D2) as a BlockProblem.
 # --------------------------------------------------------------------------------------------
 
-#: Shrinking (``WWDualProblem(shrinking=True)``, the estimator's default). A slot at 0 whose
-#: gradient ``G = margin - 1`` exceeds this at its visit leaves the sweep's list: its gap term
-#: ``beta G + C max(0, -G)`` is 0 and the block solve would keep it at 0 at the current sum.
-#: LIBLINEAR-style thresholds (the last epoch's largest violation) kept ~70 of 104 slots per
-#: block on sector, and gathering that many classes made the sweeps 1.3-1.4x slower.
-SHRINK_THRESHOLD = 0.0
-#: A full re-check sweep follows once the shrunk sweeps' predicted gap fell by this factor
-#: since the last full one (measured on dna, satimage, letter, sector; a fixed period of 10
-#: epochs slowed letter, which needs only 17, by 1.2x).
-UNSHRINK_FACTOR = 10.0
-#: Blocks whose gap shares add up to at most this fraction of the total skip one epoch.
-SKIP_FRACTION = 0.05
-#: At most this many shrunk sweeps between two full ones.
-MAX_SHRUNK_SWEEPS = 50
-
-
-class WWDualProblem(BlockProblem):
-    r"""The Weston-Watkins dual (D2) over CSR data, for :class:`BlockCoordinateDescent`.
-
-    Keeps ``W = W(beta)`` (``(d, k)``, feature-major), ``beta`` (``(n, k-1)``) and the block sums
-    ``1^T beta_i`` consistent after every inner iteration (Wang & Scott 2021, Algorithm 1). The
-    epoch runs in the compiled kernel :func:`torchfw._ww_kernels.ww_epoch`; the per-block methods
-    (:meth:`block`, :meth:`solve_block`, :meth:`set_block`) are the same algorithm in Python, for
-    the generic BCD loop and for tests.
-
-    Parameters
-    ----------
-    X : _CSR
-        Rows with ``||x_i|| > 0`` (zero rows contribute only constants; the estimator drops them).
-    y : ndarray of int64
-        Class indices in ``[0, k)``.
-    k : int
-    C : float
-    exact_method : {"walrus", "iterative"}
-        The "exact" block solver: Walrus, or the Shark-style iterative baseline.
-    eps : float
-        Stopping threshold of the iterative solver.
-    shrinking : bool, default False
-        Shrink slots and skip blocks in the compiled sweep (see
-        :class:`WestonWatkinsSVC`, :func:`torchfw._ww_kernels.ww_epoch` and
-        :meth:`_after_shrunk_sweep`). Off here, so that a problem driven directly (the
-        Walrus-vs-iterative benchmark, the tests comparing sweeps) runs the paper's
-        Algorithm 1; the estimator turns it on by default. The Python per-block methods
-        never shrink.
-    """
-
-    def __init__(self, X: _CSR, y: np.ndarray, k: int, C: float, exact_method: str = "walrus",
-                 eps: float = 1e-6, shrinking: bool = False):
-        self.X = X
-        self.y = np.ascontiguousarray(y, dtype=np.int64)
-        self.k = int(k)
-        self.C = float(C)
-        self.exact_method = exact_method
-        self.eps = float(eps)
-        n, d = X.shape
-        self.sqnorm = np.bincount(np.repeat(np.arange(n), np.diff(X.indptr)),
-                                  weights=X.data * X.data, minlength=n).astype(np.float64)
-        self.W = _k.aligned_zeros((d, self.k))
-        self.beta = np.zeros((n, self.k - 1))
-        self.bsum = np.zeros(n)
-        self.ws = _k.Workspace(self.k)
-        # [hinge-sum estimate of the last sweep, ||W||^2, max and min projected gradient]
-        self.est = np.zeros(4)
-        self.shrinking = bool(shrinking)
-        self.active = np.empty((n, self.k - 1), dtype=np.int64)
-        self.n_act = np.empty(n, dtype=np.int64)
-        self.skip = np.zeros(n, dtype=np.int64)
-        self.gblk = np.zeros(n)
-        self.unshrink()
-        self.epochs = 0  # sweeps run so far
-        self._full_next = False
-        self._gamma_ref = math.inf
-        self._last_full = 0
-
-    @property
-    def n_blocks(self) -> int:
-        return self.X.shape[0]
-
-    def _method_code(self, block_solver: str) -> int:
-        if block_solver == "fw":
-            return _k.METHOD_FW
-        return _k.METHOD_WALRUS if self.exact_method == "walrus" else _k.METHOD_ITERATIVE
-
-    def unshrink(self) -> None:
-        """Put every slot of every block back in the sweep's lists, and skip no block."""
-        self.active[:] = np.arange(self.k - 1)
-        self.n_act[:] = self.k - 1
-        self.skip[:] = 0
-
-    def sweep(self, order: np.ndarray, block_solver: str, fw_steps: int) -> int:
-        ws = self.ws
-        thr = math.inf
-        full = True
-        if self.shrinking:
-            # epoch 1 runs unshrunk (so gap_1, the stopping rule's reference, is the plain
-            # BCD one); later a full re-check sweep is due when the shrunk problem has made
-            # enough progress (see _after_shrunk_sweep)
-            full = self.epochs == 0 or self._full_next
-            if full:
-                self.unshrink()
-            thr = math.inf if self.epochs == 0 else SHRINK_THRESHOLD
-        visited = self.skip == 0
-        changed = int(_k.ww_epoch(self.X.indptr, self.X.indices, self.X.data, self.sqnorm, self.y,
-                                  np.ascontiguousarray(order, dtype=np.int64), self.W, self.beta,
-                                  self.bsum, self.C, self._method_code(block_solver),
-                                  int(fw_steps), self.eps, self.active, self.n_act, thr,
-                                  self.skip, self.gblk, ws.scores, ws.v, ws.bnew, ws.heap,
-                                  ws.hidx, ws.sv, ws.si, ws.prefix, ws.grad, ws.changed, ws.u,
-                                  ws.cls, ws.sc, self.est))
-        self.epochs += 1
-        if self.shrinking:
-            self._after_shrunk_sweep(full, visited)
-        return changed
-
-    def _after_shrunk_sweep(self, full: bool, visited: np.ndarray) -> None:
-        r"""Decide the next sweep from this one's per-block gap shares ``gblk``.
-
-        ``Gamma = sum_i gblk[i]`` predicts the gap of the problem the sweeps currently solve
-        (shrunk slots count 0, skipped blocks their share at their last visit). A full sweep
-        (every slot listed, every block visited, each slot's shrinking re-decided from its
-        current gradient) records ``Gamma_ref``; once a shrunk sweep predicts
-        ``Gamma <= Gamma_ref / UNSHRINK_FACTOR`` the next sweep is full again. Progress, not
-        a fixed period, sets the pace: a wrongly shrunk slot makes ``Gamma`` optimistic, which
-        brings the re-check sooner (and ``MAX_SHRUNK_SWEEPS`` bounds the wait, in case the
-        prediction stalls, as it can with inexact block steps). Between full sweeps, the
-        visited blocks with the smallest shares, adding up to at most ``SKIP_FRACTION`` of
-        this sweep's total, skip the next epoch (never two in a row: a skipped block is
-        visited the epoch after).
-        """
-        shares = self.gblk
-        gamma = float(shares.sum())
-        if full:
-            self._gamma_ref = gamma
-            self._full_next = False
-            self._last_full = self.epochs
-        elif (gamma <= self._gamma_ref / UNSHRINK_FACTOR
-              or self.epochs - self._last_full >= MAX_SHRUNK_SWEEPS):
-            self._full_next = True
-            return
-        idx = np.flatnonzero(visited)
-        g = shares[idx]
-        order = np.argsort(g, kind="stable")
-        cum = np.cumsum(g[order])
-        if cum.size and cum[-1] > 0.0:
-            cut = int(np.searchsorted(cum, SKIP_FRACTION * cum[-1], side="right"))
-            self.skip[idx[order[:cut]]] = 1
-
-    def objectives(self) -> tuple[float, float]:
-        """Primal ``P(W)`` and dual ``D(beta) = -g(beta)``."""
-        P, D, wn = _k.ww_objectives(self.X.indptr, self.X.indices, self.X.data, self.y, self.W,
-                                    self.bsum, self.C, self.ws.scores)
-        self.est[1] = wn  # resynchronize the running ||W||^2 of the sweep
-        return float(P), float(D)
-
-    def gap_estimate(self) -> float:
-        """Free predictor of the gap after a compiled sweep (not a certificate).
-
-        Without shrinking: the primal at the scores each example had on its visit, minus the
-        exact dual: ``||W||^2 + C * hinge_estimate - sum_i 1^T beta_i``. With shrinking: the
-        sum of the blocks' gap shares at their last visit (``gblk``), which keeps the skipped
-        blocks' terms.
-        """
-        if self.shrinking:
-            return float(self.gblk.sum())
-        return float(self.est[1] + self.C * self.est[0] - self.bsum.sum())
-
-    def value_and_gap(self) -> tuple[float, float]:
-        P, D = self.objectives()
-        return -D, P - D
-
-    def point(self) -> Tensor:
-        return torch.from_numpy(self.beta)
-
-    # -- the same inner iteration, one block at a time, in Python ------------------------------
-
-    def _slots(self, i: int) -> np.ndarray:
-        yi = self.y[i]
-        s = np.arange(self.k - 1)
-        return np.where(s < yi, s, s + 1)
-
-    def _v(self, i: int) -> np.ndarray:
-        lo, hi = self.X.indptr[i], self.X.indptr[i + 1]
-        scores = self.X.data[lo:hi] @ self.W[self.X.indices[lo:hi]]
-        q = self.sqnorm[i]
-        margin = scores[self.y[i]] - scores[self._slots(i)]
-        return (1.0 - margin) / q + self.beta[i] + self.bsum[i]
-
-    def block(self, i: int) -> BlockQuadratic:
-        q = float(self.sqnorm[i])
-        b = torch.from_numpy(self.beta[i].copy())
-        v = torch.from_numpy(self._v(i))
-        grad = q * (b + b.sum() - v)  # gradient of g in block i: q (Theta beta_i - v)
-        return BlockQuadratic(x=b, grad=grad, hess=lambda d: q * (d + d.sum()),
-                              lmo=Box(0.0, self.C))
-
-    def solve_block(self, i: int) -> Tensor:
-        v = self._v(i)
-        if self.exact_method == "walrus":
-            return walrus(v, self.C)
-        return iterative_ww_subproblem(v, self.C, self.beta[i], q=float(self.sqnorm[i]),
-                                       eps=self.eps)
-
-    def set_block(self, i: int, value) -> None:
-        self.est[:] = np.nan  # the Python path keeps no estimate
-        new = torch.as_tensor(value, dtype=torch.float64).detach().cpu().numpy()
-        delta = new - self.beta[i]
-        if not delta.any():
-            return
-        u = np.zeros(self.k)
-        u[self._slots(i)] = -delta
-        u[self.y[i]] = new.sum() - self.bsum[i]
-        lo, hi = self.X.indptr[i], self.X.indptr[i + 1]
-        self.W[self.X.indices[lo:hi]] += np.outer(self.X.data[lo:hi], u)
-        self.beta[i] = new
-        self.bsum[i] = new.sum()
-
+# WWDualProblem and its shrinking policy live in torchfw._ww_problem (imported above).
 
 # --------------------------------------------------------------------------------------------
 # The estimator.

@@ -117,6 +117,15 @@ class BlockProblem:
         """
         return None
 
+    def set_gap_target(self, target: float) -> None:
+        """Told the stopping rule's target gap once it is known (after epoch 1's exact gap).
+
+        A problem that shrinks its sweeps can use it to un-shrink and re-check before the run
+        may stop (as LIBLINEAR does when its shrunk problem looks converged). The target
+        depends only on the first epoch, so using it keeps the iterates independent of when
+        the gap is checked. Default: ignored.
+        """
+
     def sweep(self, order: np.ndarray, block_solver: str, fw_steps: int) -> int | None:
         """Run one epoch over ``order`` in one call (e.g. compiled); ``None`` if unsupported.
 
@@ -315,7 +324,8 @@ class BlockCoordinateDescent:
                     break
                 if first_gap is None:
                     first_gap = gap
-                target = max(self.tol, self.rtol * first_gap)
+                    target = max(self.tol, self.rtol * first_gap)
+                    problem.set_gap_target(target)
                 if gap <= target:
                     status = Status.CONVERGED
                     break
