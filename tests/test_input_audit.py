@@ -45,3 +45,15 @@ def test_box_bounds_of_incompatible_shapes_are_named():
     box = tf.Box(torch.zeros(3), torch.ones(3))
     with pytest.raises(ValueError, match="do not fit"):
         box.lmo(torch.ones(5))
+
+
+def test_svmlight_index_beyond_libsvms_limit_names_line_and_index(tmp_path):
+    from torchfw.datasets import load_svmlight
+
+    path = tmp_path / "big.txt"
+    path.write_text("1 1:0.5\n-1 2:1 1000000000000:1\n")
+    with pytest.raises(ValueError, match=r"line 2: feature index 1000000000000 is above"):
+        load_svmlight(path)
+    path.write_text("1 1:0.5\n-1 2147483647:1\n")  # LIBSVM's largest index still reads
+    X, _ = load_svmlight(path)
+    assert X.shape == (2, 2147483647)

@@ -9,6 +9,7 @@ status 1; 2 for a usage error), never a traceback. Models are saved as tensors a
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 from pathlib import Path
@@ -384,9 +385,13 @@ def main(argv: list[str] | None = None) -> int:
     except CLIError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return exc.status
-    except (ValueError, TypeError) as exc:
-        # Parameter or data errors raised by the estimator: one line, as for a file error.
-        print(f"error: {exc}", file=sys.stderr)
+    except (ValueError, TypeError, RuntimeError, MemoryError) as exc:
+        # Parameter or data errors raised by the estimator, or a resource the problem does not
+        # fit in: one line, as for a file error. TORCHFW_TRACEBACK=1 shows the traceback.
+        if os.environ.get("TORCHFW_TRACEBACK"):
+            raise
+        message = str(exc).strip().splitlines()
+        print(f"error: {message[0] if message else type(exc).__name__}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         print("error: interrupted", file=sys.stderr)

@@ -349,6 +349,8 @@ def load_svmlight_files(paths, n_features=None, dtype=torch.float32, zero_based=
         _sort_rows(p, indptr, name)
         indptrs.append(indptr)
 
+    for p, indptr, name in zip(parsed, indptrs, names, strict=True):
+        _check_index_limit(p, indptr, name)
     if zero_based == "auto":
         # One-based unless an index 0 occurs anywhere (files without features don't vote).
         mins = [int(p.indices.min()) for p in parsed if p.indices.size]
@@ -362,6 +364,21 @@ def load_svmlight_files(paths, n_features=None, dtype=torch.float32, zero_based=
     for p, indptr, name in zip(parsed, indptrs, names, strict=True):
         out.extend(_to_tensors(p, indptr, offset, n_features, dtype, device, name))
     return out
+
+
+#: The largest feature index LIBSVM reads (a C ``int``); a file beyond it describes a matrix no
+#: solver could hold a row of, dense, so it is refused while the line is still known.
+LIBSVM_MAX_INDEX = 2**31 - 1
+
+
+def _check_index_limit(parsed, indptr, name: str) -> None:
+    idx = parsed.indices
+    if not idx.size or int(idx.max()) <= LIBSVM_MAX_INDEX:
+        return
+    k = int(np.argmax(idx))
+    row = int(np.searchsorted(indptr, k, side="right")) - 1
+    raise ValueError(f"{name}: line {parsed.row_lines[row]}: feature index {int(idx[k])} is "
+                     f"above {LIBSVM_MAX_INDEX} (2**31 - 1), the largest LIBSVM reads")
 
 
 def load_svmlight(path, n_features=None, dtype=torch.float32, zero_based="auto", device=None):
