@@ -227,6 +227,18 @@ def report() -> None:
         for r in noisy["noisy"]:
             out.append(f"| {r['what']} | {r['m']:,d} | {r['time_s']:.1f} | "
                        f"{r['accuracy']:.2f} | {r['load']:.1f} |")
+    cross = [r for tag in ("_crossover", "_crossover200k")
+             for r in ((_read(tag) or {}).get("crossover", []))]
+    if cross:
+        out += ["", "Crossover: `SVC(solver='swap')` to the default `tol` with the exact gradient "
+                "(lazy column engine) and on the sampled storage, same data, one after the other "
+                "(`python benchmarks/svm_large.py --crossover 50000 100000`, then `200000`).",
+                "", "| m | engine | time (s) | iterations | accuracy % | load |",
+                "|---|---|---|---|---|---|"]
+        for r in cross:
+            out.append(f"| {r['m']:,d} | {'sampled' if r['sampled'] else 'exact'} | "
+                       f"{r['time_s']:.1f} | {r['iters']} | {r['accuracy']:.2f} | "
+                       f"{r['load']:.1f} |")
     (RESULTS / "svm_large.md").write_text("\n".join(out) + "\n")
     t4 = _read("_table4")
     if t4:
