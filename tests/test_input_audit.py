@@ -57,3 +57,27 @@ def test_svmlight_index_beyond_libsvms_limit_names_line_and_index(tmp_path):
     path.write_text("1 1:0.5\n-1 2147483647:1\n")  # LIBSVM's largest index still reads
     X, _ = load_svmlight(path)
     assert X.shape == (2, 2147483647)
+
+
+def test_sparse_inputs_raise_no_torch_notices(recwarn):
+    import subprocess
+    import sys
+
+    code = """
+import warnings
+warnings.simplefilter("always")
+import numpy as np, scipy.sparse as sp
+import torchfw
+rng = np.random.default_rng(0)
+X = sp.random(120, 20, density=0.3, format="csr", random_state=0)
+y = (rng.random(120) > 0.5).astype(int)
+with warnings.catch_warnings(record=True) as seen:
+    warnings.simplefilter("always")
+    torchfw.SVC(random_state=0).fit(X, y).predict(X)
+    torchfw.Lasso(alpha=0.01).fit(X, rng.normal(size=120)).predict(X)
+print([str(w.message)[:60] for w in seen if "parse" not in str(w.message)])
+"""
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True)
+    assert out.stdout.strip() == "[]", out.stdout + out.stderr
+    assert "Sparse CSR tensor support is in beta" not in out.stderr

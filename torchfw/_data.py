@@ -17,7 +17,7 @@ from torch import Tensor
 from ._validation import check_finite
 
 __all__ = ["as_matrix", "as_labels", "as_target", "as_sample_weight", "feature_names_of",
-           "n_features_of"]
+           "n_features_of", "csr_tensor", "to_csr"]
 
 #: The phrases below are scikit-learn's own (``sklearn.utils.validation``), kept word for word
 #: where its estimator checks look for them, so that a user moving between the two libraries
@@ -30,6 +30,28 @@ _RESHAPE = ("{name} must be 2-d (n_samples, n_features), got shape {shape}. Resh
             "array.reshape(1, -1) if it contains a single sample.")
 _COLUMN_Y = ("A column-vector y was passed when a 1d array was expected. Please change the shape "
              "of y to (n_samples,), for example using ravel().")
+
+
+def csr_tensor(crow: Tensor, col: Tensor, values: Tensor, size, *,
+               check_invariants: bool = False) -> Tensor:
+    """``torch.sparse_csr_tensor`` without torch's notices to the user.
+
+    torch warns once per process that sparse CSR support is "in beta", and warns when invariant
+    checks are left implicit; neither is actionable for a torchfw user, whose data torchfw
+    validates itself (:func:`as_matrix`). Pass ``check_invariants=True`` for untrusted
+    structure (a file), as the model loaders do.
+    """
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="Sparse CSR tensor support is in beta")
+        return torch.sparse_csr_tensor(crow, col, values, size=size,
+                                       check_invariants=check_invariants)
+
+
+def to_csr(tensor: Tensor) -> Tensor:
+    """``tensor.to_sparse_csr()`` without torch's beta notice (see :func:`csr_tensor`)."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="Sparse CSR tensor support is in beta")
+        return tensor.to_sparse_csr()
 
 
 def _is_scipy_sparse(X) -> bool:
@@ -83,7 +105,7 @@ def as_matrix(X, *, name: str = "X", device=None, dtype: torch.dtype | None = No
         tensor = X.detach()
         if tensor.layout not in (torch.strided, torch.sparse_csr):
             if tensor.layout in (torch.sparse_coo, torch.sparse_csc):
-                tensor = tensor.to_sparse_csr()
+                tensor = to_csr(tensor)
             else:
                 raise TypeError(f"{name}: unsupported tensor layout {tensor.layout}")
     elif _is_scipy_sparse(X):
@@ -95,7 +117,7 @@ def as_matrix(X, *, name: str = "X", device=None, dtype: torch.dtype | None = No
         if csr.indices.size and (csr.indices.min() < 0 or csr.indices.max() >= csr.shape[1]):
             raise ValueError(f"{name}: sparse matrix has column indices outside "
                              f"[0, {csr.shape[1]})")
-        tensor = torch.sparse_csr_tensor(
+        tensor = csr_tensor(
             torch.from_numpy(np.asarray(csr.indptr, dtype=np.int64)),
             torch.from_numpy(np.asarray(csr.indices, dtype=np.int64)),
             torch.from_numpy(np.asarray(csr.data)), size=csr.shape,
@@ -120,7 +142,7 @@ def as_matrix(X, *, name: str = "X", device=None, dtype: torch.dtype | None = No
         dtype = values_dtype if values_dtype in (torch.float32, torch.float64) else torch.float32
     if tensor.layout == torch.sparse_csr:
         _check_csr(tensor, name)
-        tensor = torch.sparse_csr_tensor(tensor.crow_indices().to(torch.int64),
+        tensor = csr_tensor(tensor.crow_indices().to(torch.int64),
                                          tensor.col_indices().to(torch.int64),
                                          tensor.values().to(dtype), size=tensor.shape,
                                          check_invariants=False)  # _check_csr just ran
@@ -286,7 +308,7 @@ def take_rows(X: Tensor, rows: Tensor) -> Tensor:
     offsets = torch.arange(total, device=X.device) - torch.repeat_interleave(new_crow[:-1],
                                                                             counts)
     positions = torch.repeat_interleave(starts, counts) + offsets
-    return torch.sparse_csr_tensor(new_crow, X.col_indices().index_select(0, positions),
+    return csr_tensor(new_crow, X.col_indices().index_select(0, positions),
                                    X.values().index_select(0, positions),
                                    size=(rows.numel(), X.shape[1]),
                                    check_invariants=False)  # rows of a valid matrix

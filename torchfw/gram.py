@@ -23,6 +23,7 @@ import torch
 from torch import Tensor
 
 from ._column_cache import CachedColumnsMixin, ColumnCache
+from ._data import csr_tensor, to_csr
 from ._data import take_rows as _take_rows
 from ._validation import check_nonnegative, check_positive
 from .objectives import ColumnOperator
@@ -84,7 +85,7 @@ class GramOperator(CachedColumnsMixin, ColumnOperator):
         self.center = bool(center)
         if self.sparse:
             values = X.values().to(dtype)
-            X = torch.sparse_csr_tensor(X.crow_indices(), X.col_indices(), values,
+            X = csr_tensor(X.crow_indices(), X.col_indices(), values,
                                         size=X.shape, check_invariants=False)  # same structure
             # Both orientations are kept: products by X^T u and by X w each read CSR rows
             # (torch's product by a transposed CSR matrix is ~30x slower).
@@ -94,7 +95,7 @@ class GramOperator(CachedColumnsMixin, ColumnOperator):
             self._ccol = csc.ccol_indices()
             self._rows = csc.row_indices()
             self._vals = csc.values()
-            self.XT = torch.sparse_csr_tensor(self._ccol, self._rows, self._vals, size=(p, n))
+            self.XT = csr_tensor(self._ccol, self._rows, self._vals, size=(p, n))
             if self.center:
                 ones = torch.ones(n, dtype=dtype, device=self.device)
                 self.means = (self.XT @ ones) / n
@@ -186,7 +187,7 @@ class GramOperator(CachedColumnsMixin, ColumnOperator):
             part = _take_rows(self.XT, index)  # X_sub^T as CSR = X_sub as CSC
             sub = torch.sparse_csc_tensor(part.crow_indices(), part.col_indices(),
                                           part.values(), size=(self.n_samples, index.numel()))
-            op = GramOperator(sub.to_sparse_csr(), center=self.center, dtype=self.dtype,
+            op = GramOperator(to_csr(sub), center=self.center, dtype=self.dtype,
                               cache_size=budget, scale=self.scale)
         else:
             # Dense X is stored centred already: the restricted copy needs no centring.

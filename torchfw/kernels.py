@@ -30,6 +30,7 @@ from torch import Tensor
 
 from . import _kernel_cpu, _kernel_formulas
 from ._column_cache import CachedColumnsMixin, ColumnCache
+from ._data import csr_tensor
 from ._data import take_rows as _take_rows
 from ._validation import check_finite, check_nonnegative, check_positive
 from .objectives import ColumnOperator
@@ -214,7 +215,7 @@ class SVMDualOperator(CachedColumnsMixin, ColumnOperator):
         itemsize = torch.finfo(self.dtype).bits // 8
         dense_fits = m * d * itemsize <= self.memory_budget
         if _is_csr(X):
-            self.X = torch.sparse_csr_tensor(X.crow_indices(), X.col_indices(),
+            self.X = csr_tensor(X.crow_indices(), X.col_indices(),
                                              X.values().to(self.dtype), size=X.shape,
                                              check_invariants=False)  # validated on input
         else:

@@ -86,7 +86,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from ._data import as_matrix, as_sample_weight, as_target
+from ._data import as_matrix, as_sample_weight, as_target, csr_tensor
 from ._validation import resolve_device
 from .equivalence import SignedAtomsOperator
 from .gram import GramOperator
@@ -191,7 +191,7 @@ class LassoData:
             if X.layout == torch.sparse_csr:
                 rows = torch.repeat_interleave(
                     torch.arange(n, device=self.device), X.crow_indices().diff())
-                Xw = torch.sparse_csr_tensor(X.crow_indices(), X.col_indices(),
+                Xw = csr_tensor(X.crow_indices(), X.col_indices(),
                                              X.values() * root.to(X.dtype)[rows], size=X.shape,
                                              check_invariants=False)  # same structure as X
             else:

@@ -40,7 +40,7 @@ from torch import Tensor
 
 from . import _ww_kernels as _k
 from . import exceptions
-from ._data import as_labels, as_matrix
+from ._data import as_labels, as_matrix, csr_tensor, to_csr
 from ._estimator import BaseEstimator, check_is_fitted, load_state, plain
 from ._validation import check_int_at_least, check_positive, resolve_device
 from ._ww_problem import (  # noqa: F401 (the dual and its shrinking constants, re-exported)
@@ -98,7 +98,7 @@ def _as_csr(X, name: str = "X") -> _CSR:
     """Convert X (NumPy, SciPy sparse, torch dense/COO/CSR, array-like) to checked CSR arrays."""
     if isinstance(X, Tensor):
         if X.layout == torch.sparse_coo:
-            X = X.coalesce().to_sparse_csr()
+            X = to_csr(X.coalesce())
         if X.layout == torch.sparse_csr:
             if X.dim() != 2:
                 raise ValueError(f"{name} must be 2-d, got shape {tuple(X.shape)}")
@@ -379,7 +379,7 @@ class WestonWatkinsSVC(BaseEstimator):
             # CSR times a dense (d, k) matrix in the compiled kernel's layout
             scores = _csr_matmul(csr, np.ascontiguousarray(W.T.cpu().numpy()))
             return torch.from_numpy(scores)
-        A = torch.sparse_csr_tensor(torch.from_numpy(csr.indptr), torch.from_numpy(csr.indices),
+        A = csr_tensor(torch.from_numpy(csr.indptr), torch.from_numpy(csr.indices),
                                     torch.from_numpy(csr.data), size=csr.shape).to(dev)
         return A @ W.T.contiguous()
 

@@ -36,7 +36,7 @@ from torch import Tensor
 
 from . import _svc_dense, _svc_large
 from . import exceptions as _exceptions
-from ._data import as_labels, as_sample_weight, take_rows
+from ._data import as_labels, as_sample_weight, csr_tensor, take_rows
 from ._estimator import BaseEstimator, check_is_fitted, load_state
 from ._svc_state import available_if, check_svc_state
 from ._svm_probability import fit_platt, platt_proba
@@ -594,7 +594,7 @@ class SVC(BaseEstimator):
         sv = state["support_vectors"]
         if isinstance(sv, dict):
             # From a file: let torch validate the structure before anything indexes it.
-            sv = torch.sparse_csr_tensor(sv["crow"], sv["col"], sv["values"],
+            sv = csr_tensor(sv["crow"], sv["col"], sv["values"],
                                          size=tuple(sv["shape"]), check_invariants=True)
         model.classes_ = np.asarray(state["classes"])
         model._gamma = float(state["gamma"])

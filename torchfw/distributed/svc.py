@@ -11,7 +11,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from .._data import as_labels, take_rows
+from .._data import as_labels, take_rows, to_csr
 from .._validation import resolve_device
 from ..kernels import SVMDualOperator, make_kernel
 from ..optimizers.active_set import simplex_qp
@@ -251,7 +251,7 @@ class DistributedSVC(SVC):
             dtype=X.dtype if X.layout != torch.sparse_csr else X.values().dtype,
             device=X.device)
         if X.layout == torch.sparse_csr:
-            X_sv = X_sv.to_sparse_csr()
+            X_sv = to_csr(X_sv)
         problems_sv = [everything[:, 1 + k].copy() for k in range(n_prob)]
         alphas_sv = [torch.from_numpy(everything[:, 1 + n_prob + k].copy()).to(X.device)
                      for k in range(n_prob)]

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from .._data import csr_tensor
 from .._validation import check_int_at_least, resolve_device
 from ._decode import _MAX_INDEX, _PAD, _parse_numbers, _parse_unsigned, _words
 from ._grammar import _raise_first_bad_line
@@ -180,7 +181,7 @@ def _csr_tensor(crow, col, values, shape):
         warnings.filterwarnings("ignore", message="Sparse CSR tensor support is in beta")
         # Some torch versions warn even with check_invariants=False given explicitly.
         warnings.filterwarnings("ignore", message="Sparse invariant checks are implicitly")
-        return torch.sparse_csr_tensor(crow, col, values, size=tuple(shape),
+        return csr_tensor(crow, col, values, size=tuple(shape),
                                        check_invariants=False)
 
 
