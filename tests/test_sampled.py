@@ -194,3 +194,43 @@ def test_bad_inputs():
         SampledEngine(storage, torch.arange(2), torch.zeros(2, dtype=torch.float64))
     with pytest.raises(ValueError, match="y must have shape"):
         KernelRows(torch.ones(5, 2), torch.ones(4), make_kernel("rbf", 1.0), 1.0)
+
+
+def test_svc_switches_to_the_sampled_storage(monkeypatch):
+    from torchfw import _svc_large
+
+    X, y = _blobs(1500)
+    assert tf.SVC(sample_size=50, random_state=0).fit(X, y).result_.info["engine"] == \
+        "SampledEngine"
+    assert tf.SVC(random_state=0).fit(X, y).result_.info["engine"] != "SampledEngine"
+    monkeypatch.setattr(_svc_large, "LARGE_M", 1000)  # above the size threshold: sampled
+    model = tf.SVC(random_state=0, dense=False).fit(X, y)  # (small data: no compiled solve)
+    assert model.result_.info["engine"] == "SampledEngine"
+    assert model.score(X, y) > 0.9
+    # fc and the streaming solvers have no sampled form
+    assert tf.SVC(solver="fc", random_state=0).fit(X, y).result_.info["engine"] != \
+        "SampledEngine"
+
+
+def test_svc_anytime_model_is_the_better_of_iterate_and_subset(monkeypatch):
+    from torchfw import _svc_large
+
+    monkeypatch.setattr(_svc_large, "WARM_SUBSET", 300)
+    monkeypatch.setattr(_svc_large, "VALIDATION", 1000)
+    X, y = _blobs(2500, noise=1.5)
+    with pytest.warns(Warning):  # stopped on max_iter: a ConvergenceWarning
+        model = tf.SVC(sample_size=50, max_iter=3, random_state=0).fit(X, y)
+    info = model.result_.info
+    val = info["validation"]
+    assert val["examples"] == 1000
+    assert info["model"] == ("subset" if val["subset"] > val["iterate"] else "iterate")
+    # The returned dual is the chosen model's: its support is the subset's or the iterate's.
+    assert model.result_.n_iter == 3
+    assert (model.result_.x > 0).sum() == model.n_support_.sum()
+
+
+def _blobs(m, noise=0.5, seed=0):
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(m, 5)).astype(np.float32)
+    y = (X[:, 0] - X[:, 1] + noise * rng.normal(size=m) > 0).astype(int)
+    return X, y
