@@ -27,6 +27,9 @@ __version__ = "0.1.0"
 _LAZY = {
     "LMO": "oracles", "AtomicLMO": "oracles", "Simplex": "oracles", "L1Ball": "oracles",
     "L2Ball": "oracles", "LinfBall": "oracles", "Box": "oracles",
+    "KSparsePolytope": "polytopes", "LpBall": "polytopes", "GroupL1Ball": "polytopes",
+    "Hypercube": "polytopes", "Birkhoff": "polytopes", "NuclearNormBall": "spectral",
+    "Spectraplex": "spectral",
     "LineSearch": "linesearch", "Line": "linesearch", "ExactLineSearch": "linesearch",
     "OpenLoop": "linesearch", "ShortStep": "linesearch", "Backtracking": "linesearch",
     "Objective": "objectives", "FunctionObjective": "objectives", "Quadratic": "objectives",
@@ -35,19 +38,24 @@ _LAZY = {
     "AwayStepFrankWolfe": "optimizers", "PairwiseFrankWolfe": "optimizers",
     "SwapFrankWolfe": "optimizers", "PartanFrankWolfe": "optimizers",
     "FullyCorrectiveFrankWolfe": "optimizers", "sample_size_for": "optimizers",
+    "BlendedPairwiseConditionalGradient": "optimizers", "LazyFrankWolfe": "optimizers",
     "BlockCoordinateDescent": "optimizers.bcd",
     "Result": "result", "Status": "result", "History": "result", "IterationInfo": "result",
+    "ActiveSet": "result",
     "WestonWatkinsSVC": "multiclass", "walrus": "walrus",
     "Lasso": "lasso", "lasso_path": "lasso", "SVC": "svm",
 }
 
 __all__ = [
     "LMO", "AtomicLMO", "Simplex", "L1Ball", "L2Ball", "LinfBall", "Box",
+    "KSparsePolytope", "LpBall", "GroupL1Ball", "Hypercube", "Birkhoff", "NuclearNormBall",
+    "Spectraplex",
     "LineSearch", "Line", "ExactLineSearch", "OpenLoop", "ShortStep", "Backtracking",
     "Objective", "FunctionObjective", "Quadratic", "ColumnOperator", "DenseOperator",
     "ConstrainedOptimizer", "FrankWolfe", "AwayStepFrankWolfe", "PairwiseFrankWolfe",
     "SwapFrankWolfe", "PartanFrankWolfe", "FullyCorrectiveFrankWolfe", "sample_size_for",
-    "Result", "Status", "History", "IterationInfo",
+    "BlendedPairwiseConditionalGradient", "LazyFrankWolfe",
+    "Result", "Status", "History", "IterationInfo", "ActiveSet",
     "WestonWatkinsSVC", "BlockCoordinateDescent", "walrus",
     "Lasso", "lasso_path", "SVC",
 ]
@@ -59,9 +67,11 @@ if TYPE_CHECKING:  # static checkers and IDEs see the eager imports
     from .objectives import ColumnOperator, DenseOperator, FunctionObjective, Objective, Quadratic
     from .optimizers import (
         AwayStepFrankWolfe,
+        BlendedPairwiseConditionalGradient,
         ConstrainedOptimizer,
         FrankWolfe,
         FullyCorrectiveFrankWolfe,
+        LazyFrankWolfe,
         PairwiseFrankWolfe,
         PartanFrankWolfe,
         SwapFrankWolfe,
@@ -69,7 +79,9 @@ if TYPE_CHECKING:  # static checkers and IDEs see the eager imports
     )
     from .optimizers.bcd import BlockCoordinateDescent
     from .oracles import LMO, AtomicLMO, Box, L1Ball, L2Ball, LinfBall, Simplex
-    from .result import History, IterationInfo, Result, Status
+    from .polytopes import Birkhoff, GroupL1Ball, Hypercube, KSparsePolytope, LpBall
+    from .result import ActiveSet, History, IterationInfo, Result, Status
+    from .spectral import NuclearNormBall, Spectraplex
     from .svm import SVC
     from .walrus import walrus
 
@@ -103,16 +115,3 @@ class _Package(types.ModuleType):
 
 
 sys.modules[__name__].__class__ = _Package
-
-
-# Constraint sets and active-set solvers of issue 20 (torchfw.polytopes, torchfw.spectral,
-# blended pairwise and lazified FW): lazy like the names above.
-_LAZY.update({
-    "KSparsePolytope": "polytopes", "LpBall": "polytopes", "GroupL1Ball": "polytopes",
-    "Hypercube": "polytopes", "Birkhoff": "polytopes", "NuclearNormBall": "spectral",
-    "Spectraplex": "spectral", "BlendedPairwiseConditionalGradient": "optimizers",
-    "LazyFrankWolfe": "optimizers", "ActiveSet": "result",
-})
-__all__ += ["KSparsePolytope", "LpBall", "GroupL1Ball", "Hypercube", "Birkhoff",
-            "NuclearNormBall", "Spectraplex", "BlendedPairwiseConditionalGradient",
-            "LazyFrankWolfe", "ActiveSet"]
