@@ -50,9 +50,8 @@ from torch import Tensor
 
 from .._data import take_rows
 from .._scalars import HOST
-from ..linesearch import ExactLineSearch
+from ..linesearch import ExactLineSearch, Line
 from ..result import History, Result, Status
-from ..linesearch import Line
 from ._engine import ZERO_TOL, Coefficients, Move, partan_move
 from .away import AwayStepFrankWolfe, PairwiseFrankWolfe
 from .frank_wolfe import FrankWolfe
@@ -97,6 +96,7 @@ class KernelRows:
         self.device = X.device
         self.csr = X.layout == torch.sparse_csr
         self.y = y.to(device=X.device)
+        self.C: Tensor | float
         if isinstance(C, Tensor):
             if C.shape != (m,) or bool((C <= 0).any()):
                 raise ValueError("a per-example C must have shape (m,) and positive entries")
@@ -138,6 +138,24 @@ class SampledEngine:
     atomic = True
     #: The sampled gap only lower-bounds the true gap.
     certifies_gap = False
+
+    # Slot buffers (capacity ``cap``; see :meth:`_alloc`) and float64 scalars.
+    ex: Tensor
+    Xs: Tensor
+    sq: Tensor
+    ys: Tensor
+    invc: Tensor
+    kd: Tensor
+    w: Tensor
+    w_prev: Tensor
+    g: Tensor
+    g_prev: Tensor
+    cache: Tensor | None
+    _col_i: Tensor | None
+    cap: int
+    p: float
+    p_prev: float
+    W: float
 
     def __init__(self, storage: KernelRows, support: Tensor, weights: Tensor, *,
                  sample_size: int = DEFAULT_SAMPLE_SIZE, rng=None, keep_previous: bool = False,
@@ -404,6 +422,7 @@ class SampledEngine:
                     self.g_prev[r] = float(self._col_i @ self.w_prev[:self.n])
             else:
                 self._col_i = self.column(r)
+        assert self._col_i is not None
         return self._col_i
 
     def _score(self, e: int) -> float:
