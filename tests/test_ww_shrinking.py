@@ -113,17 +113,19 @@ def test_exact_gaps_not_inflated_by_shrinking():
 
 def test_slow_problems_stop_skipping_blocks_fast_ones_keep_it():
     """Block skipping (what saves the most on sector) stays on while shrunk phases make fast
-    progress, and is off once a phase needed MAX_SHRUNK_SWEEPS sweeps."""
+    progress; once a phase needed MAX_SHRUNK_SWEEPS sweeps, every sweep is full."""
     X, y = unscaled(n=600, seed=2)
     classes, yi = np.unique(y, return_inverse=True)
     prob = WWDualProblem(_as_csr(X), yi, len(classes), 1.0, shrinking=True)
     rng = np.random.default_rng(0)
-    skipped_after_slow = 0
+    skipped_after_slow = shrunk_after_slow = 0
     for _ in range(120):
+        slow_before = prob._slow
         prob.sweep(rng.permutation(prob.n_blocks), "exact", 1)
         if prob._slow:
             skipped_after_slow += int(prob.skip.sum())
-    assert prob._slow and skipped_after_slow == 0
+            shrunk_after_slow += int(slow_before and not prob._full_next)
+    assert prob._slow and skipped_after_slow == 0 and shrunk_after_slow == 0
 
     rng = np.random.default_rng(1)  # well-conditioned: centered, separated blobs
     centers = 3.0 * rng.normal(size=(4, 6))

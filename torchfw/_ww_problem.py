@@ -43,12 +43,13 @@ UNSHRINK_FACTOR = 10.0
 #: Blocks whose gap shares add up to at most this fraction of the total skip one epoch.
 SKIP_FRACTION = 0.05
 #: At most this many shrunk sweeps between two full ones. A shrunk phase that runs this long
-#: without its predicted gap falling tenfold is *slow*, and skipping blocks stays off from then
-#: on: on unscaled data (raw digits, features in 0-100) progress needs every support vector's
-#: block to move a little every epoch, and skipping the small shares cost ~20% more epochs
-#: (digits: 1170 instead of 977 to the rule, with a cap of 50 here). A cap of 50 also left
-#: slots that turned violating out of the sweeps for 50 epochs, which inflated the exact gaps
-#: measured in between (pendigits: 5,300-6,400 against ~2,700 without shrinking).
+#: without its predicted gap falling tenfold is *slow*, and every later sweep is full (plain
+#: BCD): on unscaled data (raw digits, features in 0-100) progress needs every support
+#: vector's block to move a little every epoch. Skipping the small shares cost ~20% more
+#: epochs (digits: 1170 instead of 977 to the rule, with a cap of 50 here); slots that turned
+#: violating while left out inflated the exact gaps measured between re-checks (pendigits:
+#: 5,300-6,400 against ~2,700 without shrinking) and, even with a re-check every 5 sweeps,
+#: left the model stopped by max_iter ~2-3 points less accurate (pendigits, 2 seeds).
 MAX_SHRUNK_SWEEPS = 25
 #: A full sweep also follows once the shrunk sweeps predict a gap at most this factor times
 #: the stopping rule's target (LIBLINEAR's rule: when the shrunk problem looks converged,
@@ -114,7 +115,7 @@ class WWDualProblem(BlockProblem):
         self._full_next = False
         self._gamma_ref = math.inf
         self._last_full = 0
-        self._slow = False  # a shrunk phase hit MAX_SHRUNK_SWEEPS: skip no more blocks
+        self._slow = False  # a shrunk phase hit MAX_SHRUNK_SWEEPS: full sweeps from then on
         self._target = 0.0  # the stopping rule's target gap, once BCD knows it
 
     @property
@@ -152,7 +153,8 @@ class WWDualProblem(BlockProblem):
             full = self.epochs == 0 or self._full_next
             if full:
                 self.unshrink()
-            thr = math.inf if self.epochs == 0 else SHRINK_THRESHOLD
+            # slow problems (see _after_shrunk_sweep) run plain BCD: no slot leaves a list
+            thr = math.inf if self.epochs == 0 or self._slow else SHRINK_THRESHOLD
         visited = self.skip == 0
         changed = int(ww_epoch(self.X.indptr, self.X.indices, self.X.data, self.sqnorm, self.y,
                                   np.ascontiguousarray(order, dtype=np.int64), self.W, self.beta,
@@ -182,16 +184,18 @@ class WWDualProblem(BlockProblem):
 
         Between full sweeps, the visited blocks with the smallest shares, adding up to at most
         ``SKIP_FRACTION`` of this sweep's total, skip the next epoch (never two in a row: a
-        skipped block is visited the epoch after) -- unless the problem is slow (a shrunk
-        phase needed the cap): there every block's small moves add up, and skipping them
-        costs epochs (see ``MAX_SHRUNK_SWEEPS``).
+        skipped block is visited the epoch after). A problem is slow once a shrunk phase needed
+        the cap: there every block's small moves add up, and from then on every sweep is full
+        (see ``MAX_SHRUNK_SWEEPS``), so shrinking cannot leave the model behind plain BCD's.
         """
         shares = self.gblk
         gamma = float(shares.sum())
         if full:
             self._gamma_ref = gamma
-            self._full_next = False
+            self._full_next = self._slow  # slow: plain BCD from now on
             self._last_full = self.epochs
+            if self._slow:
+                return
         elif (gamma <= self._gamma_ref / UNSHRINK_FACTOR
               or gamma <= TARGET_MARGIN * self._target):
             self._full_next = True
@@ -199,8 +203,6 @@ class WWDualProblem(BlockProblem):
         elif self.epochs - self._last_full >= MAX_SHRUNK_SWEEPS:
             self._full_next = True
             self._slow = True
-            return
-        if self._slow:
             return
         idx = np.flatnonzero(visited)
         g = shares[idx]
