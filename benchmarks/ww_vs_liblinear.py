@@ -426,7 +426,7 @@ def write_unscaled(meta, rows, command):
     lines += [
         "",
         f"At tol = {TIGHT_TOL:g} (seed 0, max_iter 30,000): test accuracy % (epochs) near the "
-        "optimum, where the two runs agree.",
+        "optimum, with and without shrinking.",
         "",
         "| dataset | shrinking | no shrinking |",
         "|---|---|---|",
