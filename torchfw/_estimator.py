@@ -195,8 +195,9 @@ def load_state(path, fmt: str) -> dict:
                          f"could not read it ({reason[:200]})") from None
     found = state.get("format") if isinstance(state, dict) else None
     if not (isinstance(found, str) and found.startswith("torchfw.")):
-        raise ValueError(f"{path} is not a torchfw model file: it holds a "
-                         f"{type(state).__name__} without a torchfw 'format' entry")
+        raise ValueError(f"{path} is not a torchfw model file (not a {fmt}, nor another "
+                         f"torchfw model): it holds a {type(state).__name__} without a torchfw "
+                         "'format' entry")
     if found != fmt:
         raise ValueError(f"{path} holds a {found} model, not a {fmt}; load it with "
                          f"{found}.load")

@@ -1,4 +1,7 @@
-"""What a fitted SVC's state must look like, and methods that exist only when a parameter asks.
+"""A fitted SVC's state: what it holds, what it must look like, and optional methods.
+
+:func:`svc_state` / :func:`restore_svc` turn a fitted :class:`~torchfw.SVC` into tensors and
+plain values (``torch.load(weights_only=True)`` reads them back: no pickled code) and back.
 
 :func:`check_svc_state` is the gate every model file passes before an :class:`~torchfw.SVC` is
 built from it (``SVC.load``, ``SVC.from_state_dict``, LIBSVM model files): a truncated,
@@ -17,9 +20,13 @@ from __future__ import annotations
 import functools
 import math
 
+import numpy as np
 import torch
 
-__all__ = ["available_if", "check_svc_state"]
+from ._data import csr_tensor
+from ._estimator import plain
+
+__all__ = ["available_if", "check_svc_state", "svc_state", "restore_svc"]
 
 _REQUIRED = ("params", "classes", "gamma", "n_features_in", "support", "n_support", "n_iter",
              "support_vectors", "dual_coef", "intercept")
@@ -113,3 +120,54 @@ def check_svc_state(state: dict) -> None:
                                   or value.shape != (n_rows,)
                                   or not bool(torch.isfinite(value).all())):
             raise ValueError(f"SVC state: {key!r} must be {n_rows} finite numbers")
+
+
+def svc_state(model) -> dict:
+    """The fitted ``model`` as a dict of tensors and plain values (format ``torchfw.SVC``)."""
+    params = {k: plain(v) for k, v in model.get_params(deep=False).items()}
+    sv = model.support_vectors_.cpu()
+    if sv.layout == torch.sparse_csr:
+        support_vectors = {"crow": sv.crow_indices(), "col": sv.col_indices(),
+                           "values": sv.values(), "shape": list(sv.shape)}
+    else:
+        support_vectors = sv
+
+    def optional(values):
+        return None if values is None else torch.from_numpy(np.asarray(values, np.float64))
+
+    return {"format": "torchfw.SVC", "version": 1, "params": params,
+            "classes": model.classes_.tolist(), "gamma": model._gamma,
+            "n_features_in": model.n_features_in_,
+            "support": torch.from_numpy(np.asarray(model.support_, dtype=np.int64)),
+            "n_support": torch.from_numpy(np.asarray(model.n_support_, dtype=np.int64)),
+            "n_iter": torch.as_tensor(np.asarray(model.n_iter_)),
+            "support_vectors": support_vectors, "dual_coef": model.dual_coef_.cpu(),
+            "intercept": model.intercept_.cpu(),
+            "prob_a": optional(getattr(model, "probA_", None)),
+            "prob_b": optional(getattr(model, "probB_", None))}
+
+
+def restore_svc(model, state: dict, device=None) -> None:
+    """Set the fitted attributes of ``model`` from a state :func:`check_svc_state` accepted."""
+    sv = state["support_vectors"]
+    if isinstance(sv, dict):
+        # From a file: let torch validate the structure before anything indexes it.
+        sv = csr_tensor(sv["crow"], sv["col"], sv["values"], size=tuple(sv["shape"]),
+                        check_invariants=True)
+
+    def placed(tensor):
+        return tensor.to(device) if device is not None else tensor
+
+    model.classes_ = np.asarray(state["classes"])
+    model._gamma = float(state["gamma"])
+    model.n_features_in_ = int(state["n_features_in"])
+    model.support_ = state["support"].numpy()
+    model.n_support_ = state["n_support"].numpy()
+    n_iter = state["n_iter"]
+    model.n_iter_ = n_iter.item() if n_iter.dim() == 0 else n_iter.numpy()
+    model.support_vectors_ = placed(sv)
+    model.dual_coef_ = placed(state["dual_coef"])
+    model.intercept_ = placed(state["intercept"])
+    model.probA_ = None if state.get("prob_a") is None else state["prob_a"].numpy()
+    model.probB_ = None if state.get("prob_b") is None else state["prob_b"].numpy()
+    model.result_ = None

@@ -36,9 +36,9 @@ from torch import Tensor
 
 from . import _svc_dense, _svc_large
 from . import exceptions as _exceptions
-from ._data import as_labels, as_sample_weight, csr_tensor, take_rows
+from ._data import as_labels, as_sample_weight, take_rows
 from ._estimator import BaseEstimator, check_is_fitted, load_state
-from ._svc_state import available_if, check_svc_state
+from ._svc_state import available_if, check_svc_state, restore_svc, svc_state
 from ._svm_probability import fit_platt, platt_proba
 from ._validation import check_int_at_least, check_positive, resolve_device
 from .heads import KernelSVMHead
@@ -51,23 +51,6 @@ from .result import History, Result, Status
 from .solvers import make_solver, solver_names
 
 __all__ = ["SVC", "SOLVERS", "ConvergenceWarning"]  # noqa: F822 (built on first use)
-
-
-def _plain(value):
-    """``value`` as plain Python data that ``torch.load(weights_only=True)`` accepts.
-
-    Parameters often arrive as NumPy scalars (``C=np.float64(2)``, grids from ``np.logspace``,
-    ``class_weight`` keyed by NumPy labels); dtypes and devices are stored by name.
-    """
-    if isinstance(value, (torch.dtype, torch.device)):
-        return str(value)
-    if isinstance(value, np.generic):
-        return value.item()
-    if isinstance(value, dict):
-        return {_plain(k): _plain(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return type(value)(_plain(v) for v in value)
-    return value
 
 
 def __getattr__(name: str):
@@ -548,25 +531,7 @@ class SVC(BaseEstimator):
     def state_dict(self) -> dict:
         """The fitted model as tensors and plain values (loadable with ``weights_only=True``)."""
         check_is_fitted(self, "dual_coef_")
-        params = {k: _plain(v) for k, v in self.get_params(deep=False).items()}
-        sv = self.support_vectors_.cpu()
-        if sv.layout == torch.sparse_csr:
-            support_vectors = {"crow": sv.crow_indices(), "col": sv.col_indices(),
-                               "values": sv.values(), "shape": list(sv.shape)}
-        else:
-            support_vectors = sv
-        return {"format": "torchfw.SVC", "version": 1, "params": params,
-                "classes": self.classes_.tolist(), "gamma": self._gamma,
-                "n_features_in": self.n_features_in_,
-                "support": torch.from_numpy(np.asarray(self.support_, dtype=np.int64)),
-                "n_support": torch.from_numpy(np.asarray(self.n_support_, dtype=np.int64)),
-                "n_iter": torch.as_tensor(np.asarray(self.n_iter_)),
-                "support_vectors": support_vectors, "dual_coef": self.dual_coef_.cpu(),
-                "intercept": self.intercept_.cpu(),
-                "prob_a": None if getattr(self, "probA_", None) is None else
-                torch.from_numpy(np.asarray(self.probA_, dtype=np.float64)),
-                "prob_b": None if getattr(self, "probB_", None) is None else
-                torch.from_numpy(np.asarray(self.probB_, dtype=np.float64))}
+        return svc_state(self)
 
     def save(self, path) -> None:
         """Save the fitted model (tensors and plain values; no pickled code)."""
@@ -583,6 +548,7 @@ class SVC(BaseEstimator):
 
     @classmethod
     def from_state_dict(cls, state: dict, map_location=None) -> SVC:
+        """A fitted model from :meth:`state_dict`'s output, checked field by field first."""
         if not isinstance(state, dict) or state.get("format") != "torchfw.SVC":
             raise ValueError("not a torchfw.SVC state dict")
         check_svc_state(state)
@@ -590,28 +556,9 @@ class SVC(BaseEstimator):
         if isinstance(params.get("dtype"), str):
             params["dtype"] = getattr(torch, params["dtype"].replace("torch.", ""))
         model = cls(**params)
-        device = resolve_device(map_location) if map_location is not None else None
-        sv = state["support_vectors"]
-        if isinstance(sv, dict):
-            # From a file: let torch validate the structure before anything indexes it.
-            sv = csr_tensor(sv["crow"], sv["col"], sv["values"],
-                                         size=tuple(sv["shape"]), check_invariants=True)
-        model.classes_ = np.asarray(state["classes"])
-        model._gamma = float(state["gamma"])
+        restore_svc(model, state, resolve_device(map_location)
+                    if map_location is not None else None)
         model._kernel = make_kernel(model.kernel, model._gamma, model.degree, model.coef0)
-        model.n_features_in_ = int(state["n_features_in"])
-        model.support_ = state["support"].numpy()
-        model.n_support_ = state["n_support"].numpy()
-        model.n_iter_ = state["n_iter"].item() if state["n_iter"].dim() == 0 else \
-            state["n_iter"].numpy()
-        model.support_vectors_ = sv.to(device) if device is not None else sv
-        model.dual_coef_ = state["dual_coef"].to(device) if device is not None else \
-            state["dual_coef"]
-        model.intercept_ = state["intercept"].to(device) if device is not None else \
-            state["intercept"]
-        model.probA_ = None if state.get("prob_a") is None else state["prob_a"].numpy()
-        model.probB_ = None if state.get("prob_b") is None else state["prob_b"].numpy()
-        model.result_ = None
         return model
 
     @staticmethod
