@@ -55,7 +55,7 @@ PREFETCH_AHEAD = 4
 
 
 if HAVE_NUMBA:
-    from llvmlite import ir as _ir
+    from llvmlite import ir as _ir  # type: ignore[import-untyped]
     from numba.core import cgutils as _cgutils
     from numba.extending import intrinsic as _intrinsic
 
@@ -79,7 +79,7 @@ if HAVE_NUMBA:
 
         return sig, codegen
 else:  # pragma: no cover - without numba a prefetch hint means nothing
-    def _prefetch(arr, i, j):
+    def _prefetch(arr, i, j):  # type: ignore[misc]
         return None
 
 

@@ -213,7 +213,7 @@ class BlockCoordinateDescent:
     def _next_check(self, epoch: int, checks: list[tuple[int, float]], target: float) -> int:
         """Epoch of the next gap evaluation, given the ``(epoch, gap)`` checks so far."""
         if self.check_every != "auto":
-            return epoch + self.check_every
+            return epoch + int(self.check_every)
         if len(checks) < 3 or target <= 0.0:
             return epoch + 1
         # The log-gap falls about linearly (Theorem 3.6) but not smoothly: the rate is fitted
