@@ -137,7 +137,7 @@ def _assert_same(a, b, where="state_dict"):
             _assert_same(a[key], b[key], f"{where}[{key!r}]")
     elif isinstance(a, (list, tuple)):
         assert len(a) == len(b), where
-        for i, (x, y) in enumerate(zip(a, b)):
+        for i, (x, y) in enumerate(zip(a, b, strict=True)):
             _assert_same(x, y, f"{where}[{i}]")
     else:
         assert a == b, where
