@@ -40,9 +40,16 @@ SECTIONS = [
      "Where torchfw is slower, the set-up of each binary problem (its start on a random subset "
      "and its first gradient, computed with tensor operations to reproduce the lazy path's "
      "iterates) costs more than the solve; in a fresh process it pays `import torch` and "
-     "numba's start-up on top. Measured on the shared 2-CPU machine while other jobs ran: "
-     "absolute times are inflated and the ratios noisy.",
+     "numba's start-up on top. Measured on the 2-CPU machine while a test run shared it "
+     "(load average in the table).",
      ["svm_small.md"]),
+    ("The command line end to end",
+     "`python -m torchfw train` then `predict` on a 3,000-line LIBSVM file, each in a fresh "
+     "process timed from outside, against the same with LIBSVM's own Python bindings "
+     "(`benchmarks/cli_vs_libsvm.py`). A fresh torchfw process pays `import torch` (~3 s here) "
+     "and numba's start-up before its fit; LIBSVM's bindings load a small C library. Measured "
+     "while a test run shared the machine.",
+     ["cli_vs_libsvm.md"]),
     ("Kernel columns: storage and cache",
      "The CPU column pass with features stored in one byte against four, and the cache hit "
      "rates of the column requests of real fits replayed through frequency-based admission "
