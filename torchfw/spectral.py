@@ -125,6 +125,17 @@ def _generator(device) -> torch.Generator:
     return gen
 
 
+
+def _unit_scaled(grad: Tensor) -> Tensor:
+    """``grad`` divided by its largest entry per matrix (the LMO is scale-invariant).
+
+    Lanczos on :math:`G^\top G` squares the entries: unit scale keeps them from overflowing or
+    underflowing in float32.
+    """
+    g = grad.detach()
+    scale = g.abs().amax(dim=-1, keepdim=True)
+    return g / torch.where(scale > 0, scale, torch.ones_like(scale))
+
 class _SpectralLMO(LMO):
     """Shared parts: the shape, the warm start and the Lanczos options."""
 
@@ -244,11 +255,7 @@ class NuclearNormBall(_SpectralLMO):
         if grad.device.type == "meta":
             self._matrices(grad)
             return torch.empty_like(grad)
-        # Scale to unit max entry: Lanczos on G'G squares the entries (overflow, underflow).
-        g = grad.detach()
-        scale = g.abs().amax(dim=-1, keepdim=True)
-        g = g / torch.where(scale > 0, scale, torch.ones_like(scale))
-        _, u, v = self.top_singular(g)
+        _, u, v = self.top_singular(_unit_scaled(grad))
         vertex = -(u.unsqueeze(-1) * v.unsqueeze(-2)).reshape(*grad.shape[:-1], -1)
         return _per_row(self.radius, grad) * vertex
 
@@ -345,10 +352,7 @@ class Spectraplex(_SpectralLMO):
         if grad.device.type == "meta":
             self._matrices(grad)
             return torch.empty_like(grad)
-        g = grad.detach()
-        scale = g.abs().amax(dim=-1, keepdim=True)
-        g = g / torch.where(scale > 0, scale, torch.ones_like(scale))
-        _, z = self.smallest_eigen(g)
+        _, z = self.smallest_eigen(_unit_scaled(grad))
         vertex = (z.unsqueeze(-1) * z.unsqueeze(-2)).reshape(*grad.shape[:-1], -1)
         return _per_row(self.radius, grad) * vertex
 
