@@ -13,7 +13,9 @@ import torch
 import torchfw as tf
 from torchfw.kernels import SVMDualOperator, make_kernel
 from torchfw.objectives import Quadratic
-from torchfw.optimizers._sampled import KernelRows, SampledEngine, minimize_sampled
+from torchfw.optimizers._kernel_rows import KernelRows
+from torchfw.optimizers._sampled import SampledEngine
+from torchfw.optimizers._sampled_run import minimize_sampled
 from torchfw.result import Status
 
 VARIANTS = [tf.FrankWolfe, tf.AwayStepFrankWolfe, tf.PairwiseFrankWolfe, tf.SwapFrankWolfe,
@@ -163,7 +165,7 @@ def test_safeguard_stops_only_after_two_confirming_samples():
 
 def minimize_sampled_with_rng(opt, storage, support, weights, rng, threshold):
     """``minimize_sampled`` with a scripted sampler (one step budget)."""
-    import torchfw.optimizers._sampled as mod
+    import torchfw.optimizers._sampled_run as mod
 
     real = mod.np.random.default_rng
     mod.np.random.default_rng = lambda seed=None: rng

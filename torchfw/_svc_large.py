@@ -28,7 +28,9 @@ from torch import Tensor
 from ._data import take_rows
 from .kernels import SVMDualOperator
 from .objectives import Quadratic
-from .optimizers._sampled import DEFAULT_SAMPLE_SIZE, KernelRows, minimize_sampled
+from .optimizers._kernel_rows import KernelRows
+from .optimizers._sampled import DEFAULT_SAMPLE_SIZE
+from .optimizers._sampled_run import minimize_sampled
 from .result import Status
 
 __all__ = ["LARGE_M", "SAMPLED_SOLVERS", "uses_sampled", "fit_binary_sampled"]

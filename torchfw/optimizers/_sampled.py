@@ -42,86 +42,20 @@ affordable (``certify``), one full pass at the end computes the exact gap of the
 from __future__ import annotations
 
 import math
-import time
 
 import numpy as np
 import torch
 from torch import Tensor
 
-from .._data import take_rows
 from .._scalars import HOST
-from ..linesearch import ExactLineSearch, Line
-from ..result import History, Result, Status
+from ..linesearch import Line
 from ._engine import ZERO_TOL, Coefficients, Move, partan_move
-from .away import AwayStepFrankWolfe, PairwiseFrankWolfe
-from .frank_wolfe import FrankWolfe
-from .partan import PartanFrankWolfe
-from .swap import SwapFrankWolfe
+from ._kernel_rows import KernelRows
 
-__all__ = ["KernelRows", "SampledEngine", "minimize_sampled", "DEFAULT_SAMPLE_SIZE"]
+__all__ = ["SampledEngine", "DEFAULT_SAMPLE_SIZE"]
 
 #: Seed 002's sample size: ceil(ln 0.02 / ln 0.98).
 DEFAULT_SAMPLE_SIZE = 194
-
-
-class KernelRows:
-    r"""Row access to the SVM dual matrix :math:`\tilde K` from ``X`` (dense or CSR).
-
-    Holds references to ``X``, ``y`` and ``1/C`` only (no copy of ``X`` and nothing else of
-    size ``m``); kernel values are computed in ``dtype`` from dense blocks of rows.
-
-    Parameters
-    ----------
-    X : Tensor
-        ``(m, d)`` dense or sparse CSR.
-    y : Tensor
-        Labels in ``{-1, +1}``, shape ``(m,)``.
-    kernel : torchfw.kernels.Kernel
-    C : float or Tensor
-        Regularization, scalar or per example ``(m,)``.
-    dtype : torch.dtype
-        Precision of kernel values (float32 or float64); accumulations are float64.
-    """
-
-    def __init__(self, X: Tensor, y: Tensor, kernel, C, dtype=torch.float32):
-        if X.dim() != 2 or X.shape[0] == 0 or X.shape[1] == 0:
-            raise ValueError(f"X must be a non-empty 2-d matrix, got shape {tuple(X.shape)}")
-        m = X.shape[0]
-        if y.shape != (m,):
-            raise ValueError(f"y must have shape ({m},), got {tuple(y.shape)}")
-        if dtype not in (torch.float32, torch.float64):
-            raise ValueError(f"dtype must be torch.float32 or torch.float64, got {dtype}")
-        self.X, self.kernel, self.dtype = X, kernel, dtype
-        self.m, self.d = X.shape
-        self.device = X.device
-        self.csr = X.layout == torch.sparse_csr
-        self.y = y.to(device=X.device)
-        self.C: Tensor | float
-        if isinstance(C, Tensor):
-            if C.shape != (m,) or bool((C <= 0).any()):
-                raise ValueError("a per-example C must have shape (m,) and positive entries")
-            self.C = C.to(device=X.device)
-        else:
-            if not C > 0:
-                raise ValueError(f"C must be positive, got {C!r}")
-            self.C = float(C)
-
-    def rows(self, idx: Tensor):
-        """Dense rows ``X[idx]`` in ``dtype``, their squared norms, labels and ``1/C`` (float64)."""
-        rows = take_rows(self.X, idx)
-        rows = (rows.to_dense() if self.csr else rows).to(self.dtype)
-        sq = (rows * rows).sum(1)
-        y = self.y.index_select(0, idx).to(self.dtype)
-        if isinstance(self.C, Tensor):
-            inv_c = 1.0 / self.C.index_select(0, idx).to(torch.float64)
-        else:
-            inv_c = torch.full((idx.numel(),), 1.0 / self.C, dtype=torch.float64,
-                               device=self.device)
-        return rows, sq, y, inv_c
-
-    def block(self, A: Tensor, sq_a: Tensor, B: Tensor, sq_b: Tensor) -> Tensor:
-        """Plain kernel values ``k(A_r, B_c)`` as an ``(len(A), len(B))`` matrix."""
-        return self.kernel.from_dots(A @ B.T, sq_a.unsqueeze(1), sq_b.unsqueeze(0))
 
 
 class SampledEngine:
@@ -579,115 +513,3 @@ class SampledEngine:
         inside = (ex >= lo) & (ex <= hi)
         g.index_add_(0, ex[inside] - lo, (self.w[act] * self.invc[act])[inside])
         return g
-
-
-_VARIANTS = (FrankWolfe, AwayStepFrankWolfe, PairwiseFrankWolfe, SwapFrankWolfe,
-             PartanFrankWolfe)
-
-
-def minimize_sampled(optimizer, storage: KernelRows, support: Tensor, weights: Tensor, *,
-                     sample_size: int = DEFAULT_SAMPLE_SIZE, tol: float = 1e-6,
-                     rtol: float = 0.0, max_iter: int = 10_000, time_limit: float | None = None,
-                     random_state=None, cache_size: float = 200.0, refresh_every: int = 500,
-                     confirmations: int = 2, certify: bool | None = None,
-                     certify_budget: float = 3e8, check_every: int = 50) -> Result:
-    r"""Run ``optimizer``'s variant (its ``_step``) on the sampled storage.
-
-    Parameters
-    ----------
-    optimizer : ConstrainedOptimizer
-        FrankWolfe, AwayStepFrankWolfe, PairwiseFrankWolfe, SwapFrankWolfe or PartanFrankWolfe
-        with ExactLineSearch (its ``tol``/``max_iter`` are not used: pass them here).
-    storage : KernelRows
-    support, weights : Tensor
-        Initial point: examples and their weights (normalized to the simplex).
-    sample_size : int
-        :math:`|\mathcal S|` (seed 002: 194).
-    tol, rtol : float
-        Stop when the sampled gap is at most ``max(tol, rtol * f)`` in ``1 + confirmations``
-        independent samples in a row (see the module docstring).
-    max_iter, time_limit
-        Budgets (the clock is read every iteration).
-    cache_size : float
-        Budget in MB of the slots' kernel block.
-    refresh_every : int
-        Iterations between exact re-synchronizations of :math:`g_I, p, W`.
-    confirmations : int
-        Further samples that must confirm a passing sampled gap (seed 002's safeguard: 2).
-    certify : bool, optional
-        Compute the exact gap of the returned point with one full pass. Default: when
-        ``m * |I| <= certify_budget`` kernel values and no ``time_limit`` is set.
-
-    Returns
-    -------
-    Result
-        ``gap`` is the exact gap when certified, else the last sampled gap;
-        ``info["sampled_gap"]``, ``info["exact_gap"]`` (or None), ``info["samples"]``.
-    """
-    if type(optimizer) not in _VARIANTS:
-        raise ValueError(f"the sampled storage runs FrankWolfe, AwayStepFrankWolfe, "
-                         f"PairwiseFrankWolfe, SwapFrankWolfe and PartanFrankWolfe, not "
-                         f"{type(optimizer).__name__}")
-    if not isinstance(optimizer.line_search, (ExactLineSearch, type(None))):
-        raise ValueError("the sampled storage needs ExactLineSearch (closed-form steps)")
-    if sample_size < 1:
-        raise ValueError(f"sample_size must be >= 1, got {sample_size}")
-    rng = np.random.default_rng(random_state)
-    start = time.perf_counter()
-    eng = SampledEngine(storage, support, weights, sample_size=sample_size, rng=rng,
-                        keep_previous=optimizer.keeps_previous,
-                        cache_bytes=cache_size * 2**20, refresh_every=refresh_every)
-    ls = optimizer.line_search or ExactLineSearch()
-    ls.reset()
-    optimizer._ls = ls
-    history = History()
-    snapshot = eng.snapshot()
-    status = None
-    while True:
-        k = eng.k
-        value, gap = eng.value(), eng.gap()
-        elapsed = time.perf_counter() - start
-        if k % check_every == 0:
-            history.append(k, value, gap, elapsed, eng.step_counts())
-        if not (math.isfinite(value) and math.isfinite(gap)):
-            eng.restore(snapshot)
-            status = Status.NONFINITE
-            break
-        threshold = max(tol, rtol * abs(value))
-        if gap <= threshold:
-            confirmed = True
-            for _ in range(confirmations):
-                eng.resample()
-                eng.count("confirmation_sample")
-                if eng.gap() > threshold:
-                    confirmed = False
-                    break
-            if confirmed:
-                status = Status.CONVERGED
-                break
-        if k >= max_iter:
-            status = Status.MAX_ITER
-            break
-        if time_limit is not None and elapsed >= time_limit:
-            status = Status.TIME_LIMIT
-            break
-        if k % check_every == 0:
-            snapshot = eng.snapshot()
-        optimizer._step(eng)
-    eng.resync()
-    sampled_gap = eng.p - eng.s_fw
-    n_active = eng.n_active()
-    if certify is None:  # a clock is a promise to return in time: no pass after it
-        certify = storage.m * max(1, eng.n) <= certify_budget and time_limit is None
-    exact = eng.exact_gap()[0] if certify else None
-    elapsed = time.perf_counter() - start
-    history.append(eng.k, eng.value(), sampled_gap, elapsed, eng.step_counts())
-    w = eng.weights()
-    return Result(x=w, value=eng.value(), gap=exact if exact is not None else sampled_gap,
-                  n_iter=eng.k, status=status, history=history, weights=w,
-                  best_gap=min(history.gap + [sampled_gap]),
-                  info={"engine": "SampledEngine", "execution": "sampled",
-                        "sample_size": sample_size, "sampled_gap": sampled_gap,
-                        "exact_gap": exact, "samples": eng.n_samples_drawn,
-                        "n_active": n_active, "slots": eng.n, "block_cached": eng.cache is not None,
-                        "time": elapsed, "line_search": repr(ls)})
