@@ -4,15 +4,8 @@ The problems (constrained and penalized forms, over the L1 ball or as Jaggi's SV
 certificates and the maps from a solver's point back to coefficients are built by
 :mod:`torchfw.lasso_problem`, whose docstring gives the mathematics; this module validates
 parameters, drives the solves (whole, or on a growing working set of features) and stores the
-model in scikit-learn's attributes.
-
-References
-----------
-M. Jaggi, "Revisiting Frank-Wolfe: projection-free sparse convex optimization", ICML 2013.
-M. Jaggi, "An Equivalence between the Lasso and Support Vector Machines", 2014
-(arXiv:1303.1152). Seeds 002/003 of this project (spec §1.4).
-Z. Harchaoui, A. Juditsky, A. Nemirovski, "Conditional gradient algorithms for norm-regularized
-smooth convex optimization", Math. Program. 152, 2015.
+model in scikit-learn's attributes. The references (Jaggi 2013 and 2014, Harchaoui, Juditsky &
+Nemirovski 2015, Fercoq, Gramfort & Salmon 2015) are listed there too.
 """
 
 from __future__ import annotations
