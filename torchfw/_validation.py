@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 import numbers
 
+import numpy as np
 import torch
 
 __all__ = [
@@ -57,6 +58,19 @@ def check_finite(name: str, tensor: torch.Tensor) -> None:
     else:
         values = tensor
     if not (values.numel() and values.is_floating_point()):
+        return
+    if values.device.type == "cpu" and values.dtype in (torch.float32, torch.float64):
+        # NumPy on the CPU: a torch reduction over more than its grain (32k entries) opens an
+        # OpenMP parallel region, which waits ~8 ms for a time slice on a loaded 2-core machine
+        # (measured on dna's 91k values; 0.03 ms in NumPy)
+        array = values.detach().numpy()
+        with np.errstate(over="ignore", invalid="ignore"):
+            if np.isfinite(array.sum()):  # the fast path below, in NumPy
+                return
+        n_bad = int((~np.isfinite(array)).sum())
+        if n_bad:
+            raise ValueError(f"{name} contains {n_bad} NaN or infinite value(s); expected "
+                             f"finite values")
         return
     # Fast path: a finite sum proves every entry finite (a NaN or an inf would propagate), and a
     # sum reads the data once without the full-size boolean temporary of isfinite (10x faster
