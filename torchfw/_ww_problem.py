@@ -22,7 +22,7 @@ import torch
 from torch import Tensor
 
 from . import _ww_kernels as _k
-from ._ww_sweep import ww_epoch, ww_objectives
+from ._ww_sweep import skip_smallest, ww_epoch, ww_objectives
 from .optimizers.bcd import BlockProblem, BlockQuadratic
 from .oracles import Box
 from .walrus import iterative_ww_subproblem, walrus
@@ -244,13 +244,7 @@ class WWDualProblem(BlockProblem):
             self._full_next = True
             self._capped = True  # the re-check decides whether the problem is slow
             return
-        idx = np.flatnonzero(visited)
-        g = shares[idx]
-        order = np.argsort(g, kind="stable")
-        cum = np.cumsum(g[order])
-        if cum.size and cum[-1] > 0.0:
-            cut = int(np.searchsorted(cum, SKIP_FRACTION * cum[-1], side="right"))
-            self.skip[idx[order[:cut]]] = 1
+        skip_smallest(shares, visited, SKIP_FRACTION, self.skip)
 
     def objectives(self) -> tuple[float, float]:
         """Primal ``P(W)`` and dual ``D(beta) = -g(beta)``."""

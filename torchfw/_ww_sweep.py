@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
+
 from ._ww_kernels import (
     PREFETCH_AHEAD,
     _jit,
@@ -25,7 +27,7 @@ from ._ww_kernels import (
     walrus_single,
 )
 
-__all__ = ["ww_epoch", "ww_objectives"]
+__all__ = ["ww_epoch", "ww_objectives", "skip_smallest"]
 
 
 # --------------------------------------------------------------------------------------------
@@ -286,3 +288,47 @@ def _ww_objectives_py(indptr, indices, data, y, W, bsum, C, scores):
 
 
 ww_objectives = _jit(_ww_objectives_py)
+
+
+def _skip_smallest_py(shares, visited, fraction, skip):
+    """Set ``skip[i] = 1`` for the visited blocks with the smallest shares, adding up to at most
+    ``fraction`` of the visited blocks' total (ties in index order: a stable sort).
+
+    The policy of :meth:`torchfw._ww_problem.WWDualProblem._after_shrunk_sweep`, compiled: in
+    NumPy calls it cost about a fifth of a shrunk sweep on dna (2,000 blocks). ``shares >= 0``;
+    the zero shares (blocks whose slots are all shrunk at 0: most of them) come first in a
+    stable sort and add nothing, so only the positive ones are sorted.
+    """
+    n_pos = 0
+    for i in range(visited.shape[0]):
+        if visited[i] and shares[i] != 0.0:
+            n_pos += 1
+    if n_pos == 0:
+        return
+    idx = np.empty(n_pos, dtype=np.int64)
+    g = np.empty(n_pos)
+    j = 0
+    for i in range(visited.shape[0]):
+        if visited[i] and shares[i] != 0.0:
+            idx[j] = i
+            g[j] = shares[i]
+            j += 1
+    order = np.argsort(g, kind="mergesort")
+    total = 0.0  # the running sum in sorted order, as a cumulative sum gives it
+    for j in range(n_pos):
+        total += g[order[j]]
+    if not total > 0.0:
+        return
+    for i in range(visited.shape[0]):
+        if visited[i] and shares[i] == 0.0:
+            skip[i] = 1
+    limit = fraction * total
+    cum = 0.0
+    for j in range(n_pos):
+        cum += g[order[j]]
+        if cum > limit:
+            break
+        skip[idx[order[j]]] = 1
+
+
+skip_smallest = _jit(_skip_smallest_py)
