@@ -56,9 +56,10 @@ MAX_SHRUNK_SWEEPS = 25
 #: this fraction of the support slots (``beta_is > 0`` after it) were out of the lists and
 #: moved in it (slots at 0 that turned violating while left out). Reaching the cap alone does
 #: not tell a badly conditioned problem from one that is merely converging: at the cap, the
-#: re-check found 8.8% wrongly shrunk on raw digits, 9-16% on generated 0-100 data, but 2.4% on
-#: dna and 1.3% on satimage, where shrinking keeps paying (plain sweeps there cost 2-4x a shrunk
-#: one and made the fit 1.7-2.6x slower).
+#: re-check found 8.6% wrongly shrunk on raw digits, 8.5-15% on generated 0-100 data and 27% on
+#: pendigits, but at most 2.4% on dna and 1.3% on satimage (every capped phase, seed 0), where
+#: shrinking keeps paying (plain sweeps there cost 2-4x a shrunk one and made the fit 1.7-2.6x
+#: slower).
 SLOW_WRONG_FRACTION = 0.05
 #: A full sweep also follows once the shrunk sweeps predict a gap at most this factor times
 #: the stopping rule's target (LIBLINEAR's rule: when the shrunk problem looks converged,
