@@ -157,20 +157,22 @@ def as_matrix(X, *, name: str = "X", device=None, dtype: torch.dtype | None = No
 
 
 def _check_csr(X: Tensor, name: str) -> None:
-    crow = X.crow_indices()
-    col = X.col_indices()
-    if crow.device.type == "cpu":
+    crow_t, col_t = X.crow_indices(), X.col_indices()
+    m, d = X.shape
+    if crow_t.device.type == "cpu":
         # NumPy reductions on the CPU (torch's open an OpenMP region per call, ~8 ms each on a
         # loaded 2-core machine; see check_finite)
-        crow, col = crow.numpy(), col.numpy()
-        rows_bad = crow.shape[0] > 1 and bool((np.diff(crow) < 0).any())
+        crow, col = crow_t.numpy(), col_t.numpy()
+        rows_ok = crow.shape[0] == m + 1 and int(crow[0]) == 0 and \
+            int(crow[-1]) == col.shape[0] and not bool((np.diff(crow) < 0).any())
+        cols_ok = not col.shape[0] or (int(col.min()) >= 0 and int(col.max()) < d)
     else:
-        rows_bad = bool((crow.diff() < 0).any())
-    m, d = X.shape
-    if crow.shape[0] != m + 1 or int(crow[0]) != 0 or int(crow[-1]) != col.shape[0] or \
-            rows_bad:
+        rows_ok = crow_t.numel() == m + 1 and int(crow_t[0]) == 0 and \
+            int(crow_t[-1]) == col_t.numel() and not bool((crow_t.diff() < 0).any())
+        cols_ok = not col_t.numel() or (int(col_t.min()) >= 0 and int(col_t.max()) < d)
+    if not rows_ok:
         raise ValueError(f"{name}: malformed CSR row pointers")
-    if col.shape[0] and (int(col.min()) < 0 or int(col.max()) >= d):
+    if not cols_ok:
         raise ValueError(f"{name}: sparse matrix has column indices outside [0, {d})")
 
 
