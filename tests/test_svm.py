@@ -264,7 +264,8 @@ def test_batched_one_vs_rest_matches_per_class_fits(solver):
     X, y = make_classification_blobs(240, 2, n_classes=3, pattern="rings", random_state=0)
     # PARTAN converges sublinearly: a fixed budget, compared through the certified gaps.
     kw = {"gamma": 1.0, "C": 5.0, "tol": 1e-6, "solver": solver, "random_state": 0,
-          "dtype": torch.float64, "max_iter": 3000 if solver == "partan" else None}
+          "dtype": torch.float64, "max_iter": 3000 if solver == "partan" else None,
+          "multi_class": "ovr"}
     sequential = SVC(**kw)
     sequential._batched_ovr = False
     sequential.fit(X, y)
@@ -283,11 +284,11 @@ def test_one_vs_rest_options_the_batched_engine_lacks_solve_one_by_one(option, c
     from torchfw.datasets import make_classification_blobs
 
     X, y = make_classification_blobs(150, 2, n_classes=3, random_state=0)
-    model = SVC(gamma=1.0, random_state=0, **option)
+    model = SVC(gamma=1.0, random_state=0, multi_class="ovr", **option)
     model._batched_ovr = True  # as on CUDA
     model.fit(X, y)
     assert all(r.info.get("engine") != "BatchedQuadraticEngine" for r in model.result_)
-    plain = SVC(gamma=1.0, random_state=0, verbose=True)
+    plain = SVC(gamma=1.0, random_state=0, verbose=True, multi_class="ovr")
     plain._batched_ovr = True
     plain.fit(X, y)
     assert all(r.info["engine"] == "BatchedQuadraticEngine" for r in plain.result_)

@@ -17,7 +17,7 @@ import numpy as np
 from . import _kernel_formulas as _formulas
 from ._numba import HAVE_NUMBA, njit
 
-__all__ = ["HAVE_NUMBA", "column_into"]
+__all__ = ["HAVE_NUMBA", "column_into", "combine_rows"]
 
 # Kernel codes: those of the one table of formulas (torchfw._kernel_formulas), which these
 # fused loops implement a second time (tests/test_kernel_formulas.py checks them against it).
@@ -124,7 +124,24 @@ def _rbf_finish_f32(dots, sq_rows, sq_i, gamma, y_rows, y_i, out, bits):
         out[r] = y_rows[r] * yi * (out[r] * scale[r] + np.float32(1.0))
 
 
+def _combine_rows(rows, weights, out):
+    r"""``out[r] = sum_a weights[a] * rows[a, r]`` in float64, ``a`` ascending.
+
+    The start gradient :math:`\tilde K \alpha_0` of an SVM from a few columns (the initial
+    subset): one fixed summation order, so that the lazy path (columns from the cache) and the
+    compiled whole solve (rows of the matrix) compute the same bits.
+    """
+    for r in range(out.shape[0]):
+        out[r] = 0.0
+    for a in range(rows.shape[0]):
+        row = rows[a]
+        v = weights[a]
+        for r in range(out.shape[0]):
+            out[r] += v * np.float64(row[r])
+
+
 if HAVE_NUMBA:
+    combine_rows = njit(_combine_rows)  # no fastmath: one summation order on both paths
     _jit = partial(njit, fastmath=True)
     feature_major_dots = _jit(_feature_major_dots)
     feature_major_dots_rows = _jit(_feature_major_dots_rows)
@@ -136,6 +153,7 @@ else:  # pragma: no cover
     feature_major_dots = feature_major_dots_rows = kernel_argument = finish_column = None
     feature_major_dots_prefix = None
     rbf_finish_f32 = None
+    combine_rows = None
 
 
 def column_into(code, xfm, nz_features, nz_values, sq, sq_i, gamma, coef0, degree, y, y_i,

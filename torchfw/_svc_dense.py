@@ -24,7 +24,6 @@ back. One-vs-one problems read sub-blocks of the same matrix.
 
 from __future__ import annotations
 
-import copy
 import math
 import time
 import warnings
@@ -34,8 +33,10 @@ import torch
 
 from . import _kernel_cpu as C
 from ._numba import njit as _njit  # None without numba
+from ._threads import one_thread
 from .optimizers import _kernels as K
 from .optimizers._engine import ZERO_TOL
+from .optimizers.active_set import simplex_qp
 
 __all__ = ["VARIANTS", "plain_kernel_matrix", "solve", "apply_signs", "COUNTERS"]
 
@@ -130,6 +131,22 @@ def plain_kernel_matrix(op) -> np.ndarray:
         np.exp(out, out=out)  # as the lazy path: NumPy's exp, element by element
     rows_finish(code, float(op.kernel.degree), ones, out)
     return out
+
+
+def _signed_block(P, rows, y, inv_c, out):
+    r"""``out`` becomes :math:`D_y P_{\text{rows}, \text{rows}} D_y + \operatorname{diag}(1/C)`.
+
+    A one-vs-one pair's matrix, gathered from the matrix of all examples with the arithmetic
+    of :func:`_apply_signs` (same products in the same order).
+    """
+    n = rows.shape[0]
+    for a in range(n):
+        src = P[rows[a]]
+        dst = out[a]
+        ya = y[a]
+        for b in range(n):
+            dst[b] = ya * y[b] * src[rows[b]]
+        dst[a] += inv_c[a]
 
 
 def _apply_signs(P, y, inv_c, rows, diag_keep, forward):
@@ -369,6 +386,7 @@ rows_rbf_f32 = _njit(_rows_rbf_f32)
 rows_argument = _njit(_rows_argument)
 rows_finish = _njit(_rows_finish)
 apply_signs = _njit(_apply_signs)
+signed_block = _njit(_signed_block)
 solve_compiled = _njit(_solve)
 
 
@@ -427,37 +445,51 @@ def dense_budget_ok(model, X) -> bool:
 def fit_problems(model, X, problems, C_examples, kdtype, previous):
     """Solve the binary problems of ``model`` on the compiled path; ``(alphas, results)``.
 
-    One matrix :math:`K + 1` serves every problem (signs flipped in place per problem); each
-    problem starts from the host engine's own start state, so that its iterates are those of the
-    lazy path. The few tensor operations of the set-up run on one thread: on arrays of a few
-    hundred entries, waking torch's intra-op thread pool costs more than the work (measured
-    5-10x on a busy 2-core machine: iris 0.47 s -> 0.08 s per fit), and the compiled loops are
-    single-threaded anyway.
+    One matrix :math:`K + 1` serves every problem: signs flipped in place for problems over all
+    examples (binary, one-vs-rest), a signed copy of the pair's sub-block for one-vs-one. Each
+    problem starts from the lazy path's start (:func:`start_engine`), so that its iterates are
+    those of the lazy path. Torch runs on one thread meanwhile (:mod:`torchfw._threads`): the
+    compiled loops are single-threaded, and around them torch's thread pool costs more than
+    the tensor work it would share (iris 0.47 s -> 0.08 s per fit on a busy 2-core machine).
     """
-    threads = torch.get_num_threads()
-    if threads > 1:
-        torch.set_num_threads(1)
-    try:
+    with one_thread():
         return _fit_problems(model, X, problems, C_examples, kdtype, previous)
-    finally:
-        if threads > 1:
-            torch.set_num_threads(threads)
 
 
-def _with_labels(op, y):
-    """A copy of the operator ``op`` for the labels ``y`` (shares the data; own cache)."""
-    from ._column_cache import ColumnCache
+def start_engine(model, H, y, diag, alpha0, seed, variant):
+    r"""The host engine's start state for the problem whose signed matrix is ``H``, or None.
 
-    new = copy.copy(op)
-    new.y = y.to(device=op.device, dtype=op.dtype).contiguous()
-    new._y_np = new.y.numpy()
-    new._cache = ColumnCache(op.cache_slots, op.shape[0], n_keys=op.shape[0], dtype=op.dtype,
-                             device=op.device)
-    return new
+    The lazy path's start, computed from the rows of ``H`` with its arithmetic: the initial
+    subset and its exact restricted solution (``SVC._initial_alpha``, which reads the same
+    values from the host's columns), then :math:`s = \tilde K \alpha_0` summed row by row in
+    the order of :meth:`torchfw.kernels.SVMDualOperator.matvec`. ``None`` when the start has
+    more nonzeros than that ordered sum takes (a large warm start): the caller then builds the
+    engine from an operator, as the lazy path does.
+    """
+    from .kernels import ORDERED_MATVEC_MAX
+    from .optimizers._engine import QuadraticEngine
+
+    n = H.shape[0]
+    if alpha0 is None:
+        idx = model._initial_subset(y, seed)
+        weights, _ = simplex_qp(H[np.ix_(idx, idx)].astype(np.float64))
+        w = torch.zeros(n, dtype=torch.float64)
+        w[torch.from_numpy(idx)] = torch.from_numpy(weights)
+    else:
+        w = alpha0.detach().to(torch.float64).clone().contiguous()
+    nz = torch.nonzero(w).squeeze(1)
+    if nz.numel() > ORDERED_MATVEC_MAX:
+        return None
+    s = torch.zeros(n, dtype=torch.float64)
+    if nz.numel():
+        C.combine_rows(H[nz.numpy()], w.index_select(0, nz).numpy(), s.numpy())
+    return QuadraticEngine.from_start(w, s, diag, keep_previous=variant == 5,
+                                      pair_columns=variant in (2, 3, 4))
 
 
 def _fit_problems(model, X, problems, C_examples, kdtype, previous):
     from ._scalars import HOST
+    from ._svc_multiclass import restrict, scatter
     from .kernels import SVMDualOperator
     from .objectives import Quadratic
     from .optimizers._engine import QuadraticEngine
@@ -466,45 +498,56 @@ def _fit_problems(model, X, problems, C_examples, kdtype, previous):
 
     variant = VARIANTS[model.solver]
     m = X.shape[0]
-    C = C_examples if isinstance(C_examples, float) else C_examples.to(X.device)
+    C_all = C_examples if isinstance(C_examples, float) else C_examples.to(X.device)
     max_iter = model.max_iter if model.max_iter is not None else 100 * m
-    rtol = 2.0 * float(model.tol)
-    P = None
-    keep = None
-    all_rows = np.arange(m, dtype=np.int64)
-    no_rows = np.zeros(0, dtype=np.int64)
+    rtol = 2.0 * model._stop_tol()
+    # One operator over all examples, labels 1: its matrix K + 1 serves every problem (rows and
+    # signs per problem), its diagonal K_ii + 1 + 1/C_i too (labels square away).
+    full = SVMDualOperator(X, torch.ones(m, dtype=torch.float64), model._kernel, C_all,
+                           dtype=kdtype, cache_size=model.cache_size)
+    P = plain_kernel_matrix(full) if full._host_ok else None
+    diag_all = full.diagonal().to(torch.float64)
     alphas, results = [], []
-    for k, y_pm in enumerate(problems):
+    for k, problem in enumerate(problems):
         start = time.perf_counter()
-        y_t = torch.from_numpy(y_pm)
-        if k == 0:
-            op = first = SVMDualOperator(X, y_t, model._kernel, C, dtype=kdtype,
-                                         cache_size=model.cache_size)
-        else:  # the same data, norms and diagonal: only the labels (and the cache) differ
-            op = _with_labels(first, y_t)
-        if not op._host_ok:  # no feature-major copy (memory_budget): the lazy path
-            alpha, result = model._fit_binary(X, y_pm, C_examples, kdtype,
-                                              None if previous is None else previous[k], k)
-            alphas.append(alpha)
+        rows = problem.rows
+        Xk, Ck, alpha0 = restrict(X, C_examples, None if previous is None else previous[k],
+                                  rows)
+        if P is None:  # no feature-major copy (memory_budget): the lazy path
+            alpha, result = model._fit_binary(Xk, problem.y, Ck, kdtype, alpha0, k)
+            alphas.append(scatter(alpha, rows, m))
             results.append(result)
             continue
-        if P is None:  # K + 1 reads neither labels nor C
-            P = plain_kernel_matrix(op)
-            keep = np.empty(m, dtype=P.dtype)
+        n = m if rows is None else rows.shape[0]
+        y = problem.y.astype(P.dtype)
+        inv_c = full._inv_c_np if rows is None else full._inv_c_np[rows]
+        if rows is None:  # signs flipped in place, and back after the solve
+            H = P
+            diag = diag_all
+            keep = np.empty(n, dtype=P.dtype)
+            all_rows = np.arange(n, dtype=np.int64)
+            apply_signs(H, y, inv_c, all_rows, keep, True)
+        else:  # a pair: its signed block, gathered
+            H = np.empty((n, n), dtype=P.dtype)
+            signed_block(P, rows, y, inv_c, H)
+            diag = diag_all[torch.from_numpy(rows)].contiguous()
         seed = None if model.random_state is None else int(model.random_state) + k
-        x0 = previous[k] if previous is not None else model._initial_alpha(op, y_pm, seed)
-        engine = QuadraticEngine(Quadratic(op), Simplex(), x0.detach(), ops=HOST,
-                                 keep_previous=variant == 5, pair_columns=variant in (2, 3, 4))
-        apply_signs(P, op._y_np, op._inv_c_np, all_rows, keep, True)
+        engine = start_engine(model, H, problem.y, diag, alpha0, seed, variant)
+        if engine is None:  # a start of many atoms: through an operator, as the lazy path
+            op = SVMDualOperator(Xk, torch.from_numpy(problem.y), model._kernel,
+                                 Ck if isinstance(Ck, float) else Ck.to(X.device),
+                                 dtype=kdtype, cache_size=model.cache_size)
+            engine = QuadraticEngine(Quadratic(op), Simplex(), alpha0.detach(), ops=HOST,
+                                     keep_previous=variant == 5,
+                                     pair_columns=variant in (2, 3, 4))
         n_iter, status, hist, hist_counts = solve(
-            variant, P, no_rows, engine, max_iter=max_iter, tol=1e-300, rtol=rtol,
-            check_every=CHECK_EVERY)
-        if k + 1 < len(problems):
-            apply_signs(P, op._y_np, op._inv_c_np, all_rows, keep, False)
+            variant, H, np.zeros(0, dtype=np.int64), engine, max_iter=max_iter, tol=1e-300,
+            rtol=rtol, check_every=CHECK_EVERY)
+        if rows is None and k + 1 < len(problems):
+            apply_signs(H, y, inv_c, all_rows, keep, False)
         if status == _NONFINITE:  # the lazy path restores the last finite iterate: use it
-            alpha, result = model._fit_binary(X, y_pm, C_examples, kdtype,
-                                              None if previous is None else previous[k], k)
-            alphas.append(alpha)
+            alpha, result = model._fit_binary(Xk, problem.y, Ck, kdtype, alpha0, k)
+            alphas.append(scatter(alpha, rows, m))
             results.append(result)
             continue
         elapsed = time.perf_counter() - start
@@ -521,14 +564,14 @@ def _fit_problems(model, X, problems, C_examples, kdtype, previous):
                         history=history, weights=engine.w.clone(),
                         best_gap=min(float(hist[:, 2].min()), gap),
                         info={"engine": "compiled whole solve", "execution": "dense",
-                              "cache": op.cache_info()})
+                              "matrix_bytes": int(H.nbytes)})
         if result.status == Status.MAX_ITER:
             from .svm import ConvergenceWarning
 
             warnings.warn(f"SVC solver {model.solver!r} stopped on {result.status} after "
                           f"{n_iter} iterations with relative gap "
-                          f"{gap / max(2 * value, 1e-300):.3g} > tol={model.tol}",
+                          f"{gap / max(2 * value, 1e-300):.3g} > tol={model._stop_tol()}",
                           ConvergenceWarning, stacklevel=4)
-        alphas.append(result.x)
+        alphas.append(scatter(result.x, rows, m))
         results.append(result)
     return alphas, results

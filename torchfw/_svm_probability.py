@@ -68,7 +68,9 @@ def fit_platt(estimator, X, y_encoded: np.ndarray, take_rows, shape: str = "ovr"
                          f"least 2 examples of every class (one class has {counts.min()})")
     n_folds = int(min(n_folds, counts.min()))
     params = estimator.get_params(deep=False)
-    params.update(probability=False, verbose=False, warm_start=False)
+    # The folds stop where the final fit does (SVC._stop_tol: tighter with probabilities).
+    params.update(probability=False, verbose=False, warm_start=False,
+                  tol=estimator._stop_tol())
     n_classes = len(counts)
     problems = _problems(shape, n_classes)
     decision = np.full((len(y_encoded), len(problems)), np.nan)
@@ -77,7 +79,8 @@ def fit_platt(estimator, X, y_encoded: np.ndarray, take_rows, shape: str = "ovr"
         train = np.setdiff1d(np.arange(len(y_encoded)), fold)
         model = type(estimator)(**params)
         model.fit(take_rows(X, torch.from_numpy(train)), classes[y_encoded[train]])
-        decision[fold] = _columns(model.decision_function(take_rows(X, torch.from_numpy(fold))))
+        # One column per binary problem (one-vs-one pairs as they are, not the per-class shape).
+        decision[fold] = _columns(model._decision_values(take_rows(X, torch.from_numpy(fold))))
     A = np.empty(len(problems))
     B = np.empty(len(problems))
     for c, (pos, neg) in enumerate(problems):

@@ -13,6 +13,7 @@ DataLoader, in batches, on the backbone's device.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 
 import torch
@@ -29,7 +30,11 @@ class KernelSVMHead(nn.Module):
     r"""Decision function of a kernel SVM on the support vectors.
 
     ``forward`` returns decision values, ``(n,)`` for binary models and ``(n, k)`` otherwise;
-    :meth:`predict_index` returns class indices into the model's ``classes_``.
+    :meth:`predict_index` returns class indices into the model's ``classes_``. A one-vs-one
+    model (``multi_class="ovo"``) computes its ``k(k-1)/2`` pair values and returns them in
+    :class:`~torchfw.SVC`'s per-class shape (votes plus confidences in (-1/3, 1/3));
+    :meth:`predict_index` then takes LIBSVM's vote (lowest class index on ties), as
+    :meth:`torchfw.SVC.predict` does.
 
     Parameters
     ----------
@@ -38,6 +43,8 @@ class KernelSVMHead(nn.Module):
         :math:`\beta_{ci}`; ``k = 1`` for a binary model.
     intercept : Tensor of shape (k,)
     kernel : {"rbf", "linear", "poly", "sigmoid"}
+    multi_class : {"ovr", "ovo"}, default "ovr"
+        How the rows of ``dual_coef`` combine into classes (see :class:`torchfw.SVC`).
     gamma, degree, coef0 : kernel parameters
     classes : sequence of numbers or strings, optional
         The labels :meth:`predict_index` indexes (the estimator's ``classes_``).
@@ -56,8 +63,10 @@ class KernelSVMHead(nn.Module):
 
     def __init__(self, support_vectors: Tensor, dual_coef: Tensor, intercept: Tensor,
                  kernel: str = "rbf", gamma: float = 1.0, degree: int = 3, coef0: float = 0.0,
-                 classes=None):
+                 classes=None, multi_class: str = "ovr"):
         super().__init__()
+        if multi_class not in ("ovr", "ovo"):
+            raise ValueError(f"multi_class must be 'ovr' or 'ovo', got {multi_class!r}")
         if kernel not in _KERNEL_CODES:
             raise ValueError(f"unknown kernel {kernel!r}; expected one of {list(_KERNEL_CODES)}")
         if support_vectors.layout != torch.strided:
@@ -75,15 +84,24 @@ class KernelSVMHead(nn.Module):
         self.degree = int(degree)
         self.coef0 = float(coef0)
         self.binary = dual_coef.shape[0] == 1
-        self.classes = _plain_classes(classes, 2 if self.binary else dual_coef.shape[0])
+        n_rows = dual_coef.shape[0]
+        self.one_vs_one = multi_class == "ovo" and not self.binary
+        # k(k-1)/2 pair rows for one-vs-one: k from the positive root.
+        self.n_classes = 2 if self.binary else (
+            int(round((1 + math.sqrt(1 + 8 * n_rows)) / 2)) if self.one_vs_one else n_rows)
+        if self.one_vs_one and self.n_classes * (self.n_classes - 1) // 2 != n_rows:
+            raise ValueError(f"a one-vs-one dual_coef has k(k-1)/2 rows; {n_rows} is not such "
+                             "a number")
+        self.multi_class = "ovo" if self.one_vs_one else "ovr"
+        self.classes = _plain_classes(classes, self.n_classes)
 
     def _config(self) -> dict:
         return {"kernel": self.kernel, "gamma": self.gamma, "degree": self.degree,
-                "coef0": self.coef0, "classes": self.classes}
+                "coef0": self.coef0, "classes": self.classes, "multi_class": self.multi_class}
 
     def get_extra_state(self) -> dict:
         """What ``forward`` and :meth:`predict_index` use besides the buffers (plain data)."""
-        return {"format": "torchfw.KernelSVMHead", "version": 1, **self._config()}
+        return {"format": "torchfw.KernelSVMHead", "version": 2, **self._config()}
 
     def set_extra_state(self, state) -> None:
         """Check that a loaded state was saved by a head built like this one; raise otherwise.
@@ -93,6 +111,8 @@ class KernelSVMHead(nn.Module):
         it is an error, not a silent change. Rebuild the head from the file with
         :meth:`from_state_dict` instead.
         """
+        if isinstance(state, dict):  # saved before one-vs-one heads existed (version 1)
+            state = {"multi_class": "ovr", **state}
         _check_extra_state(state, "torchfw.KernelSVMHead", self._config(),
                            "KernelSVMHead.from_state_dict(state_dict)")
         self.classes = state.get("classes")
@@ -115,12 +135,37 @@ class KernelSVMHead(nn.Module):
         except KeyError as exc:
             raise ValueError(f"not a KernelSVMHead state dict: no {exc.args[0]!r}") from None
         head = cls(sv, coef, intercept, kernel=extra["kernel"], gamma=extra["gamma"],
-                   degree=extra["degree"], coef0=extra["coef0"], classes=extra["classes"])
+                   degree=extra["degree"], coef0=extra["coef0"], classes=extra["classes"],
+                   multi_class=extra.get("multi_class", "ovr"))
         head.load_state_dict({k[len(prefix):]: v for k, v in state_dict.items()
                               if k.startswith(prefix)})
         return head
 
     def forward(self, x: Tensor) -> Tensor:
+        scores = self.decision_values(x)
+        if self.one_vs_one:
+            votes, confidence = self._votes(scores, True)
+            return votes + confidence / (3.0 * (confidence.abs() + 1.0))
+        return scores
+
+    def _votes(self, scores: Tensor, zero_to_first: bool) -> tuple[Tensor, Tensor]:
+        """Votes and summed confidences per class from one-vs-one pair values."""
+        pairs = torch.triu_indices(self.n_classes, self.n_classes, 1, device=scores.device)
+        n = scores.shape[0]
+        first = pairs[0].unsqueeze(0).expand(n, -1)
+        second = pairs[1].unsqueeze(0).expand(n, -1)
+        wins = (scores >= 0) if zero_to_first else (scores > 0)
+        votes = torch.zeros(n, self.n_classes, dtype=scores.dtype, device=scores.device)
+        votes.scatter_add_(1, first, wins.to(scores.dtype))
+        votes.scatter_add_(1, second, (~wins).to(scores.dtype))
+        confidence = torch.zeros_like(votes)
+        confidence.scatter_add_(1, first, scores)
+        confidence.scatter_add_(1, second, -scores)
+        return votes, confidence
+
+    @torch.jit.export
+    def decision_values(self, x: Tensor) -> Tensor:
+        """One value per binary problem: ``(n,)`` for binary models, else ``(n, rows)``."""
         sv = self.support_vectors.to(x.dtype)
         dots = x @ sv.T
         # Squared norms are read by the RBF kernel (code 1) only.
@@ -135,9 +180,11 @@ class KernelSVMHead(nn.Module):
     @torch.jit.export
     def predict_index(self, x: Tensor) -> Tensor:
         """Index of the predicted class (into the fitted model's ``classes_``)."""
-        scores = self.forward(x)
+        scores = self.decision_values(x)
         if self.binary:
             return (scores > 0).to(torch.int64)
+        if self.one_vs_one:  # LIBSVM's vote; argmax returns the first (lowest) of equal maxima
+            return torch.argmax(self._votes(scores, False)[0], dim=1)
         return torch.argmax(scores, dim=1)
 
     def extra_repr(self) -> str:

@@ -40,6 +40,10 @@ __all__ = ["Kernel", "RBFKernel", "LinearKernel", "PolynomialKernel", "SigmoidKe
 
 _CSR = torch.sparse_csr
 
+#: Nonzeros up to which the host :meth:`SVMDualOperator.matvec` sums columns in one fixed order
+#: (start points); above, kernel blocks through BLAS are much faster.
+ORDERED_MATVEC_MAX = 256
+
 
 def _is_csr(X: Tensor) -> bool:
     return X.layout == _CSR
@@ -337,10 +341,21 @@ class SVMDualOperator(CachedColumnsMixin, ColumnOperator):
         return out
 
     def matvec(self, v: Tensor, block: int | None = None) -> Tensor:
-        r""":math:`\tilde K v`, as kernel blocks against the nonzeros of ``v`` in row chunks."""
+        r""":math:`\tilde K v`, as kernel blocks against the nonzeros of ``v`` in row chunks.
+
+        On the host, a float64 ``v`` with at most :data:`ORDERED_MATVEC_MAX` nonzeros (a start
+        point: the initial subset) is instead summed column by column from the host's own
+        columns in one fixed order (:func:`torchfw._kernel_cpu.combine_rows`), the arithmetic
+        the compiled whole solve (:mod:`torchfw._svc_dense`) repeats on the rows of its matrix,
+        so that both paths start from the same bits.
+        """
         nz = torch.nonzero(v).squeeze(1)
         out = torch.zeros(self.shape[0], dtype=v.dtype, device=v.device)
         if nz.numel() == 0:
+            return out
+        if self._host_ok and v.dtype == torch.float64 and nz.numel() <= ORDERED_MATVEC_MAX:
+            cols = self.host_columns(nz.tolist())
+            _kernel_cpu.combine_rows(cols, v.index_select(0, nz).numpy(), out.numpy())
             return out
         itemsize = torch.finfo(self.dtype).bits // 8
         col_chunk = max(1, min(nz.numel(), int(self.memory_budget // (4 * itemsize
@@ -349,6 +364,31 @@ class SVMDualOperator(CachedColumnsMixin, ColumnOperator):
             idx = nz[start:start + col_chunk]
             out += (self.columns(idx).to(v.dtype) @ v.index_select(0, idx))
         return out
+
+    def host_columns(self, index, rows=None) -> np.ndarray:
+        """Host columns ``index`` as a ``(len(index), m)`` array (rows ``rows`` only if given).
+
+        Copied out of the column cache one by one (a later insertion may reuse an earlier
+        column's slot).
+        """
+        index = [int(i) for i in index]
+        n = self.shape[0] if rows is None else len(rows)
+        out = np.empty((len(index), n), dtype=self._np_dtype)
+        for a, i in enumerate(index):
+            column = self.column(i).numpy()
+            out[a] = column if rows is None else column[rows]
+        return out
+
+    def start_block(self, index: np.ndarray) -> np.ndarray:
+        r""":math:`\tilde K_{\text{index}, \text{index}}` in float64, for an exact start solve.
+
+        On the host, from the host's own columns (the values the compiled whole solve of
+        :mod:`torchfw._svc_dense` reads from its matrix); elsewhere, one kernel block.
+        """
+        if self._host_ok:
+            return self.host_columns(index, index).astype(np.float64)
+        idx = torch.from_numpy(np.asarray(index, dtype=np.int64)).to(self.device)
+        return self.block(idx, idx).double().cpu().numpy()
 
     def compact_subset(self, capacity: int) -> CompactSubset | None:
         """A growing working set of examples stored compactly (host execution), or None."""

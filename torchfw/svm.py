@@ -38,8 +38,10 @@ from . import _svc_dense, _svc_large
 from . import exceptions as _exceptions
 from ._data import as_labels, as_sample_weight, take_rows
 from ._estimator import BaseEstimator, check_is_fitted, load_state
+from ._svc_multiclass import MULTI_CLASS, binary_problems, ovo_to_ovr, ovo_vote, restrict, scatter
 from ._svc_state import available_if, check_svc_state, restore_svc, svc_state
 from ._svm_probability import fit_platt, platt_proba
+from ._threads import few_threads
 from ._validation import check_int_at_least, check_positive, resolve_device
 from .heads import KernelSVMHead
 from .kernels import KERNELS, OneVsRestOperator, SVMDualOperator, make_kernel
@@ -66,6 +68,11 @@ def _solver_factory(name: str):
     # a module-level function so that benchmarks/reproduce.py can wrap it.
     return lambda **kw: make_solver(name, Simplex(), estimator="svc", **kw)
 
+
+#: The largest ``tol`` of the fits behind ``probability=True``: Platt's sigmoids need decision
+#: values nearer the optimum than accuracy does (one-vs-one digits, C=10, gamma=0.05: test
+#: log-loss 0.106 at tol 0.3, 0.083 at 0.05, as LIBSVM's 0.083; accuracy equal).
+PROBABILITY_TOL = 0.05
 
 #: Solver names accepted by :class:`SVC` (from :data:`torchfw.solvers.SOLVERS`).
 SOLVERS = solver_names("svc")
@@ -134,8 +141,27 @@ class SVC(BaseEstimator):
     probability : bool, default False
         Fit Platt sigmoids on out-of-fold decision values (internal stratified 5-fold
         cross-validation, five extra fits, as LIBSVM's ``-b 1``) so that :meth:`predict_proba`
-        is available; several classes combine their one-vs-rest probabilities by normalization
-        (:mod:`torchfw.calibration`).
+        is available; several classes couple their pairwise probabilities (one-vs-one, Wu, Lin
+        & Weng 2004, as LIBSVM) or normalize their one-vs-rest ones (:mod:`torchfw.calibration`).
+        The fits then stop at ``min(tol, 0.05)`` (:data:`PROBABILITY_TOL`).
+    multi_class : {"ovr", "ovo"}, default "ovr"
+        How more than two classes are trained (:mod:`torchfw._svc_multiclass`): one problem per
+        class against all others, predicting by the largest decision value, or one problem per
+        pair of classes on their examples only, predicting by vote (LIBSVM's and scikit-learn's
+        scheme). Measured at equal accuracy (``benchmarks/svm_small.py``; see the SVC guide),
+        one-vs-rest is faster up to a few thousand examples, where each problem's fixed cost
+        dominates, and one-vs-one beyond; the default is the one faster on more of the small
+        and medium sets.
+    decision_function_shape : {"ovr", "ovo"}, default "ovr"
+        As in scikit-learn: the shape of :meth:`decision_function` for more than two classes.
+        With ``multi_class="ovo"``, ``"ovr"`` turns the pair values into one column per class
+        (votes plus confidences in (-1/3, 1/3)) and ``"ovo"`` returns the ``k(k-1)/2`` pair
+        values (positive for the first class of the pair); ``multi_class="ovr"`` has ``k``
+        columns and accepts ``"ovr"`` only.
+    break_ties : bool, default False
+        As in scikit-learn: with ``multi_class="ovo"`` and ``decision_function_shape="ovr"``,
+        :meth:`predict` takes the argmax of :meth:`decision_function` (ties in votes broken by
+        confidence) instead of LIBSVM's vote (ties to the lowest class index).
 
     Attributes
     ----------
@@ -143,11 +169,16 @@ class SVC(BaseEstimator):
     support_ : ndarray of int
         Indices of the support vectors (:math:`\alpha_i > 0`).
     support_vectors_ : Tensor
-    dual_coef_ : Tensor of shape (1, n_SV)
-        :math:`\alpha_i y_i / \rho` (decision function on the margin-1 scale).
-    intercept_ : Tensor of shape (1,)
-        :math:`b / \rho`.
-    n_iter_ : int
+    dual_coef_ : Tensor of shape (n_problems, n_SV)
+        :math:`\alpha_i y_i / \rho` per binary problem (decision function on the margin-1
+        scale): one row for two classes, ``k`` for one-vs-rest, ``k(k-1)/2`` for one-vs-one
+        (pairs in the order (0, 1), (0, 2), ..., (k-2, k-1); zeros for examples outside a
+        pair). scikit-learn packs its one-vs-one coefficients as ``(k-1, n_SV)`` instead.
+    intercept_ : Tensor of shape (n_problems,)
+        :math:`b / \rho` per binary problem.
+    n_iter_ : int or ndarray of int
+        Solver iterations (one per binary problem for several classes); a problem solved by
+        its start, the exact solution on the initial subset, counts 1.
     result_ : Result
         The solver's result (gap history, status, step counts).
     """
@@ -158,7 +189,8 @@ class SVC(BaseEstimator):
                  tol=0.3, max_iter=None, sample_size=None, cache_size=200.0, device=None,
                  dtype=None, class_weight=None, random_state=None, verbose=False,
                  warm_start=False, n_init=20, time_limit=None, average=True, dense="auto",
-                 probability=False):
+                 probability=False, multi_class="ovr", decision_function_shape="ovr",
+                 break_ties=False):
         self.kernel = kernel
         self.C = C
         self.gamma = gamma
@@ -180,6 +212,9 @@ class SVC(BaseEstimator):
         self.average = average
         self.dense = dense
         self.probability = probability
+        self.multi_class = multi_class
+        self.decision_function_shape = decision_function_shape
+        self.break_ties = break_ties
 
     # -- validation ----------------------------------------------------------------------------
 
@@ -199,6 +234,20 @@ class SVC(BaseEstimator):
         check_int_at_least("n_init", self.n_init, 1)
         if not isinstance(self.probability, (bool, np.bool_)):
             raise ValueError(f"probability must be True or False, got {self.probability!r}")
+        if self.multi_class not in MULTI_CLASS:
+            raise ValueError(f"multi_class must be one of {MULTI_CLASS}, got "
+                             f"{self.multi_class!r}")
+        if self.decision_function_shape not in ("ovr", "ovo"):
+            raise ValueError(f"decision_function_shape must be 'ovr' or 'ovo', got "
+                             f"{self.decision_function_shape!r}")
+        if self.decision_function_shape == "ovo" and self.multi_class == "ovr":
+            raise ValueError("decision_function_shape='ovo' needs multi_class='ovo' (a "
+                             "one-vs-rest model has one decision column per class)")
+        if not isinstance(self.break_ties, (bool, np.bool_)):
+            raise ValueError(f"break_ties must be True or False, got {self.break_ties!r}")
+        if self.break_ties and self.decision_function_shape == "ovo":
+            raise ValueError("break_ties=True needs decision_function_shape='ovr' (as in "
+                             "scikit-learn)")
         if not (self.dense == "auto" or isinstance(self.dense, (bool, np.bool_))):
             raise ValueError(f"dense must be 'auto', True or False, got {self.dense!r}")
         if not isinstance(self.average, (bool, np.bool_)):
@@ -260,6 +309,10 @@ class SVC(BaseEstimator):
         device = resolve_device(self.device)
         kdtype = self.dtype or torch.float32
         X = self._validate_X(X, reset=True, device=device, dtype=kdtype)
+        with few_threads(X):
+            return self._fit(X, y, sample_weight, kdtype)
+
+    def _fit(self, X: Tensor, y, sample_weight, kdtype) -> SVC:
         y = as_labels(y, X.shape[0], estimator=type(self).__name__)
         X, y, sample_weight, kept = _drop_zero_weight(X, y, as_sample_weight(sample_weight,
                                                                               X.shape[0]))
@@ -273,39 +326,48 @@ class SVC(BaseEstimator):
         self._gamma = self._resolve_gamma(X)
         self._kernel = make_kernel(self.kernel, self._gamma, self.degree, self.coef0)
         C_examples = self._example_C(y_encoded, len(classes), sample_weight)
-        if len(classes) == 2:
-            problems = [np.where(y_encoded == 1, 1.0, -1.0)]
-        else:  # one-vs-rest: problem k separates class k from the others
-            problems = [np.where(y_encoded == k, 1.0, -1.0) for k in range(len(classes))]
+        problems = binary_problems(y_encoded, len(classes), self.multi_class)
         if previous is not None and (len(previous) != len(problems)
                                      or previous[0].shape[0] != X.shape[0]):
             previous = None
         self._X_train = X
         # The batched engine has no candidate sampling and no clock: with either option set the
         # problems are solved one by one, so that the option means what it says.
-        batched = len(problems) > 1 and self.solver not in ("sfw", "msfw", "swap2", "fc") and \
+        batched = len(problems) > 1 and problems[0].rows is None and \
+            self.solver not in ("sfw", "msfw", "swap2", "fc") and \
             self.sample_size is None and self.time_limit is None and \
             getattr(self, "_batched_ovr", X.is_cuda)
         if batched:
-            alphas, results = self._fit_ovr_batched(X, problems, C_examples, kdtype, previous)
+            alphas, results = self._fit_ovr_batched(
+                X, [p.y for p in problems], C_examples, kdtype, previous)
         elif self._dense_path(X):
             alphas, results = _svc_dense.fit_problems(self, X, problems, C_examples, kdtype,
                                                       previous)
         else:
             alphas, results = [], []
-            for k, y_pm in enumerate(problems):
-                alpha, result = self._fit_binary(X, y_pm, C_examples, kdtype,
-                                                 None if previous is None else previous[k], k)
-                alphas.append(alpha)
+            for k, problem in enumerate(problems):
+                Xk, Ck, alpha0 = restrict(X, C_examples, None if previous is None
+                                          else previous[k], problem.rows)
+                alpha, result = self._fit_binary(Xk, problem.y, Ck, kdtype, alpha0, k)
+                alphas.append(scatter(alpha, problem.rows, X.shape[0]))
                 results.append(result)
         self._alphas = alphas
-        self._set_model(X, problems, alphas, results)
+        self._set_model(X, [p.labels_over(X.shape[0]) for p in problems], alphas, results)
         if kept is not None:  # support_ indexes the rows given to fit
             self.support_ = kept[self.support_]
         self.probA_ = self.probB_ = None
         if self.probability:
-            self.probA_, self.probB_ = fit_platt(self, X, y_encoded, take_rows)
+            self.probA_, self.probB_ = fit_platt(self, X, y_encoded, take_rows,
+                                                 shape=self._scheme())
         return self
+
+    def _stop_tol(self) -> float:
+        """The ``tol`` the solves stop at: at most :data:`PROBABILITY_TOL` with probabilities."""
+        return min(float(self.tol), PROBABILITY_TOL) if self.probability else float(self.tol)
+
+    def _scheme(self) -> str:
+        """``"ovo"`` or ``"ovr"``: how the decision columns of a multiclass model were trained."""
+        return self.multi_class
 
     def _dense_path(self, X: Tensor) -> bool:
         """Whether this fit takes the compiled whole-solve path (see :mod:`torchfw._svc_dense`)."""
@@ -346,14 +408,15 @@ class SVC(BaseEstimator):
             max_iter = m if streaming else 100 * m
         options = {"average_from": self._average_from(max_iter)} if streaming else {}
         solver = _solver_factory(self.solver)(
-            tol=1e-300, rtol=0.0 if streaming else 2.0 * float(self.tol), max_iter=max_iter,
+            tol=1e-300, rtol=0.0 if streaming else 2.0 * self._stop_tol(), max_iter=max_iter,
             sample_size=self.sample_size, random_state=seed, verbose=bool(self.verbose),
             time_limit=self.time_limit, **options)
         result = solver.minimize(objective, x0)
         if result.status in (Status.MAX_ITER, Status.TIME_LIMIT) and not streaming:
             warnings.warn(f"SVC solver {self.solver!r} stopped on {result.status} after "
                           f"{result.n_iter} iterations with relative gap "
-                          f"{result.gap / max(2 * result.value, 1e-300):.3g} > tol={self.tol}",
+                          f"{result.gap / max(2 * result.value, 1e-300):.3g} > "
+                          f"tol={self._stop_tol()}",
                           _exceptions.ConvergenceWarning, stacklevel=3)
         result.info["cache"] = operator.cache_info()
         # A run stopped (time_limit) before averaging began has only its last iterate.
@@ -387,9 +450,9 @@ class SVC(BaseEstimator):
                                 dtype=kdtype, cache_size=self.cache_size),
                 problems[k], None if self.random_state is None else int(self.random_state) + k)
                 for k in range(len(problems))])
-        solver = _solver_factory(self.solver)(tol=1e-300, rtol=2.0 * float(self.tol),
+        solver = _solver_factory(self.solver)(tol=1e-300, rtol=2.0 * self._stop_tol(),
                                                max_iter=self.max_iter or 100 * m)
-        batch = minimize_batched(solver, operator, w0, tol=1e-300, rtol=2.0 * float(self.tol),
+        batch = minimize_batched(solver, operator, w0, tol=1e-300, rtol=2.0 * self._stop_tol(),
                                  max_iter=self.max_iter or 100 * m,
                                  use_graph=X.is_cuda)
         if self.verbose:
@@ -410,9 +473,9 @@ class SVC(BaseEstimator):
                               _exceptions.ConvergenceWarning, stacklevel=3)
         return alphas, results
 
-    def _initial_alpha(self, operator: SVMDualOperator, y_pm: np.ndarray, seed) -> Tensor:
-        """Solve the problem restricted to a small random subset (seeds 000/001/002)."""
-        m = operator.shape[0]
+    def _initial_subset(self, y_pm: np.ndarray, seed) -> np.ndarray:
+        """The sorted random subset whose restricted problem gives the start (seeds 000-002)."""
+        m = y_pm.shape[0]
         rng = np.random.default_rng(seed)
         p = min(self.n_init, m)
         # Draw from both classes so that the restricted problem has a meaningful margin.
@@ -420,12 +483,22 @@ class SVC(BaseEstimator):
         n_pos = min(len(pos), max(1, round(p * len(pos) / m)))
         subset = np.concatenate([rng.choice(pos, n_pos, replace=False),
                                  rng.choice(neg, min(len(neg), p - n_pos), replace=False)])
-        idx = torch.from_numpy(np.sort(subset)).to(operator.device)
+        return np.sort(subset)
+
+    def _initial_alpha(self, operator: SVMDualOperator, y_pm: np.ndarray, seed) -> Tensor:
+        """Solve the problem restricted to a small random subset (seeds 000/001/002).
+
+        On the host the subset's block is read from the host's own columns, the values the
+        compiled whole solve reads from its matrix (:func:`torchfw._svc_dense.start`), so that
+        both paths start from the same point.
+        """
+        idx = self._initial_subset(y_pm, seed)
         # A few dozen atoms: solved exactly by an active-set method (a pairwise FW solve to
         # 1e-12 took ~240 interpreted iterations, ~40% of a 3,000-example fit).
-        w, _ = simplex_qp(operator.block(idx, idx).double().cpu().numpy())
-        alpha = torch.zeros(m, dtype=torch.float64, device=operator.device)
-        alpha[idx] = torch.from_numpy(w).to(operator.device)
+        w, _ = simplex_qp(operator.start_block(idx))
+        alpha = torch.zeros(operator.shape[0], dtype=torch.float64, device=operator.device)
+        alpha[torch.from_numpy(idx).to(operator.device)] = torch.from_numpy(w).to(
+            operator.device)
         return alpha
 
     def _set_model(self, X: Tensor, problems, alphas, results) -> None:
@@ -446,14 +519,29 @@ class SVC(BaseEstimator):
         self.intercept_ = torch.stack(intercepts)
         self.n_support_ = np.array([int((alpha > 0).sum()) for alpha in alphas])
         self.result_ = results[0] if len(results) == 1 else results
-        self.n_iter_ = results[0].n_iter if len(results) == 1 else \
-            np.array([r.n_iter for r in results])
+        # A problem its start already solves (the exact solve on the initial subset) counts
+        # one iteration: that solve is the solver's work (scikit-learn's n_iter_ >= 1).
+        n_iter = np.array([max(1, r.n_iter) for r in results])
+        self.n_iter_ = int(n_iter[0]) if len(results) == 1 else n_iter
         del self._X_train
 
     # -- prediction ----------------------------------------------------------------------------
 
     def decision_function(self, X) -> np.ndarray:
-        """Signed distance to the boundary on the margin-1 scale; ``(n,)`` or ``(n, k)``."""
+        """Signed distance to the boundary on the margin-1 scale; ``(n,)`` or ``(n, k)``.
+
+        For two classes, positive for ``classes_[1]``. For ``k`` classes, ``(n, k)`` (one
+        column per class) or, with ``decision_function_shape="ovo"``, ``(n, k(k-1)/2)``: one
+        column per pair :math:`(i, j)`, positive for class :math:`i` (see ``multi_class``).
+        """
+        scores = self._decision_values(X)
+        if scores.ndim == 2 and self._scheme() == "ovo" and \
+                self.decision_function_shape == "ovr":
+            return ovo_to_ovr(scores, len(self.classes_))
+        return scores
+
+    def _decision_values(self, X) -> np.ndarray:
+        """One column per binary problem (a vector for two classes), on the margin-1 scale."""
         check_is_fitted(self, "dual_coef_")
         X = self._check_predict_input(X)
         sv = self.support_vectors_
@@ -483,10 +571,20 @@ class SVC(BaseEstimator):
                                 else self.support_vectors_.values().dtype)
 
     def predict(self, X) -> np.ndarray:
-        """Predicted class labels."""
-        scores = self.decision_function(X)
+        """Predicted class labels.
+
+        Two classes: the sign of the decision value. One-vs-one: LIBSVM's vote (the lowest
+        class index on ties; by confidence with ``break_ties=True``). One-vs-rest: the largest
+        decision value.
+        """
+        scores = self._decision_values(X)
         if scores.ndim == 1:
             return self.classes_[(scores > 0).astype(int)]
+        if self._scheme() == "ovo":
+            k = len(self.classes_)
+            index = np.argmax(ovo_to_ovr(scores, k), axis=1) if self.break_ties else \
+                ovo_vote(scores, k)
+            return self.classes_[index]
         return self.classes_[np.argmax(scores, axis=1)]
 
     def _has_probability(self) -> bool:
@@ -505,8 +603,8 @@ class SVC(BaseEstimator):
         if self.probA_ is None:
             raise _exceptions.NotFittedError("this SVC was fitted with probability=False; refit "
                                              "it with probability=True for predict_proba")
-        return platt_proba(self.decision_function(X), self.probA_, self.probB_,
-                           len(self.classes_))
+        return platt_proba(self._decision_values(X), self.probA_, self.probB_,
+                           len(self.classes_), shape=self._scheme())
 
     @available_if(_has_probability)
     def predict_log_proba(self, X) -> np.ndarray:
@@ -526,7 +624,8 @@ class SVC(BaseEstimator):
         check_is_fitted(self, "dual_coef_")
         return KernelSVMHead(self.support_vectors_, self.dual_coef_, self.intercept_,
                              kernel=self.kernel, gamma=self._gamma, degree=self.degree,
-                             coef0=self.coef0, classes=self.classes_)
+                             coef0=self.coef0, classes=self.classes_,
+                             multi_class=self._scheme())
 
     def state_dict(self) -> dict:
         """The fitted model as tensors and plain values (loadable with ``weights_only=True``)."""
@@ -553,6 +652,8 @@ class SVC(BaseEstimator):
             raise ValueError("not a torchfw.SVC state dict")
         check_svc_state(state)
         params = dict(state["params"])
+        if len(state["classes"]) > 2:  # saved before one-vs-one existed: one-vs-rest
+            params.setdefault("multi_class", "ovr")
         if isinstance(params.get("dtype"), str):
             params["dtype"] = getattr(torch, params["dtype"].replace("torch.", ""))
         model = cls(**params)

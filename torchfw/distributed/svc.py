@@ -61,6 +61,8 @@ class DistributedSVC(SVC):
     """
 
     sample_size = None  # the randomized LMO is not distributed
+    # One problem per class, solved over the ranks together (one-vs-one is not distributed).
+    multi_class, decision_function_shape, break_ties = "ovr", "ovr", False
 
     def __init__(self, kernel="rbf", C=1.0, gamma="scale", degree=3, coef0=0.0, solver="swap",
                  tol=0.3, max_iter=None, cache_size=200.0, device=None, dtype=None,
@@ -215,8 +217,8 @@ class DistributedSVC(SVC):
                  else torch.from_numpy(subset[:, 2].copy()).to(op.device))
         small_op = SVMDualOperator(X_sub, torch.from_numpy(subset[:, 1].copy()).to(op.device),
                                    self._kernel, C_sub, dtype=op.dtype)
-        idx = torch.arange(subset.shape[0], device=op.device)
-        w, _ = simplex_qp(small_op.block(idx, idx).double().cpu().numpy())
+        # The block as SVC._initial_alpha reads it (host columns on the CPU): the same start.
+        w, _ = simplex_qp(small_op.start_block(np.arange(subset.shape[0])))
         w0 = torch.zeros(op.n_local, dtype=torch.float64)
         for q, k in enumerate(subset[:, 0].astype(np.int64)):
             if op.owns(int(k)):

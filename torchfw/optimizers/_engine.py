@@ -107,12 +107,40 @@ class QuadraticEngine(EngineState):
                                      and not isinstance(lmo.radius, Tensor)
                                      and lmo.radius == 1.0 and objective.c is None))
         r2 = float(self._radius) ** 2
-        self.diag = (r2 * lmo.atom_gather(self.Q.diagonal().to(self.dtype))).contiguous()
         self.ct = (lmo.atom_scores(objective.c.to(self.dtype)).contiguous()
                    if objective.c is not None else None)
-        self.w = w0.clone().contiguous()
-        self.s = self._full_gradient(self.w)
-        if keep_previous:
+        w = w0.clone().contiguous()
+        self._start(w, self._full_gradient(w),
+                    (r2 * lmo.atom_gather(self.Q.diagonal().to(self.dtype))).contiguous())
+
+    @classmethod
+    def from_start(cls, w: Tensor, s: Tensor, diag: Tensor, *, keep_previous: bool = False,
+                   pair_columns: bool = False) -> QuadraticEngine:
+        r"""A host engine over a start computed elsewhere: weights, scores and diagonal.
+
+        For the SVM dual's simplex (radius 1, no linear term) whose matrix a caller holds
+        itself: :mod:`torchfw._svc_dense` computes :math:`s = \tilde K w` from its matrix with
+        the arithmetic of the host ``matvec`` and hands the run to its compiled loop. The
+        engine has no objective (no columns); selections and reductions are the ones
+        :meth:`__init__` computes.
+        """
+        from .._scalars import HOST
+
+        self = cls.__new__(cls)
+        self.objective = self.Q = self.lmo = None
+        self.n = w.shape[0]
+        self.declare(ops=HOST, N=self.n, dtype=w.dtype, device=w.device,
+                     keep_previous=keep_previous, pair_columns=pair_columns,
+                     use_numba=K.HAVE_NUMBA)
+        self._start(w, s, diag)
+        return self
+
+    def _start(self, w: Tensor, s: Tensor, diag: Tensor) -> None:
+        """Set the start state from its vectors (the engine owns ``w`` and ``s`` from here)."""
+        self.diag = diag
+        self.w = w
+        self.s = s
+        if self.keep_previous:
             self.w_prev = self.w.clone()
             self.s_prev = self.s.clone()
         else:

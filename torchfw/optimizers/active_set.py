@@ -27,6 +27,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from .._numba import njit
+
 __all__ = ["simplex_qp"]
 
 
@@ -61,79 +63,119 @@ def simplex_qp(B, c=None, *, max_iter: int | None = None, rtol: float = 1e-13):
     if not (np.isfinite(B).all() and np.isfinite(c).all()):
         raise ValueError("B and c must be finite")
     max_iter = 10 * p + 10 if max_iter is None else max_iter
+    w, gap = _simplex_qp_loop(np.ascontiguousarray(B), np.ascontiguousarray(c), int(max_iter),
+                              float(rtol))
+    return w, float(gap)
+
+
+def _simplex_qp_py(B, c, max_iter, rtol):
+    """The active-set iterations (compiled with numba when available; see the module docs)."""
+    p = B.shape[0]
     # Start from the centre with every atom in the support: where most atoms end up active (an
-    # SVM's small subsets) a few ratio-test drops finish the job.
+    # SVM's small subsets) a few ratio-test drops finish the job. The support is kept in order
+    # of arrival (it orders the KKT systems).
     w = np.full(p, 1.0 / p)
-    support = list(range(p))
+    support = np.arange(p)
+    n_s = p
     g = B @ w + c
     gap = np.inf
-    diag_scale = max(1.0, float(np.abs(np.diag(B)).max()))
+    diag_scale = max(1.0, np.abs(np.diag(B)).max())
     for it in range(max_iter):
-        if gap <= rtol * max(diag_scale, float(np.abs(g).max())):
+        if gap <= rtol * max(diag_scale, np.abs(g).max()):
             break
         if it > 0:
-            j = int(np.argmin(np.where(w > 0.0, np.inf, g)))
-            if not np.isfinite(g[j]) or w[j] > 0.0:
+            j = -1
+            best = np.inf
+            for i in range(p):
+                if not w[i] > 0.0 and g[i] < best:
+                    best = g[i]
+                    j = i
+            if j < 0 or not np.isfinite(g[j]):
                 break  # every atom is in the support and the gap is rounding noise
-            support.append(j)
+            support[n_s] = j
+            n_s += 1
             # First an exact line-search step toward vertex j (a Frank-Wolfe step), so that j
             # enters with a positive weight: with a semidefinite B the equality problem on the
             # new support can be unbounded along a direction that would push w_j below 0 at
             # once, and the ratio test alone would then drop j again without progress.
             d = -w
             d[j] += 1.0
-            slope = float(g[j] - w @ g)
-            curvature = float(d @ (B @ d))
+            slope = g[j] - w @ g
+            curvature = d @ (B @ d)
             w += (1.0 if curvature <= -slope else -slope / curvature) * d
         while True:
-            z, ray = _equality_solution(B, c, support)
-            current = w[support]
-            if ray is None and (z > 0.0).all():
+            idx = support[:n_s].copy()
+            z, ray, is_ray = _equality_solution(B, c, idx)
+            current = w[idx]
+            if not is_ray and (z > 0.0).all():
                 w[:] = 0.0
-                w[support] = z
+                w[idx] = z
                 break
             # Move toward z (or along the ray) until the first weight reaches zero; it leaves.
-            d = z - current if ray is None else ray
-            shrinking = d < 0.0
-            ratios = np.where(shrinking, current / np.where(shrinking, -d, 1.0), np.inf)
-            blocking = int(np.argmin(ratios))
-            t = float(max(ratios[blocking], 0.0))
-            current = current + (min(t, 1.0) if ray is None else t) * d
+            d = ray if is_ray else z - current
+            blocking = 0
+            t = np.inf
+            for a in range(n_s):
+                ratio = current[a] / -d[a] if d[a] < 0.0 else np.inf
+                if ratio < t:
+                    t = ratio
+                    blocking = a
+            t = max(t, 0.0)
+            current = current + (t if is_ray else min(t, 1.0)) * d
             current[blocking] = 0.0
-            keep = current > 0.0
             w[:] = 0.0
-            w[support] = np.where(keep, current, 0.0)
-            support = [s for s, k in zip(support, keep, strict=True) if k]
+            kept = 0
+            for a in range(n_s):
+                if current[a] > 0.0:
+                    w[idx[a]] = current[a]
+                    support[kept] = idx[a]
+                    kept += 1
+            n_s = kept
         w /= w.sum()
         g = B @ w + c
-        gap = float(w @ g - g.min())
+        gap = w @ g - g.min()
     return w, gap
 
 
-def _equality_solution(B, c, support):
+def _equality_solution(B, c, idx):
     """Minimizer of the quadratic on the affine hull ``{w_S : 1'w_S = 1}`` of the support.
 
-    Returns ``(z, None)``, or ``(None, d)`` when the quadratic is unbounded below there (a
-    semidefinite ``B_SS`` whose null space holds a direction ``d``, ``1'd = 0``, along which
+    Returns ``(z, _, False)``, or ``(_, d, True)`` when the quadratic is unbounded below there
+    (a semidefinite ``B_SS`` whose null space holds a direction ``d``, ``1'd = 0``, along which
     ``c`` descends): the caller then moves along ``d`` until a weight reaches zero.
     """
-    k = len(support)
-    idx = np.asarray(support)
+    k = idx.shape[0]
     kkt = np.empty((k + 1, k + 1))
-    kkt[:k, :k] = B[np.ix_(idx, idx)]
-    kkt[:k, k] = 1.0
-    kkt[k, :k] = 1.0
+    for a in range(k):
+        for b in range(k):
+            kkt[a, b] = B[idx[a], idx[b]]
+        kkt[a, k] = 1.0
+        kkt[k, a] = 1.0
     kkt[k, k] = 0.0
-    rhs = np.concatenate([-c[idx], [1.0]])
+    c_s = np.empty(k)
+    rhs = np.empty(k + 1)
+    for a in range(k):
+        c_s[a] = c[idx[a]]
+        rhs[a] = -c_s[a]
+    rhs[k] = 1.0
     # An SVD rather than a solve: a numerically singular system (semidefinite B) must be told
     # apart, since a plain solve then returns a huge, meaningless z with a small residual.
     U, sv, Vt = np.linalg.svd(kkt)
     cutoff = sv[0] * (k + 1) * np.finfo(np.float64).eps * 16
-    rank = int((sv > cutoff).sum())
+    rank = 0
+    for q in range(k + 1):
+        if sv[q] > cutoff:
+            rank += 1
     # Null vectors of the (symmetric) KKT matrix are (d, 0) with B_SS d = 0 and 1'd = 0.
-    null = Vt[rank:, :k]
-    slopes = null @ c[idx]
-    if rank <= k and np.abs(slopes).max() > 1e-12 * max(1.0, float(np.abs(c[idx]).max())):
-        return None, -(slopes @ null)  # c'd = -sum(slopes^2) < 0: a descent ray
-    sol = Vt[:rank].T @ ((U[:, :rank].T @ rhs) / sv[:rank])
-    return sol[:k], None
+    if rank <= k:
+        null = np.ascontiguousarray(Vt[rank:, :k])
+        slopes = null @ c_s
+        if np.abs(slopes).max() > 1e-12 * max(1.0, np.abs(c_s).max()):
+            return c_s, -(slopes @ null), True  # c'd = -sum(slopes^2) < 0: a descent ray
+    coef = (np.ascontiguousarray(U[:, :rank]).T @ rhs) / sv[:rank]
+    sol = np.ascontiguousarray(Vt[:rank]).T @ coef
+    return sol[:k].copy(), c_s, False
+
+
+_equality_solution = njit(_equality_solution, fallback=True)
+_simplex_qp_loop = njit(_simplex_qp_py, fallback=True)
