@@ -321,3 +321,18 @@ def take_rows(X: Tensor, rows: Tensor) -> Tensor:
                                    X.values().index_select(0, positions),
                                    size=(rows.numel(), X.shape[1]),
                                    check_invariants=False)  # rows of a valid matrix
+
+
+def drop_zero_weight(X: Tensor, y: np.ndarray, sample_weight: np.ndarray | None):
+    """Leave out the examples of weight 0: ``(X, y, weights or None, kept row indices or None)``.
+
+    Weights that are all 1 are dropped too (``None``), so that ``sample_weight=ones`` takes the
+    same path, and gives the same model, as no weights.
+    """
+    if sample_weight is None or (sample_weight == 1.0).all():
+        return X, y, None, None
+    if (sample_weight > 0).all():
+        return X, y, sample_weight, None
+    kept = np.flatnonzero(sample_weight > 0)
+    rows = torch.from_numpy(kept).to(X.device)
+    return take_rows(X, rows), y[kept], sample_weight[kept], kept

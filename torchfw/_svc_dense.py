@@ -36,7 +36,6 @@ from ._numba import njit as _njit  # None without numba
 from ._threads import one_thread
 from .optimizers import _kernels as K
 from .optimizers._engine import ZERO_TOL
-from .optimizers.active_set import simplex_qp
 
 __all__ = ["VARIANTS", "plain_kernel_matrix", "solve", "apply_signs", "COUNTERS"]
 
@@ -447,49 +446,20 @@ def fit_problems(model, X, problems, C_examples, kdtype, previous):
 
     One matrix :math:`K + 1` serves every problem: signs flipped in place for problems over all
     examples (binary, one-vs-rest), a signed copy of the pair's sub-block for one-vs-one. Each
-    problem starts from the lazy path's start (:func:`start_engine`), so that its iterates are
-    those of the lazy path. Torch runs on one thread meanwhile (:mod:`torchfw._threads`): the
-    compiled loops are single-threaded, and around them torch's thread pool costs more than
-    the tensor work it would share (iris 0.47 s -> 0.08 s per fit on a busy 2-core machine).
+    problem starts from the lazy path's start (:func:`torchfw._svc_start.start_engine`), so
+    that its iterates are those of the lazy path. Torch runs on one thread meanwhile
+    (:mod:`torchfw._threads`): the compiled loops are single-threaded, and around them torch's
+    thread pool costs more than the tensor work it would share (iris 0.47 s -> 0.08 s per fit
+    on a busy 2-core machine).
     """
     with one_thread():
         return _fit_problems(model, X, problems, C_examples, kdtype, previous)
 
 
-def start_engine(model, H, y, diag, alpha0, seed, variant):
-    r"""The host engine's start state for the problem whose signed matrix is ``H``, or None.
-
-    The lazy path's start, computed from the rows of ``H`` with its arithmetic: the initial
-    subset and its exact restricted solution (``SVC._initial_alpha``, which reads the same
-    values from the host's columns), then :math:`s = \tilde K \alpha_0` summed row by row in
-    the order of :meth:`torchfw.kernels.SVMDualOperator.matvec`. ``None`` when the start has
-    more nonzeros than that ordered sum takes (a large warm start): the caller then builds the
-    engine from an operator, as the lazy path does.
-    """
-    from .kernels import ORDERED_MATVEC_MAX
-    from .optimizers._engine import QuadraticEngine
-
-    n = H.shape[0]
-    if alpha0 is None:
-        idx = model._initial_subset(y, seed)
-        weights, _ = simplex_qp(H[np.ix_(idx, idx)].astype(np.float64))
-        w = torch.zeros(n, dtype=torch.float64)
-        w[torch.from_numpy(idx)] = torch.from_numpy(weights)
-    else:
-        w = alpha0.detach().to(torch.float64).clone().contiguous()
-    nz = torch.nonzero(w).squeeze(1)
-    if nz.numel() > ORDERED_MATVEC_MAX:
-        return None
-    s = torch.zeros(n, dtype=torch.float64)
-    if nz.numel():
-        C.combine_rows(H[nz.numpy()], w.index_select(0, nz).numpy(), s.numpy())
-    return QuadraticEngine.from_start(w, s, diag, keep_previous=variant == 5,
-                                      pair_columns=variant in (2, 3, 4))
-
-
 def _fit_problems(model, X, problems, C_examples, kdtype, previous):
     from ._scalars import HOST
     from ._svc_multiclass import restrict, scatter
+    from ._svc_start import start_engine
     from .kernels import SVMDualOperator
     from .objectives import Quadratic
     from .optimizers._engine import QuadraticEngine
@@ -532,7 +502,8 @@ def _fit_problems(model, X, problems, C_examples, kdtype, previous):
             signed_block(P, rows, y, inv_c, H)
             diag = diag_all[torch.from_numpy(rows)].contiguous()
         seed = None if model.random_state is None else int(model.random_state) + k
-        engine = start_engine(model, H, problem.y, diag, alpha0, seed, variant)
+        engine = start_engine(H, problem.y, diag, alpha0, model.n_init, seed,
+                              keep_previous=variant == 5, pair_columns=variant in (2, 3, 4))
         if engine is None:  # a start of many atoms: through an operator, as the lazy path
             op = SVMDualOperator(Xk, torch.from_numpy(problem.y), model._kernel,
                                  Ck if isinstance(Ck, float) else Ck.to(X.device),

@@ -36,20 +36,20 @@ from torch import Tensor
 
 from . import _svc_dense, _svc_large
 from . import exceptions as _exceptions
-from ._data import as_labels, as_sample_weight, take_rows
+from ._data import as_labels, as_sample_weight, drop_zero_weight, take_rows
 from ._estimator import BaseEstimator, check_is_fitted, load_state
+from ._svc_batched import fit_ovr_batched
 from ._svc_multiclass import MULTI_CLASS, binary_problems, ovo_to_ovr, ovo_vote, restrict, scatter
+from ._svc_start import initial_alpha, initial_subset
 from ._svc_state import available_if, check_svc_state, restore_svc, svc_state
 from ._svm_probability import fit_platt, platt_proba
 from ._threads import few_threads
 from ._validation import check_int_at_least, check_positive, resolve_device
 from .heads import KernelSVMHead
-from .kernels import KERNELS, OneVsRestOperator, SVMDualOperator, make_kernel
+from .kernels import KERNELS, SVMDualOperator, make_kernel
 from .objectives import Quadratic
-from .optimizers.active_set import simplex_qp
-from .optimizers.batched import minimize_batched
 from .oracles import Simplex
-from .result import History, Result, Status
+from .result import Status
 from .solvers import make_solver, solver_names
 
 __all__ = ["SVC", "SOLVERS", "ConvergenceWarning"]  # noqa: F822 (built on first use)
@@ -314,7 +314,7 @@ class SVC(BaseEstimator):
 
     def _fit(self, X: Tensor, y, sample_weight, kdtype) -> SVC:
         y = as_labels(y, X.shape[0], estimator=type(self).__name__)
-        X, y, sample_weight, kept = _drop_zero_weight(X, y, as_sample_weight(sample_weight,
+        X, y, sample_weight, kept = drop_zero_weight(X, y, as_sample_weight(sample_weight,
                                                                               X.shape[0]))
         classes, y_encoded = np.unique(y, return_inverse=True)
         if len(classes) < 2:
@@ -338,8 +338,8 @@ class SVC(BaseEstimator):
             self.sample_size is None and self.time_limit is None and \
             getattr(self, "_batched_ovr", X.is_cuda)
         if batched:
-            alphas, results = self._fit_ovr_batched(
-                X, [p.y for p in problems], C_examples, kdtype, previous)
+            alphas, results = fit_ovr_batched(self, X, [p.y for p in problems], C_examples,
+                                              kdtype, previous, _solver_factory)
         elif self._dense_path(X):
             alphas, results = _svc_dense.fit_problems(self, X, problems, C_examples, kdtype,
                                                       previous)
@@ -432,74 +432,13 @@ class SVC(BaseEstimator):
                              f"(from max_iter // 2) or False (last iterate)")
         return int(self.average)
 
-    def _fit_ovr_batched(self, X: Tensor, problems, C_examples, kdtype, previous):
-        """One-vs-rest as one batched solve: the k problems share every kernel column product.
-
-        Used on CUDA, where one product for all classes replaces k launches per iteration. On
-        the CPU the compiled per-class loop is faster (measured) and is used instead.
-        """
-        Y = torch.from_numpy(np.stack(problems)).to(X.device)
-        C = C_examples if isinstance(C_examples, float) else C_examples.to(X.device)
-        operator = OneVsRestOperator(X, Y, self._kernel, C, dtype=kdtype)
-        m = X.shape[0]
-        if previous is not None:
-            w0 = torch.stack([p.to(X.device) for p in previous])
-        else:
-            w0 = torch.stack([self._initial_alpha(
-                SVMDualOperator(X, Y[k], self._kernel, C if isinstance(C, float) else C,
-                                dtype=kdtype, cache_size=self.cache_size),
-                problems[k], None if self.random_state is None else int(self.random_state) + k)
-                for k in range(len(problems))])
-        solver = _solver_factory(self.solver)(tol=1e-300, rtol=2.0 * self._stop_tol(),
-                                               max_iter=self.max_iter or 100 * m)
-        batch = minimize_batched(solver, operator, w0, tol=1e-300, rtol=2.0 * self._stop_tol(),
-                                 max_iter=self.max_iter or 100 * m,
-                                 use_graph=X.is_cuda)
-        if self.verbose:
-            print(f"one-vs-rest: {len(problems)} problems solved together, "
-                  f"{int(batch.n_iter.max())} iterations, {int(batch.converged.sum())} converged")
-        alphas, results = [], []
-        for k in range(len(problems)):
-            converged = bool(batch.converged[k])
-            status = Status.CONVERGED if converged else Status.MAX_ITER
-            results.append(Result(x=batch.x[k].clone(), value=float(batch.value[k]),
-                                  gap=float(batch.gap[k]), n_iter=int(batch.n_iter[k]),
-                                  status=status, history=History(),
-                                  info={"engine": "BatchedQuadraticEngine"}))
-            alphas.append(batch.x[k].clone())
-            if not converged:
-                warnings.warn(f"one-vs-rest problem {k} stopped on max_iter with relative gap "
-                              f"{float(batch.gap[k]) / float(2 * batch.value[k]):.3g}",
-                              _exceptions.ConvergenceWarning, stacklevel=3)
-        return alphas, results
-
     def _initial_subset(self, y_pm: np.ndarray, seed) -> np.ndarray:
-        """The sorted random subset whose restricted problem gives the start (seeds 000-002)."""
-        m = y_pm.shape[0]
-        rng = np.random.default_rng(seed)
-        p = min(self.n_init, m)
-        # Draw from both classes so that the restricted problem has a meaningful margin.
-        pos, neg = np.flatnonzero(y_pm > 0), np.flatnonzero(y_pm < 0)
-        n_pos = min(len(pos), max(1, round(p * len(pos) / m)))
-        subset = np.concatenate([rng.choice(pos, n_pos, replace=False),
-                                 rng.choice(neg, min(len(neg), p - n_pos), replace=False)])
-        return np.sort(subset)
+        """The random subset of the start (:func:`torchfw._svc_start.initial_subset`)."""
+        return initial_subset(y_pm, self.n_init, seed)
 
     def _initial_alpha(self, operator: SVMDualOperator, y_pm: np.ndarray, seed) -> Tensor:
-        """Solve the problem restricted to a small random subset (seeds 000/001/002).
-
-        On the host the subset's block is read from the host's own columns, the values the
-        compiled whole solve reads from its matrix (:func:`torchfw._svc_dense.start`), so that
-        both paths start from the same point.
-        """
-        idx = self._initial_subset(y_pm, seed)
-        # A few dozen atoms: solved exactly by an active-set method (a pairwise FW solve to
-        # 1e-12 took ~240 interpreted iterations, ~40% of a 3,000-example fit).
-        w, _ = simplex_qp(operator.start_block(idx))
-        alpha = torch.zeros(operator.shape[0], dtype=torch.float64, device=operator.device)
-        alpha[torch.from_numpy(idx).to(operator.device)] = torch.from_numpy(w).to(
-            operator.device)
-        return alpha
+        """The start of a lazy solve (:func:`torchfw._svc_start.initial_alpha`)."""
+        return initial_alpha(operator, y_pm, self.n_init, seed)
 
     def _set_model(self, X: Tensor, problems, alphas, results) -> None:
         support = torch.zeros(X.shape[0], dtype=torch.bool, device=X.device)
@@ -671,18 +610,3 @@ class SVC(BaseEstimator):
         """The kernel coefficient actually used (``gamma="scale"`` resolved)."""
         check_is_fitted(self, "_gamma")
         return self._gamma
-
-
-def _drop_zero_weight(X: Tensor, y: np.ndarray, sample_weight: np.ndarray | None):
-    """Leave out the examples of weight 0: ``(X, y, weights or None, kept row indices or None)``.
-
-    Weights that are all 1 are dropped too (``None``), so that ``sample_weight=ones`` takes the
-    same path, and gives the same model, as no weights.
-    """
-    if sample_weight is None or (sample_weight == 1.0).all():
-        return X, y, None, None
-    if (sample_weight > 0).all():
-        return X, y, sample_weight, None
-    kept = np.flatnonzero(sample_weight > 0)
-    rows = torch.from_numpy(kept).to(X.device)
-    return take_rows(X, rows), y[kept], sample_weight[kept], kept
