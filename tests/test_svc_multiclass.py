@@ -102,9 +102,9 @@ def test_predict_votes_and_decision_shapes():
 
 def test_ovr_still_available_and_different():
     X, y = _blobs(m=150, k=3, spread=0.8)
-    ovr = tf.SVC(random_state=0).fit(X, y)
+    ovr = tf.SVC(random_state=0).fit(X, y)  # "auto" below OVO_FROM examples: one-vs-rest
     ovo = tf.SVC(random_state=0, multi_class="ovo").fit(X, y)
-    assert tf.SVC().multi_class == "ovr"
+    assert (ovr.multi_class, ovr.multi_class_, ovo.multi_class_) == ("auto", "ovr", "ovo")
     assert ovr.dual_coef_.shape[0] == ovo.dual_coef_.shape[0] == 3
     assert not np.allclose(ovr.decision_function(X), ovo.decision_function(X))
     assert np.array_equal(ovr.predict(X), ovr.classes_[np.argmax(ovr.decision_function(X), 1)])
@@ -194,3 +194,18 @@ def test_sample_weight_and_class_weight_reach_each_pair():
     unweighted = tf.SVC(random_state=3, tol=1e-6, gamma=0.5).fit(X[rows], y[rows])
     assert np.abs(binary.decision_function(X) - unweighted.decision_function(X)).max() > 0.05
     assert model.score(X, y) > 0.6
+
+
+def test_auto_scheme_follows_the_measured_crossover():
+    from torchfw._svc_multiclass import OVO_FROM
+
+    X, y = _blobs(m=OVO_FROM, k=3, spread=0.8)
+    big = tf.SVC(random_state=0, tol=0.5).fit(X, y)
+    small = tf.SVC(random_state=0, tol=0.5).fit(X[:OVO_FROM - 1], y[:OVO_FROM - 1])
+    assert (big.multi_class_, small.multi_class_) == ("ovo", "ovr")
+    # Pair values asked for: one-vs-one at any size.
+    assert tf.SVC(decision_function_shape="ovo").fit(X[:90], y[:90]).multi_class_ == "ovo"
+    # The scheme survives saving, and so do the predictions.
+    loaded = tf.SVC.from_state_dict(big.state_dict())
+    assert loaded.multi_class_ == "ovo"
+    assert np.array_equal(loaded.predict(X[:300]), big.predict(X[:300]))

@@ -28,10 +28,27 @@ import torch
 from ._data import take_rows
 
 __all__ = ["BinaryProblem", "binary_problems", "class_pairs", "ovo_votes", "ovo_vote",
-           "ovo_to_ovr", "restrict", "scatter", "MULTI_CLASS"]
+           "ovo_to_ovr", "restrict", "scatter", "resolve_scheme", "MULTI_CLASS", "OVO_FROM"]
 
 #: Accepted values of ``SVC(multi_class=...)``.
-MULTI_CLASS = ("ovo", "ovr")
+MULTI_CLASS = ("auto", "ovr", "ovo")
+
+#: ``multi_class="auto"`` trains one-vs-one from this many training examples on, one-vs-rest
+#: below: the measured crossover of ``SVC()`` on generated 3- and 10-class sets (2-core CPU,
+#: 2,100 examples: one-vs-rest 28 / 60 ms against one-vs-one 30 / 66 ms; 3,150: 68 / 138 ms
+#: against 51 / 106 ms; at 350 one-vs-rest is 2.4x faster, at 14,000 one-vs-one 1.9x).
+OVO_FROM = 2500
+
+
+def resolve_scheme(multi_class: str, n_samples: int, decision_function_shape: str) -> str:
+    """``"ovr"`` or ``"ovo"`` for a fit of ``n_samples`` examples (``"auto"`` resolved).
+
+    ``"auto"`` takes one-vs-one from :data:`OVO_FROM` examples on, or whenever the pair values
+    are asked for (``decision_function_shape="ovo"``).
+    """
+    if multi_class != "auto":
+        return multi_class
+    return "ovo" if n_samples >= OVO_FROM or decision_function_shape == "ovo" else "ovr"
 
 
 class BinaryProblem(NamedTuple):

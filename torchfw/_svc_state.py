@@ -144,7 +144,8 @@ def svc_state(model) -> dict:
             "support_vectors": support_vectors, "dual_coef": model.dual_coef_.cpu(),
             "intercept": model.intercept_.cpu(),
             "prob_a": optional(getattr(model, "probA_", None)),
-            "prob_b": optional(getattr(model, "probB_", None))}
+            "prob_b": optional(getattr(model, "probB_", None)),
+            "multi_class_": model._scheme()}
 
 
 def restore_svc(model, state: dict, device=None) -> None:

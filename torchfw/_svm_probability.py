@@ -71,6 +71,8 @@ def fit_platt(estimator, X, y_encoded: np.ndarray, take_rows, shape: str = "ovr"
     # The folds stop where the final fit does (SVC._stop_tol: tighter with probabilities).
     params.update(probability=False, verbose=False, warm_start=False,
                   tol=estimator._stop_tol())
+    if "multi_class" in params:  # the final model's scheme, not one "auto" picks for a fold
+        params["multi_class"] = shape
     n_classes = len(counts)
     problems = _problems(shape, n_classes)
     decision = np.full((len(y_encoded), len(problems)), np.nan)

@@ -39,7 +39,15 @@ from . import exceptions as _exceptions
 from ._data import as_labels, as_sample_weight, drop_zero_weight, take_rows
 from ._estimator import BaseEstimator, check_is_fitted, load_state
 from ._svc_batched import fit_ovr_batched
-from ._svc_multiclass import MULTI_CLASS, binary_problems, ovo_to_ovr, ovo_vote, restrict, scatter
+from ._svc_multiclass import (
+    MULTI_CLASS,
+    binary_problems,
+    ovo_to_ovr,
+    ovo_vote,
+    resolve_scheme,
+    restrict,
+    scatter,
+)
 from ._svc_start import initial_alpha, initial_subset
 from ._svc_state import available_if, check_svc_state, restore_svc, svc_state
 from ._svm_probability import fit_platt, platt_proba
@@ -144,14 +152,15 @@ class SVC(BaseEstimator):
         is available; several classes couple their pairwise probabilities (one-vs-one, Wu, Lin
         & Weng 2004, as LIBSVM) or normalize their one-vs-rest ones (:mod:`torchfw.calibration`).
         The fits then stop at ``min(tol, 0.05)`` (:data:`PROBABILITY_TOL`).
-    multi_class : {"ovr", "ovo"}, default "ovr"
-        How more than two classes are trained (:mod:`torchfw._svc_multiclass`): one problem per
-        class against all others, predicting by the largest decision value, or one problem per
-        pair of classes on their examples only, predicting by vote (LIBSVM's and scikit-learn's
-        scheme). Measured at equal accuracy (``benchmarks/svm_small.py``; see the SVC guide),
-        one-vs-rest is faster up to a few thousand examples, where each problem's fixed cost
-        dominates, and one-vs-one beyond; the default is the one faster on more of the small
-        and medium sets.
+    multi_class : {"auto", "ovr", "ovo"}, default "auto"
+        How more than two classes are trained (:mod:`torchfw._svc_multiclass`): ``"ovr"``, one
+        problem per class against all others, predicting by the largest decision value;
+        ``"ovo"``, one problem per pair of classes on their examples only, predicting by vote
+        (LIBSVM's and scikit-learn's scheme). ``"auto"`` takes the faster at equal accuracy, as
+        measured (``benchmarks/svm_small.py``; see the SVC guide): one-vs-rest below 2,500
+        training examples, where each problem's fixed cost dominates, one-vs-one from there on
+        (:data:`torchfw._svc_multiclass.OVO_FROM`), and one-vs-one whenever
+        ``decision_function_shape="ovo"``. The scheme used is ``multi_class_``.
     decision_function_shape : {"ovr", "ovo"}, default "ovr"
         As in scikit-learn: the shape of :meth:`decision_function` for more than two classes.
         With ``multi_class="ovo"``, ``"ovr"`` turns the pair values into one column per class
@@ -176,6 +185,8 @@ class SVC(BaseEstimator):
         pair). scikit-learn packs its one-vs-one coefficients as ``(k-1, n_SV)`` instead.
     intercept_ : Tensor of shape (n_problems,)
         :math:`b / \rho` per binary problem.
+    multi_class_ : str
+        ``"ovr"`` or ``"ovo"``: the scheme used (``multi_class="auto"`` resolved).
     n_iter_ : int or ndarray of int
         Solver iterations (one per binary problem for several classes); a problem solved by
         its start, the exact solution on the initial subset, counts 1.
@@ -189,7 +200,7 @@ class SVC(BaseEstimator):
                  tol=0.3, max_iter=None, sample_size=None, cache_size=200.0, device=None,
                  dtype=None, class_weight=None, random_state=None, verbose=False,
                  warm_start=False, n_init=20, time_limit=None, average=True, dense="auto",
-                 probability=False, multi_class="ovr", decision_function_shape="ovr",
+                 probability=False, multi_class="auto", decision_function_shape="ovr",
                  break_ties=False):
         self.kernel = kernel
         self.C = C
@@ -326,7 +337,9 @@ class SVC(BaseEstimator):
         self._gamma = self._resolve_gamma(X)
         self._kernel = make_kernel(self.kernel, self._gamma, self.degree, self.coef0)
         C_examples = self._example_C(y_encoded, len(classes), sample_weight)
-        problems = binary_problems(y_encoded, len(classes), self.multi_class)
+        self.multi_class_ = resolve_scheme(self.multi_class, X.shape[0],
+                                           self.decision_function_shape)
+        problems = binary_problems(y_encoded, len(classes), self.multi_class_)
         if previous is not None and (len(previous) != len(problems)
                                      or previous[0].shape[0] != X.shape[0]):
             previous = None
@@ -367,7 +380,8 @@ class SVC(BaseEstimator):
 
     def _scheme(self) -> str:
         """``"ovo"`` or ``"ovr"``: how the decision columns of a multiclass model were trained."""
-        return self.multi_class
+        return getattr(self, "multi_class_", "ovr" if self.multi_class == "auto"
+                       else self.multi_class)
 
     def _dense_path(self, X: Tensor) -> bool:
         """Whether this fit takes the compiled whole-solve path (see :mod:`torchfw._svc_dense`)."""
@@ -598,6 +612,9 @@ class SVC(BaseEstimator):
         model = cls(**params)
         restore_svc(model, state, resolve_device(map_location)
                     if map_location is not None else None)
+        # The scheme the model was trained with ("auto" resolved); absent before "auto" existed.
+        model.multi_class_ = state.get("multi_class_", "ovr" if params.get(
+            "multi_class", "ovr") == "auto" else params.get("multi_class", "ovr"))
         model._kernel = make_kernel(model.kernel, model._gamma, model.degree, model.coef0)
         return model
 
