@@ -154,6 +154,64 @@ def test_torchfw_model_predicts_identically_in_libsvm(tmp_path, kernel):
                                rtol=1e-10, atol=1e-12)
 
 
+def _classes(m, k, seed):
+    rng = np.random.default_rng(seed)
+    centres = np.array([[0.0, 0.0], [2.5, 0.0], [0.0, 2.5], [2.5, 2.5]])[:k]
+    y = rng.integers(0, k, size=m)
+    X = centres[y] + rng.normal(scale=0.9, size=(m, 2))
+    return X, np.array([7, 2, 5, 11])[y]  # integer labels, not in sorted order of appearance
+
+
+def test_libsvm_multiclass_model_predicts_identically_in_torchfw(tmp_path):
+    svmutil = _libsvm()
+    X, y = _classes(240, 4, seed=1)
+    native = svmutil.svm_train(svmutil.svm_problem(y.tolist(), X.tolist()),
+                               svmutil.svm_parameter("-s 0 -t 2 -c 2 -g 0.5 -q"))
+    path = str(tmp_path / "native.model")
+    svmutil.svm_save_model(path, native)
+    assert native.get_labels() != sorted(native.get_labels())  # label order is exercised
+    Xt, yt = _classes(400, 4, seed=2)
+    labels, _, dec = svmutil.svm_predict(yt.tolist(), Xt.tolist(), native, "-q")
+    model = read_libsvm_model(path)
+    assert model.multi_class_ == "ovo" and model.dual_coef_.shape[0] == 6
+    assert model.predict(Xt).tolist() == [int(v) for v in labels]
+    # LIBSVM's pair values, over its label positions, against ours over sorted classes.
+    ours = SVC.from_state_dict(model.state_dict())
+    ours.decision_function_shape = "ovo"
+    pair_values = ours.decision_function(Xt)
+    native_labels = native.get_labels()
+    rank = np.argsort(np.argsort(native_labels))
+    p = 0
+    for a in range(4):
+        for b in range(a + 1, 4):
+            i, j = sorted((rank[a], rank[b]))
+            q = [(x, z) for x in range(4) for z in range(x + 1, 4)].index((i, j))
+            sign = 1.0 if rank[a] < rank[b] else -1.0
+            np.testing.assert_allclose(pair_values[:, q], sign * np.array(dec)[:, p],
+                                       rtol=1e-6, atol=1e-6)
+            p += 1
+
+
+def test_torchfw_multiclass_model_predicts_identically_in_libsvm(tmp_path, capsys):
+    svmutil = _libsvm()
+    X, y = _classes(240, 3, seed=3)
+    model = SVC(C=2.0, gamma=0.5, multi_class="ovo", random_state=0,
+                dtype=torch.float64).fit(X, y)
+    path = tmp_path / "ours.model"
+    write_libsvm_model(model, path)
+    native = svmutil.svm_load_model(str(path))
+    Xt, yt = _classes(300, 3, seed=4)
+    labels, _, _ = svmutil.svm_predict(yt.tolist(), Xt.tolist(), native, "-q")
+    assert [int(v) for v in labels] == model.predict(Xt).tolist()
+    again = read_libsvm_model(path)
+    np.testing.assert_allclose(again.decision_function(Xt), model.decision_function(Xt),
+                               rtol=1e-10, atol=1e-12)
+    # The command line writes a multiclass LIBSVM model too (one-vs-one at any size).
+    data = _write(tmp_path / "d.txt", X, y)
+    assert cli_main(["train", "-q", "--format", "libsvm", str(data), str(tmp_path / "m")]) == 0
+    assert "nr_class 3" in (tmp_path / "m").read_text()
+
+
 def test_cli_writes_and_reads_libsvm_format(tmp_path, capsys):
     X, y = _binary(100, seed=5)
     data = _write(tmp_path / "d.txt", X, y)
@@ -171,8 +229,8 @@ def test_multiclass_or_broken_libsvm_files_are_refused(tmp_path):
     write_libsvm_model(model, path)
     text = path.read_text()
     (tmp_path / "multi.model").write_text(text.replace("nr_class 2", "nr_class 3"))
-    with pytest.raises(ValueError, match="one-vs-one"):
-        read_libsvm_model(tmp_path / "multi.model")
+    with pytest.raises(ValueError, match="'label' line|'nr_sv' line|'rho' line"):
+        read_libsvm_model(tmp_path / "multi.model")  # 3 classes announced, 2 labels given
     (tmp_path / "count.model").write_text(text.replace("total_sv", "total_sv 9999 #"))
     with pytest.raises(ValueError, match="total_sv"):
         read_libsvm_model(tmp_path / "count.model")
@@ -180,8 +238,8 @@ def test_multiclass_or_broken_libsvm_files_are_refused(tmp_path):
     with pytest.raises(ValueError, match="non-finite"):
         read_libsvm_model(tmp_path / "nan.model")
     Xm = np.random.default_rng(0).normal(size=(60, 2))
-    multi = SVC(random_state=0).fit(Xm, np.arange(60) % 3)
-    with pytest.raises(ValueError, match="binary"):
+    multi = SVC(random_state=0, multi_class="ovr").fit(Xm, np.arange(60) % 3)
+    with pytest.raises(ValueError, match="one-vs-rest"):
         write_libsvm_model(multi, tmp_path / "x.model")
 
 

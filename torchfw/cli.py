@@ -223,6 +223,8 @@ def train(argv: list[str]) -> int:
     _check_classification_labels(y, files[0])
     labels = np.unique(y)
     params["class_weight"] = {_label_key(labels, k): v for k, v in weights.items()} or None
+    if fmt == "libsvm" and len(labels) > 2:  # LIBSVM's multiclass model is one-vs-one
+        params["multi_class"] = "ovo"
     if folds:
         return _cross_validate(SVC(**params), X, y, folds, seed)
     start = time.perf_counter()

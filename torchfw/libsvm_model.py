@@ -11,11 +11,15 @@ which is torchfw's binary decision function ``sum_i dual_coef_i k(sv_i, x) + int
 (``classes_[1]``). Both tools use the same kernel formulas (``-t 0..3``), so a binary model
 predicts identically in either.
 
-Multiclass LIBSVM models are one-vs-one (``k(k-1)/2`` binary machines sharing their support
-vectors); torchfw's multiclass :class:`~torchfw.SVC` is one-vs-rest unless it was fitted
-one-vs-one, so only binary models are exchanged here, and a multiclass file is refused with a
-message that says so. The coefficients are written with 17 significant digits, so the
-round trip is exact in float64.
+Multiclass LIBSVM models are one-vs-one: ``k(k-1)/2`` binary machines, one per pair of label
+positions :math:`a < b`, sharing their support vectors, which are listed class by class
+(``nr_sv``) with ``k - 1`` coefficients each. A support vector of class :math:`c` keeps its
+coefficient for the pair :math:`(c, o)` in column :math:`o - 1` if :math:`o > c`, else in
+column :math:`o`; pair :math:`p` has its own ``rho[p]``, and a positive value votes for
+``label[a]``. A one-vs-one :class:`~torchfw.SVC` (``multi_class="ovo"``, or ``"auto"`` on
+2,500 examples or more) is exactly that model over its sorted classes, so it is exchanged both
+ways; a one-vs-rest model is refused with a message that says so. The coefficients are written
+with 17 significant digits, so the round trip is exact in float64.
 """
 
 from __future__ import annotations
@@ -60,11 +64,14 @@ def write_libsvm_model(model, path) -> None:
     from ._estimator import check_is_fitted
 
     check_is_fitted(model, "dual_coef_")
-    if len(model.classes_) != 2 or model.dual_coef_.shape[0] != 1:
-        raise ValueError("only binary models can be written as LIBSVM model files (a "
-                         "multiclass LIBSVM model is one-vs-one)")
     if model.kernel not in _KERNEL_PARAMS:
         raise ValueError(f"LIBSVM has no {model.kernel!r} kernel")
+    if len(model.classes_) > 2:
+        if model._scheme() != "ovo":
+            raise ValueError("a one-vs-rest model has no LIBSVM form (LIBSVM's multiclass "
+                             "models are one-vs-one): fit with multi_class='ovo' to write one")
+        _write_one_vs_one(model, path)
+        return
     positive, negative = (_integer_label(c) for c in (model.classes_[1], model.classes_[0]))
     coef = model.dual_coef_[0].to(torch.float64).cpu().numpy()
     sv = model.support_vectors_.cpu()
@@ -72,17 +79,51 @@ def write_libsvm_model(model, path) -> None:
     order = np.concatenate([np.flatnonzero(coef > 0), np.flatnonzero(coef <= 0)])
     n_pos = int((coef > 0).sum())
     rows = _sparse_rows(sv, order)
-    lines = ["svm_type c_svc", f"kernel_type {_LIBSVM_NAME.get(model.kernel, model.kernel)}"]
-    params = {"degree": model.degree, "gamma": model.gamma_, "coef0": model.coef0}
-    for name in _KERNEL_PARAMS[model.kernel]:
-        value = params[name]
-        lines.append(f"{name} {int(value) if name == 'degree' else repr(float(value))}")
+    lines = _kernel_header(model)
     lines += ["nr_class 2", f"total_sv {len(order)}",
               f"rho {float(-model.intercept_[0]):.17g}",
               f"label {positive} {negative}", f"nr_sv {n_pos} {len(order) - n_pos}", "SV"]
     for k, row in zip(order, rows, strict=True):
         feats = " ".join(f"{j + 1}:{v:.17g}" for j, v in row)
         lines.append(f"{coef[k]:.17g} {feats}".rstrip())
+    Path(path).write_text("\n".join(lines) + "\n")
+
+
+def _kernel_header(model) -> list[str]:
+    lines = ["svm_type c_svc", f"kernel_type {_LIBSVM_NAME.get(model.kernel, model.kernel)}"]
+    params = {"degree": model.degree, "gamma": model.gamma_, "coef0": model.coef0}
+    for name in _KERNEL_PARAMS[model.kernel]:
+        value = params[name]
+        lines.append(f"{name} {int(value) if name == 'degree' else repr(float(value))}")
+    return lines
+
+
+def _write_one_vs_one(model, path) -> None:
+    """A one-vs-one model in LIBSVM's layout (labels in ``classes_`` order; see the module)."""
+    from ._svc_multiclass import class_pairs
+
+    k = len(model.classes_)
+    labels = [_integer_label(c) for c in model.classes_]
+    pairs = class_pairs(k)
+    pair_index = {pair: p for p, pair in enumerate(pairs)}
+    coef = model.dual_coef_.to(torch.float64).cpu().numpy()  # (k(k-1)/2, n_SV)
+    # Each support vector's class: from any pair where it has weight (+ for the pair's first).
+    owner = np.empty(coef.shape[1], dtype=np.int64)
+    for s in range(coef.shape[1]):
+        p = int(np.flatnonzero(coef[:, s])[0])
+        owner[s] = pairs[p][0] if coef[p, s] > 0 else pairs[p][1]
+    order = np.argsort(owner, kind="stable")
+    rows = _sparse_rows(model.support_vectors_.cpu(), order)
+    lines = _kernel_header(model)
+    rho = " ".join(f"{float(-b):.17g}" for b in model.intercept_.to(torch.float64).cpu())
+    lines += [f"nr_class {k}", f"total_sv {len(order)}", f"rho {rho}",
+              "label " + " ".join(map(str, labels)),
+              "nr_sv " + " ".join(str(int((owner == c).sum())) for c in range(k)), "SV"]
+    for s, row in zip(order, rows, strict=True):
+        c = owner[s]
+        values = [coef[pair_index[(min(c, o), max(c, o))], s] for o in range(k) if o != c]
+        feats = " ".join(f"{j + 1}:{v:.17g}" for j, v in row)
+        lines.append((" ".join(f"{v:.17g}" for v in values) + f" {feats}").rstrip())
     Path(path).write_text("\n".join(lines) + "\n")
 
 
@@ -147,12 +188,15 @@ def read_libsvm_model(path, device=None):
     if kernel not in _KERNEL_PARAMS:
         raise ValueError(f"{path}: kernel_type {kernel} is not supported")
     n_class = field("nr_class", int)
-    if n_class != 2:
-        raise ValueError(f"{path}: a {n_class}-class LIBSVM model is one-vs-one; only binary "
-                         "models are read")
-    labels = field("label", int, 2)
-    nr_sv = field("nr_sv", int, 2)
-    rho = field("rho", float)
+    if n_class < 2:
+        raise ValueError(f"{path}: nr_class {n_class} (a classifier has at least 2 classes)")
+    n_pairs = n_class * (n_class - 1) // 2
+    labels = field("label", int, n_class)
+    nr_sv = field("nr_sv", int, n_class)
+    rhos = field("rho", float, n_pairs)
+    rho = rhos if n_pairs > 1 else [rhos]
+    if len(set(labels)) != n_class or min(nr_sv) < 0:
+        raise ValueError(f"{path}: repeated labels or negative nr_sv")
     total = field("total_sv", int)
     if total != sum(nr_sv) or total != len([ln for ln in lines[start:] if ln.strip()]):
         raise ValueError(f"{path}: total_sv {total} does not match the support vectors listed")
@@ -165,9 +209,9 @@ def read_libsvm_model(path, device=None):
         if not parts:
             continue
         try:
-            coefs.append(float(parts[0]))
+            coefs.append([float(v) for v in parts[:n_class - 1]])
             row = []
-            for item in parts[1:]:
+            for item in parts[n_class - 1:]:
                 index, value = item.split(":")
                 row.append((int(index), float(value)))
         except ValueError:
@@ -180,9 +224,15 @@ def read_libsvm_model(path, device=None):
     for k, row in enumerate(rows):
         for j, v in row:
             sv[k, j - 1] = v
-    coef = torch.tensor(coefs, dtype=torch.float64)
-    if not (torch.isfinite(coef).all() and torch.isfinite(sv).all() and math.isfinite(rho)):
+    coef = torch.tensor(coefs, dtype=torch.float64).reshape(len(rows), n_class - 1)
+    if not (torch.isfinite(coef).all() and torch.isfinite(sv).all()
+            and all(math.isfinite(r) for r in rho)):
         raise ValueError(f"{path}: non-finite numbers in the model")
+    if n_class > 2:
+        return _one_vs_one_model(labels, nr_sv, rho, coef, sv, kernel, gamma, degree, coef0,
+                                 device)
+    coef = coef[:, 0]
+    rho = rho[0]
     classes = np.array(sorted(labels))
     # torchfw predicts classes_[1] for a positive score; LIBSVM predicts label[0] for dec > 0.
     sign = 1.0 if labels[0] == classes[1] else -1.0
@@ -194,4 +244,39 @@ def read_libsvm_model(path, device=None):
              "n_iter": torch.tensor(0), "support_vectors": sv,
              "dual_coef": (sign * coef).unsqueeze(0),
              "intercept": torch.tensor([-sign * rho], dtype=torch.float64)}
+    return SVC.from_state_dict(state, map_location=device)
+
+
+def _one_vs_one_model(labels, nr_sv, rho, coef, sv, kernel, gamma, degree, coef0, device):
+    """A one-vs-one SVC from LIBSVM's multiclass arrays (see the module docstring)."""
+    from ._svc_multiclass import class_pairs
+    from .svm import SVC
+
+    k = len(labels)
+    classes = np.array(sorted(labels))
+    rank = {label: int(np.searchsorted(classes, label)) for label in labels}
+    start = np.concatenate([[0], np.cumsum(nr_sv)])
+    ours = {pair: p for p, pair in enumerate(class_pairs(k))}
+    dual = torch.zeros(len(ours), sv.shape[0], dtype=torch.float64)
+    intercept = torch.zeros(len(ours), dtype=torch.float64)
+    for p, (a, b) in enumerate(class_pairs(k)):  # LIBSVM's pair of label positions a < b
+        sa, sb = slice(start[a], start[a + 1]), slice(start[b], start[b + 1])
+        values = torch.zeros(sv.shape[0], dtype=torch.float64)
+        values[sa] = coef[sa, b - 1]
+        values[sb] = coef[sb, a]
+        ra, rb = rank[labels[a]], rank[labels[b]]
+        # Positive votes for label[a]; torchfw's pair (i, j), i < j, is positive for class i.
+        sign = 1.0 if ra < rb else -1.0
+        q = ours[(min(ra, rb), max(ra, rb))]
+        dual[q] = sign * values
+        intercept[q] = -sign * rho[p]
+    n_support = (dual != 0).sum(1)  # per binary problem, as a fitted SVC counts them
+    params = dict(kernel=kernel, gamma=gamma, degree=degree, coef0=coef0, dtype=torch.float64,
+                  multi_class="ovo")
+    state = {"format": "torchfw.SVC", "version": 1, "params": params,
+             "classes": classes.tolist(), "gamma": gamma, "n_features_in": sv.shape[1],
+             "support": torch.arange(sv.shape[0], dtype=torch.int64),
+             "n_support": n_support, "n_iter": torch.zeros(len(ours), dtype=torch.int64),
+             "support_vectors": sv, "dual_coef": dual, "intercept": intercept,
+             "multi_class_": "ovo"}
     return SVC.from_state_dict(state, map_location=device)
