@@ -336,3 +336,24 @@ def drop_zero_weight(X: Tensor, y: np.ndarray, sample_weight: np.ndarray | None)
     kept = np.flatnonzero(sample_weight > 0)
     rows = torch.from_numpy(kept).to(X.device)
     return take_rows(X, rows), y[kept], sample_weight[kept], kept
+
+
+def accuracy(pred: np.ndarray, y: np.ndarray, sample_weight=None) -> float:
+    """Mean of ``pred == y``, weighted by ``sample_weight`` (scikit-learn's ``score``)."""
+    weights = as_sample_weight(sample_weight, pred.shape[0])
+    hits = (pred == y).astype(np.float64)
+    return float(hits.mean() if weights is None else (weights * hits).sum() / weights.sum())
+
+
+def r2(y: np.ndarray, pred: np.ndarray, sample_weight=None) -> float:
+    r""":math:`R^2 = 1 - \sum_i w_i (y_i - \hat y_i)^2 / \sum_i w_i (y_i - \bar y_w)^2`.
+
+    ``sample_weight`` defaults to ones; a constant ``y`` gives 1 for a perfect fit, else 0 (as
+    scikit-learn's ``r2_score``).
+    """
+    weights = as_sample_weight(sample_weight, y.shape[0])
+    w = np.ones(y.shape[0]) if weights is None else weights
+    mean = float((w * y).sum() / w.sum())
+    ss_res = float((w * (y - pred) ** 2).sum())
+    ss_tot = float((w * (y - mean) ** 2).sum())
+    return 1.0 - ss_res / ss_tot if ss_tot > 0 else (1.0 if ss_res == 0 else 0.0)

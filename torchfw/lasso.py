@@ -17,7 +17,7 @@ import torch
 from torch import Tensor
 
 from . import exceptions
-from ._data import as_target
+from ._data import as_target, r2
 from ._estimator import BaseEstimator, check_is_fitted
 from ._validation import (
     check_int_at_least,
@@ -224,13 +224,11 @@ class Lasso(BaseEstimator):
         out = X @ self._coef.to(torch.float64)
         return out.cpu().numpy() + self.intercept_
 
-    def score(self, X, y) -> float:
-        """Coefficient of determination :math:`R^2` on ``(X, y)``."""
+    def score(self, X, y, sample_weight=None) -> float:
+        """Coefficient of determination :math:`R^2` on ``(X, y)``, weighted by ``sample_weight``."""
         pred = self.predict(X)
         y = as_target(y, pred.shape[0], estimator="Lasso").cpu().numpy()
-        ss_res = float(((y - pred) ** 2).sum())
-        ss_tot = float(((y - y.mean()) ** 2).sum())
-        return 1.0 - ss_res / ss_tot if ss_tot > 0 else (1.0 if ss_res == 0 else 0.0)
+        return r2(y, pred, sample_weight)
 
     @property
     def sparse_coef_(self):

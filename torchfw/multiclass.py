@@ -40,7 +40,7 @@ from torch import Tensor
 
 from . import _ww_kernels as _k
 from . import exceptions
-from ._data import as_labels, as_matrix, csr_tensor, to_csr
+from ._data import accuracy, as_labels, as_matrix, csr_tensor, to_csr
 from ._estimator import BaseEstimator, check_is_fitted, load_state, plain
 from ._validation import check_int_at_least, check_positive, resolve_device
 from ._ww_problem import (  # noqa: F401 (the dual and its shrinking constants, re-exported)
@@ -409,13 +409,13 @@ class WestonWatkinsSVC(BaseEstimator):
             return torch.from_numpy(labels).to(X.device)
         return labels
 
-    def score(self, X, y) -> float:
-        """Mean accuracy of :meth:`predict` on ``(X, y)``."""
+    def score(self, X, y, sample_weight=None) -> float:
+        """Mean accuracy of :meth:`predict` on ``(X, y)``, weighted by ``sample_weight``."""
         pred = self.predict(X)
         if isinstance(pred, Tensor):
             pred = pred.cpu().numpy()
         y = as_labels(y, pred.shape[0], estimator=type(self).__name__)
-        return float(np.mean(pred == y))
+        return accuracy(pred, y, sample_weight)
 
     def as_module(self, dtype: torch.dtype = torch.float32):
         """The fitted class scores :math:`W x + b` as an ``nn.Module``.

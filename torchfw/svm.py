@@ -36,7 +36,7 @@ from torch import Tensor
 
 from . import _svc_dense, _svc_large
 from . import exceptions as _exceptions
-from ._data import as_labels, as_sample_weight, drop_zero_weight, take_rows
+from ._data import accuracy, as_labels, as_sample_weight, drop_zero_weight, take_rows
 from ._estimator import BaseEstimator, check_is_fitted, load_state
 from ._svc_batched import fit_ovr_batched
 from ._svc_multiclass import (
@@ -564,11 +564,11 @@ class SVC(BaseEstimator):
         """Logarithm of :meth:`predict_proba`."""
         return np.log(self.predict_proba(X))
 
-    def score(self, X, y) -> float:
-        """Mean accuracy on ``(X, y)``."""
+    def score(self, X, y, sample_weight=None) -> float:
+        """Mean accuracy on ``(X, y)``, weighted by ``sample_weight`` if given."""
         pred = self.predict(X)
         y = as_labels(y, pred.shape[0], estimator=type(self).__name__)
-        return float(np.mean(pred == y))
+        return accuracy(pred, y, sample_weight)
 
     # -- export and persistence ----------------------------------------------------------------
 
