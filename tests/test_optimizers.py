@@ -1022,3 +1022,28 @@ def test_partan_update_over_the_support_equals_the_full_update():
                           support, support.size, 1e-15)
         for x, y in zip(part, full, strict=True):
             np.testing.assert_array_equal(x, y)
+
+
+@pytest.mark.parametrize("radius_set", ["simplex", "l1"])
+def test_partan_in_float32_stays_in_the_set(radius_set):
+    # The extrapolation multiplies float32 rounding by 1 + 2 mu: without the rescaling the
+    # iterate left a radius-2 L1 ball by 4e-5 (issue 19); the other variants stay within 1e-6.
+    lmo = tf.Simplex(2.0) if radius_set == "simplex" else tf.L1Ball(2.0)
+    worst = 0.0
+    for seed in range(5):
+        g = torch.Generator().manual_seed(seed)
+        A = torch.randn(60, 40, generator=g)
+        Q = (A.T @ A / 60).float()
+        c = torch.randn(40, generator=g).float()
+        x0 = lmo.lmo(torch.randn(40, generator=g).float())
+        res = tf.PartanFrankWolfe(lmo, max_iter=2000, tol=1e-12).minimize(tf.Quadratic(Q, c), x0)
+        x = res.x.double()
+        if radius_set == "simplex":
+            worst = max(worst, abs(float(x.sum()) - 2.0), float(-x.min()))
+        else:
+            worst = max(worst, float(x.abs().sum()) - 2.0)
+        ref = tf.PartanFrankWolfe(lmo, max_iter=2000, tol=1e-12).minimize(
+            tf.Quadratic(Q.double(), c.double()), x0.double())
+        f = 0.5 * float(x @ Q.double() @ x) + float(c.double() @ x)
+        assert f <= ref.value + 1e-4 * max(1.0, abs(ref.value))
+    assert worst < 1e-6
