@@ -1047,3 +1047,29 @@ def test_partan_in_float32_stays_in_the_set(radius_set):
         f = 0.5 * float(x @ Q.double() @ x) + float(c.double() @ x)
         assert f <= ref.value + 1e-4 * max(1.0, abs(ref.value))
     assert worst < 1e-6
+
+
+def test_a_stopping_rule_replaces_the_optimizer_parameters():
+    from torchfw.optimizers import StoppingRule
+
+    class OwnTest(StoppingRule):  # stops on a criterion of its own, the budget otherwise
+        def __call__(self, eng, k, value, gap, elapsed, steps):
+            if gap < 1e-2:
+                return tf.Status.CONVERGED
+            return super().__call__(eng, k, value, gap, elapsed, steps)
+
+    g = torch.Generator().manual_seed(0)
+    A = torch.randn(12, 12, generator=g, dtype=torch.float64)
+    objective = tf.Quadratic(A.T @ A / 12, torch.full((12,), -0.1, dtype=torch.float64))
+    opt = tf.FrankWolfe(tf.Simplex(), tol=1e-300, max_iter=500, check_every=1)
+    x0 = torch.zeros(12, dtype=torch.float64)
+    x0[0] = 1.0
+    plain = opt.minimize(objective, x0)
+    own = opt.minimize(objective, x0, stopping=OwnTest.of(opt))
+    assert plain.status == tf.Status.MAX_ITER and plain.n_iter == 500
+    assert own.status == tf.Status.CONVERGED and own.n_iter < 500 and own.gap < 1e-2
+    assert plain.history.gap[own.n_iter] == own.gap  # the same run, stopped earlier
+    # The Lasso's epigraph solve stops on the Lasso's own gap through such a rule.
+    from torchfw.lasso_problem import LassoGapRule
+
+    assert issubclass(LassoGapRule, StoppingRule)

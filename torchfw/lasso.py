@@ -300,8 +300,8 @@ def _fit_one(data: LassoData, form: str, value: float, w0: Tensor | None, method
     alpha = value
     w, result, T, _ = data.solve_penalized(alpha, w0, method=method, solver=solver, tol=tol,
                                            **options)
-    status = Status.CONVERGED if result is None or result.status in (
-        Status.CALLBACK, Status.CONVERGED) else result.status
+    # The Lasso's gap rule (lasso_problem.LassoGapRule) reports CONVERGED itself.
+    status = Status.CONVERGED if result is None else result.status
     gap, _ = data.sklearn_gap(w, alpha)
     return {"w": w, "n_iter": 0 if result is None else result.n_iter, "gap": gap,
             "alpha": alpha, "radius": float(w.abs().sum()), "T": T, "result": result,

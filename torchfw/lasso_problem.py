@@ -92,7 +92,7 @@ from .equivalence import SignedAtomsOperator
 from .gram import GramOperator
 from .linesearch import ExactLineSearch
 from .objectives import Quadratic
-from .optimizers import _kernels
+from .optimizers import StoppingRule, _kernels
 from .oracles import LMO, L1Ball, Simplex
 from .result import Status
 from .solvers import SOLVERS as _REGISTRY
@@ -347,37 +347,52 @@ class LassoData:
             return problem.x0, None, 0.0, 0.0
         objective, x0 = problem.objective, problem.x0
         target = tol * self.yy
-        state = {"gap": math.inf}
         q, yy = self.q, self.yy
 
         # q'w = T [q; -q; 0]' lambda: one inner product, no temporary of size N.
         q_atoms = torch.cat([T * q, -T * q, torch.zeros(1, dtype=dt, device=self.device)])
         on_host = self.device.type == "cpu" and _kernels.HAVE_NUMBA
 
-        def stop(info):
-            lam = info.x
+        def lasso_gap(lam: Tensor, value: float, fw_gap: float) -> float:
             tau = T * (1.0 - float(lam[-1]))
-            f = info.value - alpha * tau
+            f = value - alpha * tau
             qw = (_kernels.dot(q_atoms.numpy(), lam.numpy(), lam.shape[0]) if on_host
                   else float(torch.dot(q_atoms, lam)))
             gw = 2.0 * f + qw - yy                              # grad f(w)' w
-            excess = max(0.0, (info.gap - gw - alpha * tau) / T)  # ||grad f||_inf - alpha
-            gap = _dual_gap_scaled(f, gw, alpha + excess, tau, alpha)
-            state["gap"] = gap
-            if callback is not None and callback(info):
-                return True
-            state["converged"] = gap <= target
-            return state["converged"]
+            excess = max(0.0, (fw_gap - gw - alpha * tau) / T)  # ||grad f||_inf - alpha
+            return _dual_gap_scaled(f, gw, alpha + excess, tau, alpha)
 
         options = _small_problem_execution(options, 2 * p + 1, self.device, solver)
-        opt = SOLVERS[solver](Simplex(), ExactLineSearch(), tol=1e-300, callback=stop,
+        opt = SOLVERS[solver](Simplex(), ExactLineSearch(), tol=1e-300, callback=callback,
                               **options)
-        result = opt.minimize(objective, x0)
-        if result.status is Status.CALLBACK and state.get("converged"):
-            # The stopping rule lives in the callback (the scaled gap is the Lasso's, not the
-            # epigraph problem's), so the optimizer cannot tell convergence from a user stop.
-            result.status = Status.CONVERGED
-        return problem.to_coef(result.x), result, T, state["gap"]
+        rule = LassoGapRule(opt, lasso_gap, target)
+        result = opt.minimize(objective, x0, stopping=rule)
+        return problem.to_coef(result.x), result, T, rule.gap
+
+
+class LassoGapRule(StoppingRule):
+    r"""Stop the epigraph solve of a penalized Lasso on the Lasso's own duality gap.
+
+    The run solves a quadratic over the simplex whose Frank-Wolfe gap is not the Lasso's
+    (scikit-learn's gap, scaled as :func:`_dual_gap_scaled`): this rule computes that gap at
+    every check from the iterate and stops with ``CONVERGED`` once it is at most ``target``;
+    otherwise the optimizer's own rule applies (its ``tol``/``rtol``, ``max_iter``,
+    ``time_limit`` and ``callback``). The last gap computed is :attr:`gap`.
+    """
+
+    def __init__(self, optimizer, lasso_gap, target: float):
+        base = StoppingRule.of(optimizer)
+        super().__init__(tol=base.tol, rtol=base.rtol, max_iter=base.max_iter,
+                         time_limit=base.time_limit, callback=base.callback)
+        self.lasso_gap = lasso_gap
+        self.gap_target = target
+        self.gap = math.inf
+
+    def __call__(self, eng, k, value, gap, elapsed, steps):
+        self.gap = self.lasso_gap(eng.point(), value, gap)
+        if self.gap <= self.gap_target:
+            return Status.CONVERGED
+        return super().__call__(eng, k, value, gap, elapsed, steps)
 
 
 def _dual_gap(r2: float, ry: float, norm_xtr: float, l1: float, alpha: float,

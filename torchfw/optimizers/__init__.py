@@ -1,5 +1,6 @@
 """Frank-Wolfe-type optimizers sharing one base class (:class:`ConstrainedOptimizer`)."""
 
+from ._stopping import StoppingRule
 from .away import AwayStepFrankWolfe, PairwiseFrankWolfe
 from .base import ConstrainedOptimizer
 from .bpcg import BlendedPairwiseConditionalGradient
@@ -21,4 +22,5 @@ __all__ = [
     "BlendedPairwiseConditionalGradient",
     "LazyFrankWolfe",
     "sample_size_for",
+    "StoppingRule",
 ]

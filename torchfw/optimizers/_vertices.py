@@ -83,7 +83,7 @@ class ActiveSetSolver(ConstrainedOptimizer):
     """
 
     def minimize(self, objective, x0: Tensor | None = None, *,
-                 active_set: ActiveSet | None = None) -> Result:
+                 active_set: ActiveSet | None = None, stopping=None) -> Result:
         """As :meth:`ConstrainedOptimizer.minimize`, or from ``active_set`` (a warm start).
 
         Parameters
@@ -106,7 +106,7 @@ class ActiveSetSolver(ConstrainedOptimizer):
                 raise ValueError(f"active_set has atoms outside the set {self.lmo!r}")
             self._warm = active_set
             x0 = active_set.point()
-        return super().minimize(objective, x0)
+        return super().minimize(objective, x0, stopping=stopping)
 
     def _vertex_active_set(self, x0: Tensor) -> VertexActiveSet:
         warm = getattr(self, "_warm", None)
@@ -115,8 +115,8 @@ class ActiveSetSolver(ConstrainedOptimizer):
         return VertexActiveSet(x0.reshape(1, -1), torch.ones(1, dtype=x0.dtype,
                                                               device=x0.device))
 
-    def _run(self, eng, execution: str) -> Result:
-        result = super()._run(eng, execution)
+    def _run(self, eng, execution: str, **kw) -> Result:
+        result = super()._run(eng, execution, **kw)
         active = getattr(self, "_active", None)
         if active is not None:
             result.active_set = active.public()

@@ -292,7 +292,8 @@ class ConstrainedOptimizer:
 
     # -- the loop ------------------------------------------------------------------------------
 
-    def minimize(self, objective, x0: Tensor | None = None) -> Result:
+    def minimize(self, objective, x0: Tensor | None = None, *,
+                 stopping: StoppingRule | None = None) -> Result:
         """Minimize ``objective`` over the set, starting from ``x0`` (a feasible point).
 
         Parameters
@@ -302,6 +303,12 @@ class ConstrainedOptimizer:
         x0 : Tensor, optional
             Feasible starting point; by default the set's :meth:`~torchfw.LMO.initial_point`
             (needs an objective that knows its dimension).
+        stopping : StoppingRule, optional
+            When to stop, asked at every check (:class:`~torchfw.optimizers.StoppingRule`);
+            by default the optimizer's ``tol``, ``rtol``, ``max_iter``, ``time_limit`` and
+            ``callback``. A problem whose own convergence test is not the Frank-Wolfe gap of
+            the problem solved (the Lasso's duality gap, solved on its epigraph simplex)
+            passes a subclass here instead of stopping from a callback.
 
         Returns
         -------
@@ -315,7 +322,7 @@ class ConstrainedOptimizer:
         line_search.reset()
         engine, execution = self._make_engine(objective, x0, line_search)
         self._ls = line_search
-        return self._run(engine, execution)
+        return self._run(engine, execution, rule=stopping)
 
     def _validate_variant(self, objective, line_search: LineSearch) -> None:
         """Hook for variant-specific checks (raise ValueError)."""

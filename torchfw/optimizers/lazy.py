@@ -164,8 +164,8 @@ class LazyFrankWolfe(ActiveSetSolver):
         self._active.toward(v, gamma)
         eng.count(kind)
 
-    def _run(self, eng, execution: str) -> Result:
-        result = super()._run(eng, execution)
+    def _run(self, eng, execution: str, **kw) -> Result:
+        result = super()._run(eng, execution, **kw)
         oracle = self._oracle
         if oracle.last == "lazy":
             # The last gap was to a cached vertex: replace it by the true one.
