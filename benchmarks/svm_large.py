@@ -198,19 +198,19 @@ def report() -> None:
     from _machine import cpu_model
 
     head = (f"Machine: {cpu_model()}, {os.cpu_count()} CPUs, shared with other jobs (load "
-            f"average in each row); torch {torch.__version__}, one intra-op thread "
-            f"(`OMP_NUM_THREADS=1`).")
+            f"average in each row); torch {torch.__version__}, one intra-op thread (SVC "
+            f"sets it for the sampled run).")
     out = ["# SVC on the sampled storage: large generated problems", "", head, "",
            "`make_classification(m + 20,000, 20, n_informative=10, class_sep=2, flip_y=0)`, "
            "float32, held-out accuracy on the 20,000 extra examples, `SVC(solver='swap', "
-           "sample_size=194)`. ms/iteration over 300 sampled iterations after the same "
-           "3,000-example warm start; the fit has `time_limit` = budget (the clock covers the "
-           "warm start and the iterations, not the input conversion). Peak RSS includes "
-           "generating the data in float64. Commands: `python benchmarks/svm_large.py --sizes "
-           "100000 1000000 --iters 300 --budget 20` and `--sizes 4000000 --iters 300 "
-           "--budget 45`. The 100,000 row's fit also ran the one-pass exact-gap certificate "
-           "(m |I| = 1.5e8 kernel values: most of its time beyond the 20 s budget), which the "
-           "current code skips under `time_limit`.", "",
+           "sample_size=194)`. ms/iteration: the iteration loop's clock over 300 sampled "
+           "iterations after the same 3,000-example warm start (not the exact-gap certificate "
+           "pass that follows `max_iter` at small m). fit (s): end-to-end wall time of "
+           "`SVC(..., time_limit=budget).fit(X, y)` on the float32 NumPy array (input "
+           "conversion, gamma, warm start, iterations, model choice and extraction). Peak RSS "
+           "includes generating the data in float64. Commands: `python benchmarks/svm_large.py "
+           "--sizes 100000 1000000 --iters 300 --budget 20 --tag _sizes` and `--sizes 4000000 "
+           "--iters 300 --budget 45 --tag _sizes4m`.", "",
            "| m | ms / iteration | \\|I\\| after 300 it | fit (s) | iterations | status | "
            "accuracy % | SVs | model | peak RSS (MB) | X (MB) | load |",
            "|---|---|---|---|---|---|---|---|---|---|---|---|"]
@@ -225,13 +225,18 @@ def report() -> None:
     if noisy:
         out += ["", "Noisy labels (`flip_y=0.05`), 1,000,000 examples: torchfw with "
                 "`time_limit=60` against scikit-learn's `SVC` on random subsets (the largest "
-                "under 60 s is the reference). Command: `python benchmarks/svm_large.py "
-                "--noisy 1000000 --sk-sizes 5000 10000 20000 40000`.", "",
-                "| what | training examples | time (s) | accuracy % | load |",
-                "|---|---|---|---|---|"]
+                "under 60 s is the reference); time is the end-to-end `fit`. Command: "
+                "`python benchmarks/svm_large.py "
+                "--noisy 1000000 --sk-sizes 5000 10000 20000 40000 --tag _noisy`.", "",
+                "| what | training examples | time (s) | accuracy % | returned model "
+                "(validation accuracy of iterate / subset model) | load |",
+                "|---|---|---|---|---|---|"]
         for r in noisy["noisy"]:
+            v = r.get("validation")
+            model = "" if "model" not in r else r["model"] + (
+                f" ({100 * v['iterate']:.2f} / {100 * v['subset']:.2f})" if v else "")
             out.append(f"| {r['what']} | {r['m']:,d} | {r['time_s']:.1f} | "
-                       f"{r['accuracy']:.2f} | {r['load']:.1f} |")
+                       f"{r['accuracy']:.2f} | {model} | {r['load']:.1f} |")
     cross = [r for tag in ("_crossover", "_crossover200k")
              for r in ((_read(tag) or {}).get("crossover", []))]
     if cross:
