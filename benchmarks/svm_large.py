@@ -250,10 +250,14 @@ def report() -> None:
                        f"{r['time_s']:.1f} | {r['iters']} | {r['accuracy']:.2f} | "
                        f"{r['load']:.1f} |")
     (RESULTS / "svm_large.md").write_text("\n".join(out) + "\n")
-    t4 = _read("_table4")
-    more = _read("_table4b")  # further runs (--first-run 2 --skip-det --tag _table4b)
-    if t4 and more:
-        t4["table4"] += more["table4"]
+    # The 10-run set (--table4 ijcnn1 --runs 10 --cap 120 --tag _table4_10runs) when present;
+    # else the earlier 2 + 2 runs (_table4, then --first-run 2 --skip-det --tag _table4b).
+    t4 = _read("_table4_10runs")
+    if not t4:
+        t4 = _read("_table4")
+        more = _read("_table4b")
+        if t4 and more:
+            t4["table4"] += more["table4"]
     if t4:
         rows = ["| dataset | solver | mode | runs | accuracy % | iterations | SVs | time (s) | "
                 "status |", "|---|---|---|---|---|---|---|---|---|"]
