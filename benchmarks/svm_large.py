@@ -258,6 +258,9 @@ def report() -> None:
         more = _read("_table4b")
         if t4 and more:
             t4["table4"] += more["table4"]
+    w8a = _read("_table4_w8a")  # --table4 w8a --runs 3 --cap 120 --tag _table4_w8a
+    if t4 and w8a:
+        t4["table4"] += w8a["table4"]
     if t4:
         rows = ["| dataset | solver | mode | runs | accuracy % | iterations | SVs | time (s) | "
                 "status |", "|---|---|---|---|---|---|---|---|---|"]
