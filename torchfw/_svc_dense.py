@@ -24,6 +24,7 @@ back. One-vs-one problems read sub-blocks of the same matrix.
 
 from __future__ import annotations
 
+import functools
 import math
 import time
 import warnings
@@ -481,9 +482,12 @@ def _fit_problems(model, X, problems, C_examples, kdtype, previous):
     for k, problem in enumerate(problems):
         start = time.perf_counter()
         rows = problem.rows
-        Xk, Ck, alpha0 = restrict(X, C_examples, None if previous is None else previous[k],
-                                  rows)
+        prev = None if previous is None else previous[k]
+        alpha0 = prev if rows is None or prev is None else prev[torch.from_numpy(rows)]
+        # The pair's rows of X (and its C) only where a fallback builds an operator from them.
+        sub = functools.partial(restrict, X, C_examples, None, rows)
         if P is None:  # no feature-major copy (memory_budget): the lazy path
+            Xk, Ck, _ = sub()
             alpha, result = model._fit_binary(Xk, problem.y, Ck, kdtype, alpha0, k)
             alphas.append(scatter(alpha, rows, m))
             results.append(result)
@@ -505,6 +509,7 @@ def _fit_problems(model, X, problems, C_examples, kdtype, previous):
         engine = start_engine(H, problem.y, diag, alpha0, model.n_init, seed,
                               keep_previous=variant == 5, pair_columns=variant in (2, 3, 4))
         if engine is None:  # a start of many atoms: through an operator, as the lazy path
+            Xk, Ck, _ = sub()
             op = SVMDualOperator(Xk, torch.from_numpy(problem.y), model._kernel,
                                  Ck if isinstance(Ck, float) else Ck.to(X.device),
                                  dtype=kdtype, cache_size=model.cache_size)
@@ -517,6 +522,7 @@ def _fit_problems(model, X, problems, C_examples, kdtype, previous):
         if rows is None and k + 1 < len(problems):
             apply_signs(H, y, inv_c, all_rows, keep, False)
         if status == _NONFINITE:  # the lazy path restores the last finite iterate: use it
+            Xk, Ck, _ = sub()
             alpha, result = model._fit_binary(Xk, problem.y, Ck, kdtype, alpha0, k)
             alphas.append(scatter(alpha, rows, m))
             results.append(result)
