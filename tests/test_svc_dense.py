@@ -127,12 +127,21 @@ def test_every_iteration_matches_the_host_engine(solver):
     variant = D.VARIANTS[solver]
     engine = QuadraticEngine(Quadratic(op), Simplex(), x0, ops=HOST,
                              keep_previous=variant == 5, pair_columns=variant in (2, 3, 4))
-    n_iter, status, hist, _ = D.solve(variant, P, np.zeros(0, dtype=np.int64), engine,
+    # The compiled start (subset solve, ordered start gradient, selection) is the engine's.
+    start = D._start(P, y_pm, None, tf.SVC().n_init, 0, keep_previous=variant == 5)
+    expected = D.Start.of_engine(engine)
+    for name in ("w", "s", "wp", "sp", "state"):
+        assert np.array_equal(getattr(start, name), getattr(expected, name)), name
+    n_support = int(start.state[9])
+    assert np.array_equal(start.support[:n_support], expected.support[:n_support])
+    diag = engine._diag_np
+    n_iter, status, hist, _ = D.solve(variant, P, np.zeros(0, dtype=np.int64), diag, start,
                                       max_iter=300, tol=1e-300, rtol=1e-6, check_every=1)
     assert n_iter == ref.n_iter > 5
     assert hist[:, 1].tolist() == ref.history.value
     assert hist[:, 2].tolist() == ref.history.gap
-    assert torch.equal(engine.w, ref.x)
+    assert np.array_equal(start.w, ref.x.numpy())
+    assert start.gap() == ref.gap
 
 
 @pytest.mark.parametrize("kernel", ["rbf", "linear", "poly", "sigmoid"])

@@ -390,29 +390,60 @@ signed_block = _njit(_signed_block)
 solve_compiled = _njit(_solve)
 
 
-def solve(variant: int, H: np.ndarray, rows: np.ndarray, engine, *, max_iter: int, tol: float,
-          rtol: float, check_every: int):
-    """Run the compiled solve from a freshly built host ``engine`` (its start state).
+class Start:
+    """The vectors and scalars a solve starts from and leaves its final iterate in.
 
-    Returns ``(n_iter, status_code, history array (n, 3), counts per check (n, 7))``; the
-    engine's arrays hold the final iterate.
+    ``w, s`` (float64) are the weights and scores; ``wp, sp`` the previous iterate (PARTAN,
+    else aliases of ``w, s``); ``support`` the atoms that ever had weight, in order of arrival
+    (PARTAN); ``state`` ``[p, t, s_min, i_min, s_max, j_max, W, p_prev, t_prev, n_support]``.
     """
-    keep = engine.keep_previous
-    support = engine._support if keep else np.zeros(1, dtype=np.int64)
-    state = np.array([engine.p, engine.t, engine.s_min, engine.i_min, engine.s_max,
-                      engine.j_max, engine.W if keep else 0.0,
-                      engine.p_prev if keep else 0.0, engine.t_prev if keep else 0.0,
-                      engine._n_support if keep else 0], dtype=np.float64)
+
+    __slots__ = ("w", "s", "wp", "sp", "support", "state")
+
+    def __init__(self, n: int, keep_previous: bool):
+        self.w = np.zeros(n)
+        self.s = np.empty(n)
+        self.wp = np.empty(n) if keep_previous else self.w
+        self.sp = np.empty(n) if keep_previous else self.s
+        self.support = np.empty(n if keep_previous else 1, dtype=np.int64)
+        self.state = np.zeros(10)
+
+    @classmethod
+    def of_engine(cls, engine) -> Start:
+        """The start held by a freshly built host engine (a start of many atoms)."""
+        self = cls.__new__(cls)
+        keep = engine.keep_previous
+        self.w, self.s = engine._w_np, engine._s_np
+        self.wp, self.sp = engine._wp_np, engine._sp_np
+        self.support = engine._support if keep else np.zeros(1, dtype=np.int64)
+        self.state = np.array([engine.p, engine.t, engine.s_min, engine.i_min, engine.s_max,
+                               engine.j_max, engine.W if keep else 0.0,
+                               engine.p_prev if keep else 0.0, engine.t_prev if keep else 0.0,
+                               engine._n_support if keep else 0], dtype=np.float64)
+        return self
+
+    def value(self) -> float:
+        """``f = (p + t) / 2``, as the host engine's ``value()``."""
+        return 0.5 * (float(self.state[0]) + float(self.state[1])) + 0.0
+
+    def gap(self) -> float:
+        """``p - s_min``, as the host engine's ``gap()``."""
+        return float(self.state[0]) - float(self.state[2])
+
+
+def solve(variant: int, H: np.ndarray, rows: np.ndarray, diag: np.ndarray, start: Start, *,
+          max_iter: int, tol: float, rtol: float, check_every: int):
+    """Run the compiled solve from ``start``, which holds the final iterate afterwards.
+
+    Returns ``(n_iter, status_code, history array (n, 3), counts per check (n, 7))``.
+    """
     n_checks = max_iter // check_every + 2
     hist = np.empty((n_checks, 3), dtype=np.float64)
     hist_counts = np.empty((n_checks, len(COUNTERS)), dtype=np.int64)
     counts = np.zeros(len(COUNTERS), dtype=np.int64)
     k, status, n_hist = solve_compiled(
-        variant, H, rows, engine._diag_np, engine._w_np, engine._s_np, engine._wp_np,
-        engine._sp_np, support, state, max_iter, tol, rtol, check_every, ZERO_TOL, counts,
-        hist, hist_counts)
-    engine.p, engine.t, engine.s_min = float(state[0]), float(state[1]), float(state[2])
-    engine.k = int(k)
+        variant, H, rows, diag, start.w, start.s, start.wp, start.sp, start.support,
+        start.state, max_iter, tol, rtol, check_every, ZERO_TOL, counts, hist, hist_counts)
     return int(k), int(status), hist[:n_hist], hist_counts[:n_hist]
 
 
@@ -460,12 +491,11 @@ def fit_problems(model, X, problems, C_examples, kdtype, previous):
 def _fit_problems(model, X, problems, C_examples, kdtype, previous):
     from ._scalars import HOST
     from ._svc_multiclass import restrict, scatter
-    from ._svc_start import start_engine
     from .kernels import SVMDualOperator
     from .objectives import Quadratic
     from .optimizers._engine import QuadraticEngine
     from .oracles import Simplex
-    from .result import History, Result, Status
+    from .result import Result, Status
 
     variant = VARIANTS[model.solver]
     m = X.shape[0]
@@ -477,10 +507,10 @@ def _fit_problems(model, X, problems, C_examples, kdtype, previous):
     full = SVMDualOperator(X, torch.ones(m, dtype=torch.float64), model._kernel, C_all,
                            dtype=kdtype, cache_size=model.cache_size)
     P = plain_kernel_matrix(full) if full._host_ok else None
-    diag_all = full.diagonal().to(torch.float64)
+    diag_np = full.diagonal().to(torch.float64).numpy()
     alphas, results = [], []
     for k, problem in enumerate(problems):
-        start = time.perf_counter()
+        t0 = time.perf_counter()
         rows = problem.rows
         prev = None if previous is None else previous[k]
         alpha0 = prev if rows is None or prev is None else prev[torch.from_numpy(rows)]
@@ -497,18 +527,17 @@ def _fit_problems(model, X, problems, C_examples, kdtype, previous):
         inv_c = full._inv_c_np if rows is None else full._inv_c_np[rows]
         if rows is None:  # signs flipped in place, and back after the solve
             H = P
-            diag = diag_all
+            diag = diag_np
             keep = np.empty(n, dtype=P.dtype)
             all_rows = np.arange(n, dtype=np.int64)
             apply_signs(H, y, inv_c, all_rows, keep, True)
         else:  # a pair: its signed block, gathered
             H = np.empty((n, n), dtype=P.dtype)
             signed_block(P, rows, y, inv_c, H)
-            diag = diag_all[torch.from_numpy(rows)].contiguous()
+            diag = diag_np[rows]
         seed = None if model.random_state is None else int(model.random_state) + k
-        engine = start_engine(H, problem.y, diag, alpha0, model.n_init, seed,
-                              keep_previous=variant == 5, pair_columns=variant in (2, 3, 4))
-        if engine is None:  # a start of many atoms: through an operator, as the lazy path
+        start = _start(H, problem.y, alpha0, model.n_init, seed, keep_previous=variant == 5)
+        if start is None:  # a start of many atoms: through an operator, as the lazy path
             Xk, Ck, _ = sub()
             op = SVMDualOperator(Xk, torch.from_numpy(problem.y), model._kernel,
                                  Ck if isinstance(Ck, float) else Ck.to(X.device),
@@ -516,9 +545,10 @@ def _fit_problems(model, X, problems, C_examples, kdtype, previous):
             engine = QuadraticEngine(Quadratic(op), Simplex(), alpha0.detach(), ops=HOST,
                                      keep_previous=variant == 5,
                                      pair_columns=variant in (2, 3, 4))
+            start = Start.of_engine(engine)
         n_iter, status, hist, hist_counts = solve(
-            variant, H, np.zeros(0, dtype=np.int64), engine, max_iter=max_iter, tol=1e-300,
-            rtol=rtol, check_every=CHECK_EVERY)
+            variant, H, _NO_ROWS, diag, start, max_iter=max_iter, tol=1e-300, rtol=rtol,
+            check_every=CHECK_EVERY)
         if rows is None and k + 1 < len(problems):
             apply_signs(H, y, inv_c, all_rows, keep, False)
         if status == _NONFINITE:  # the lazy path restores the last finite iterate: use it
@@ -527,19 +557,12 @@ def _fit_problems(model, X, problems, C_examples, kdtype, previous):
             alphas.append(scatter(alpha, rows, m))
             results.append(result)
             continue
-        elapsed = time.perf_counter() - start
-        history = History()
-        for row, cnt in zip(hist, hist_counts, strict=True):
-            # The compiled loop has no clock: checks carry the solve's total time at the end.
-            history.append(int(row[0]), float(row[1]), float(row[2]), math.nan,
-                           {name: int(c) for name, c in zip(COUNTERS, cnt, strict=True) if c})
-        history.time[-1] = elapsed
-        value = float(engine.value())
-        gap = float(engine.gap())
-        result = Result(x=engine.w.clone(), value=value, gap=gap, n_iter=n_iter,
+        value, gap = start.value(), start.gap()
+        w = torch.from_numpy(start.w)
+        result = Result(x=w, value=value, gap=gap, n_iter=n_iter,
                         status=Status.CONVERGED if status == _CONVERGED else Status.MAX_ITER,
-                        history=history, weights=engine.w.clone(),
-                        best_gap=min(float(hist[:, 2].min()), gap),
+                        history=_history(hist, hist_counts, time.perf_counter() - t0),
+                        weights=w.clone(), best_gap=min(float(hist[:, 2].min()), gap),
                         info={"engine": "compiled whole solve", "execution": "dense",
                               "matrix_bytes": int(H.nbytes)})
         if result.status == Status.MAX_ITER:
@@ -552,3 +575,44 @@ def _fit_problems(model, X, problems, C_examples, kdtype, previous):
         alphas.append(scatter(result.x, rows, m))
         results.append(result)
     return alphas, results
+
+
+_NO_ROWS = np.zeros(0, dtype=np.int64)
+
+
+def _start(H, y_pm, alpha0, n_init, seed, *, keep_previous):
+    """The lazy path's start of the problem whose signed matrix is ``H``, or None.
+
+    ``alpha0`` is a warm start (or None: the initial subset's exact solution, read from ``H``).
+    None is returned when the start has more nonzeros than the ordered sum takes
+    (:data:`torchfw.kernels.ORDERED_MATVEC_MAX`, a large warm start): the caller then builds
+    the start from an operator, as the lazy path does.
+    """
+    from ._svc_start import initial_subset, start_state, subset_weights
+    from .kernels import ORDERED_MATVEC_MAX
+
+    start = Start(H.shape[0], keep_previous)
+    if alpha0 is None:
+        subset_weights(H, initial_subset(y_pm, n_init, seed), start.w)
+    else:
+        start.w[:] = alpha0.detach().to(torch.float64).numpy()
+    if start_state(H, start.w, start.s, ORDERED_MATVEC_MAX, keep_previous, start.wp, start.sp,
+                   start.support, start.state) < 0:
+        return None
+    return start
+
+
+def _history(hist, hist_counts, elapsed):
+    """The :class:`~torchfw.result.History` of a compiled solve from its check arrays.
+
+    The compiled loop has no clock: the last check carries the solve's total time.
+    """
+    from .result import History
+
+    n = hist.shape[0]
+    times = [math.nan] * n
+    times[-1] = elapsed
+    steps = [{name: c for name, c in zip(COUNTERS, row, strict=True) if c}
+             for row in hist_counts.tolist()]
+    return History(iteration=hist[:, 0].astype(np.int64).tolist(), value=hist[:, 1].tolist(),
+                   gap=hist[:, 2].tolist(), time=times, steps=steps)

@@ -232,7 +232,12 @@ class QuadraticEngine(EngineState):
 
     def _refresh_scalars(self) -> None:
         """Recompute selections and reductions from the vectors (no update)."""
-        sel = K.torch_select(self.w, self.s, self.ct)
+        if self.use_numba and not self.ops.on_device:
+            # The compiled selection of the moves, also at the start: one summation order for
+            # p = w's, which the compiled SVC start (torchfw._svc_start) computes the same way.
+            sel = K.select(self._w_np, self._s_np, self._ct_np, self.ct is not None)
+        else:
+            sel = K.torch_select(self.w, self.s, self.ct)
         self._store_selection(sel, host=not self.ops.on_device)
         if self.keep_previous:
             # W = w' Q~ w_prev; at the start w_prev == w.
