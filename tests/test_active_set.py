@@ -75,3 +75,43 @@ def test_svc_initial_subset_is_solved_exactly():
     block = op.block(support, support).double()
     g = block @ alpha[support]
     assert float(g.max() - g.min()) <= 1e-10 * float(block.diagonal().max())
+
+
+def test_definite_support_solve_matches_the_kkt_system_and_refers_singular_ones():
+    # The Cholesky path solves [[B, 1], [1', 0]] [z; nu] = [-c; 1] on a definite support, and
+    # hands a singular one (rank-deficient B) back to the SVD path, which tells rays apart.
+    from torchfw.optimizers.active_set import _definite_solution
+
+    rng = np.random.default_rng(3)
+    G = rng.normal(size=(12, 12))
+    B = G @ G.T + 0.1 * np.eye(12)
+    c = rng.normal(size=12)
+    kkt = np.block([[B, np.ones((12, 1))], [np.ones((1, 12)), np.zeros((1, 1))]])
+    expected = np.linalg.solve(kkt, np.concatenate([-c, [1.0]]))[:12]
+    z = _definite_solution(kkt, c)
+    assert z.shape == (12,)
+    np.testing.assert_allclose(z, expected, rtol=1e-10, atol=1e-12)
+    assert abs(z.sum() - 1.0) < 1e-12
+    low = G[:, :5] @ G[:, :5].T  # rank 5
+    kkt_low = np.block([[low, np.ones((12, 1))], [np.ones((1, 12)), np.zeros((1, 1))]])
+    assert _definite_solution(kkt_low, c).shape == (0,)
+    w, gap = simplex_qp(low, c)  # and the QP still solves it through the SVD path
+    assert abs(w.sum() - 1.0) < 1e-12 and w.min() >= 0 and gap < 1e-9
+
+
+@pytest.mark.parametrize("m, n_pos", [(3, 1), (5, 2), (21, 10), (105, 35), (400, 7)])
+def test_start_subset_draws_both_classes_in_proportion(m, n_pos):
+    # The compiled draw (numba's generator) and the NumPy one pick the same class counts, sorted
+    # and without repeats; a seed fixes the compiled draw, and seeds differ from one another.
+    from torchfw._svc_start import _draw, initial_subset
+
+    y = np.array([1.0] * n_pos + [-1.0] * (m - n_pos))
+    a = initial_subset(y, 20, 7)
+    b = _draw(y, 20, np.random.default_rng(7))
+    for s in (a, b):
+        assert np.array_equal(s, np.unique(s)) and len(s) == min(20, m)
+    assert (y[a] > 0).sum() == (y[b] > 0).sum() >= 1
+    assert (y[a] < 0).sum() >= 1
+    assert np.array_equal(a, initial_subset(y, 20, 7))
+    if m > 40:
+        assert not np.array_equal(a, initial_subset(y, 20, 8))

@@ -17,7 +17,7 @@ import numpy as np
 from . import _kernel_formulas as _formulas
 from ._numba import HAVE_NUMBA, njit
 
-__all__ = ["HAVE_NUMBA", "column_into", "combine_rows"]
+__all__ = ["HAVE_NUMBA", "all_in_uint8", "column_into", "combine_rows"]
 
 # Kernel codes: those of the one table of formulas (torchfw._kernel_formulas), which these
 # fused loops implement a second time (tests/test_kernel_formulas.py checks them against it).
@@ -140,7 +140,17 @@ def _combine_rows(rows, weights, out):
             out[r] += v * np.float64(row[r])
 
 
+def _all_in_uint8(values):
+    """Whether every value is an integer in ``[0, 255]``; stops at the first that is not."""
+    for r in range(values.shape[0]):
+        v = values[r]
+        if not (v >= 0 and v <= 255 and v == np.floor(v)):
+            return False
+    return True
+
+
 if HAVE_NUMBA:
+    all_in_uint8 = njit(_all_in_uint8)
     combine_rows = njit(_combine_rows)  # no fastmath: one summation order on both paths
     _jit = partial(njit, fastmath=True)
     feature_major_dots = _jit(_feature_major_dots)
@@ -153,7 +163,7 @@ else:  # pragma: no cover
     feature_major_dots = feature_major_dots_rows = kernel_argument = finish_column = None
     feature_major_dots_prefix = None
     rbf_finish_f32 = None
-    combine_rows = None
+    combine_rows = all_in_uint8 = None
 
 
 def column_into(code, xfm, nz_features, nz_values, sq, sq_i, gamma, coef0, degree, y, y_i,

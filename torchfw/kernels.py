@@ -63,6 +63,10 @@ def _exact_in_uint8(values: Tensor) -> bool:
     """Whether every value is an integer in ``[0, 255]`` (stored exactly in one byte)."""
     if values.numel() == 0:
         return False
+    if _kernel_cpu.HAVE_NUMBA and values.device.type == "cpu":
+        # Compiled, stopping at the first value that is not (real-valued data: the first one;
+        # the tensor expression reads everything four times, 40 us at 100 x 4).
+        return bool(_kernel_cpu.all_in_uint8(values.reshape(-1).numpy()))
     return bool(((values >= 0) & (values <= 255) & (values == torch.round(values))).all())
 
 

@@ -455,20 +455,20 @@ class SVC(BaseEstimator):
         return initial_alpha(operator, y_pm, self.n_init, seed)
 
     def _set_model(self, X: Tensor, problems, alphas, results) -> None:
-        # All problems at once (a few tensor operations, not a few per problem: a 100-example
-        # fit of three problems spent a fifth of its time here).
-        A = torch.stack(alphas)
+        # All problems at once, in NumPy on the host (a 100-example fit of three problems spent
+        # a fifth of its time in per-problem tensor operations here).
+        A = torch.stack(alphas).cpu().numpy()
         positive = A > 0
-        support_idx = torch.nonzero(positive.any(0)).squeeze(1)
-        signed = A * torch.from_numpy(np.stack(problems)).to(A)
+        support = np.flatnonzero(positive.any(0))
+        signed = A * np.stack(problems)
         # rho = alpha' K~ alpha = 2 f at the alpha the model uses (the tail average if any)
-        rho = torch.tensor([2.0 * (r.value if r.average is None else r.average_value)
-                            for r in results], dtype=A.dtype, device=A.device)
-        self.support_ = support_idx.cpu().numpy()
-        self.support_vectors_ = take_rows(X, support_idx)
-        self.dual_coef_ = signed.index_select(1, support_idx) / rho[:, None]
-        self.intercept_ = signed.sum(1) / rho
-        self.n_support_ = positive.sum(1).cpu().numpy()
+        rho = np.array([2.0 * (r.value if r.average is None else r.average_value)
+                        for r in results])
+        self.support_ = support
+        self.support_vectors_ = take_rows(X, torch.from_numpy(support).to(X.device))
+        self.dual_coef_ = torch.from_numpy(signed[:, support] / rho[:, None]).to(X.device)
+        self.intercept_ = torch.from_numpy(signed.sum(1) / rho).to(X.device)
+        self.n_support_ = positive.sum(1)
         self.result_ = results[0] if len(results) == 1 else results
         # A problem its start already solves (the exact solve on the initial subset) counts
         # one iteration: that solve is the solver's work (scikit-learn's n_iter_ >= 1).

@@ -158,8 +158,12 @@ def _equality_solution(B, c, idx):
         c_s[a] = c[idx[a]]
         rhs[a] = -c_s[a]
     rhs[k] = 1.0
-    # An SVD rather than a solve: a numerically singular system (semidefinite B) must be told
-    # apart, since a plain solve then returns a huge, meaningless z with a small residual.
+    z = _definite_solution(kkt, c_s)
+    if z.shape[0] == k:
+        return z, c_s, False
+    # B_SS is not clearly definite: an SVD rather than a solve, since a numerically singular
+    # system (semidefinite B) must be told apart -- a plain solve then returns a huge,
+    # meaningless z with a small residual.
     U, sv, Vt = np.linalg.svd(kkt)
     cutoff = sv[0] * (k + 1) * np.finfo(np.float64).eps * 16
     rank = 0
@@ -177,5 +181,56 @@ def _equality_solution(B, c, idx):
     return sol[:k].copy(), c_s, False
 
 
+def _definite_solution(kkt, c_s):
+    r"""The equality solution by a Cholesky factorization of :math:`B_{SS}`, if it is definite.
+
+    With :math:`B_{SS} = LL^\top` (the top-left block of ``kkt``), :math:`u = B_{SS}^{-1}\mathbf 1`
+    and :math:`v = -B_{SS}^{-1} c_S`, the solution is :math:`z = v - \nu u` with
+    :math:`\nu = (\mathbf 1^\top v - 1)/\mathbf 1^\top u`: two triangular solves per right-hand
+    side instead of an SVD of the KKT matrix (a fifth of the cost on an SVM's 20-atom start,
+    where :math:`B` carries :math:`1/C` on its diagonal and is definite). Returns an empty array
+    when a pivot falls below the SVD's rank cutoff relative to the largest diagonal entry: the
+    caller then takes the SVD path, which tells singular supports apart.
+    """
+    k = c_s.shape[0]
+    L = np.zeros((k, k))
+    big = 0.0
+    for a in range(k):
+        big = max(big, abs(kkt[a, a]))
+    cutoff = big * (k + 1) * np.finfo(np.float64).eps * 16
+    for a in range(k):
+        for b in range(a + 1):
+            acc = kkt[a, b]
+            for q in range(b):
+                acc -= L[a, q] * L[b, q]
+            if a == b:
+                if not acc > cutoff:
+                    return np.empty(0)
+                L[a, a] = np.sqrt(acc)
+            else:
+                L[a, b] = acc / L[b, b]
+    u = np.empty(k)
+    v = np.empty(k)
+    for a in range(k):  # forward: L y = rhs
+        acc_u = 1.0
+        acc_v = -c_s[a]
+        for q in range(a):
+            acc_u -= L[a, q] * u[q]
+            acc_v -= L[a, q] * v[q]
+        u[a] = acc_u / L[a, a]
+        v[a] = acc_v / L[a, a]
+    for a in range(k - 1, -1, -1):  # backward: L' x = y
+        acc_u = u[a]
+        acc_v = v[a]
+        for q in range(a + 1, k):
+            acc_u -= L[q, a] * u[q]
+            acc_v -= L[q, a] * v[q]
+        u[a] = acc_u / L[a, a]
+        v[a] = acc_v / L[a, a]
+    nu = (v.sum() - 1.0) / u.sum()
+    return v - nu * u
+
+
+_definite_solution = njit(_definite_solution, fallback=True)
 _equality_solution = njit(_equality_solution, fallback=True)
 _simplex_qp_loop = njit(_simplex_qp_py, fallback=True)
