@@ -64,7 +64,9 @@ class ColumnCache:
         # Scratch rows are only needed when not every key can have a slot.
         self.n_scratch = keep_recent if self.n_slots < n_keys else 0
         self.keep_recent = keep_recent
-        self.buffer: torch.Tensor | None = None
+        # No rows until the first insert allocates them (see the class notes).
+        self.buffer = torch.empty((0, self.length), dtype=dtype, device=self.device)
+        self._allocated = False
         self._freq = np.zeros(n_keys, dtype=np.int64)
         self._slot_key = np.full(self.n_slots, -1, dtype=np.int64)
         self._slot_freq = np.zeros(self.n_slots, dtype=np.int64)  # _freq of each slot's key
@@ -107,7 +109,8 @@ class ColumnCache:
         The row is a cache slot when ``key`` is admitted, else a scratch row (``key`` then
         stays uncached).
         """
-        if self.buffer is None:
+        if not self._allocated:
+            self._allocated = True
             self.buffer = torch.empty((self.n_slots + self.n_scratch, self.length),
                                       dtype=self.dtype, device=self.device)
         evicted = -1

@@ -98,7 +98,8 @@ def lmo_to_state(lmo: LMO | None) -> dict | None:
 
 
 def _group_l1_args(lmo: GroupL1Ball) -> dict:
-    groups = lmo.group_size if lmo.group_size is not None else lmo.group_ids(len(lmo._ids))
+    # Equal groups keep their size; explicit ids are stored as such (one or the other is set).
+    groups = lmo.group_size if lmo._ids is None else lmo.group_ids(len(lmo._ids))
     return {"groups": groups, "radius": lmo.radius}
 
 

@@ -18,7 +18,7 @@ try:
 
     HAVE_NUMBA = True
 except ImportError:  # pragma: no cover - exercised when numba is absent
-    numba = None
+    numba = None  # type: ignore[assignment]  # optional module: callers test HAVE_NUMBA
     HAVE_NUMBA = False
 
 __all__ = ["HAVE_NUMBA", "numba", "njit"]

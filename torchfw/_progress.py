@@ -53,7 +53,7 @@ class GapProgress:
         self._bar = tqdm(total=100, desc=desc, unit="%", file=self._file, disable=None,
                          bar_format="{l_bar}{bar}| {n:.0f}/100 gap [{elapsed}{postfix}]")
         self._unit = unit
-        self._first = None
+        self._first: float | None = None
 
     @property
     def disabled(self) -> bool:

@@ -25,6 +25,31 @@ class Scalars:
     def where(self, cond, a, b):  # pragma: no cover - abstract
         raise NotImplementedError
 
+    def minimum(self, a, b):  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def maximum(self, a, b):  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def logical_and(self, a, b):  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def logical_or(self, a, b):  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def logical_not(self, a):  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def sqrt(self, a):  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def as_float(self, a):  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def value(self, t):  # pragma: no cover - abstract
+        """Read a 0-d tensor on the host, or pass it through on device."""
+        raise NotImplementedError
+
     def clip(self, x, lo, hi):
         return self.minimum(self.maximum(x, lo), hi)
 

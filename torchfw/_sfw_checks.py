@@ -31,8 +31,9 @@ _MISSING = _Missing()
 
 
 def _check_real(name: str, value, low: float, high: float = math.inf) -> None:
+    # ``value < low`` rather than ``low <= value``: the comparisons numbers.Real declares.
     if isinstance(value, bool) or not isinstance(value, numbers.Real) or math.isnan(value) \
-            or not low <= value <= high:
+            or value < low or not value <= high:
         hi = "" if high == math.inf else f" and <= {high}"
         raise ValueError(f"{name} must be a number >= {low}{hi}, got {value!r}")
 

@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import copy
 import math
+from typing import Any
 
 import torch
 from torch import Tensor
@@ -84,7 +85,7 @@ def row_diameters(lmo: LMO, pv: Tensor) -> float | Tensor:
         # K-sparse polytope, nuclear-norm ball, spectraplex) is r times its unit set, so the
         # diameter scales with each row's radius: the unit set's diameter times the radii.
         # (lmo.diameter would use the largest radius for every row, and read it on the host.)
-        unit = copy.copy(lmo)
+        unit: Any = copy.copy(lmo)  # any set with a radius attribute
         unit.radius = 1.0
         return unit.diameter(n) * radius.to(device=pv.device, dtype=pv.dtype).reshape(-1, 1)
     if type(lmo) is Box and (isinstance(lmo.lower, Tensor) or isinstance(lmo.upper, Tensor)):
@@ -104,6 +105,7 @@ def _lr_like(lr, like: Tensor):
 def direction(p: Tensor, group: dict, state: dict) -> Tensor:
     r"""The momentum direction :math:`d_t` of ``p`` (updates ``state["momentum_buffer"]``)."""
     g = p.grad
+    assert g is not None, "step() skips parameters without a gradient"
     if group.get("maximize", False):
         g = -g
     if group["weight_decay"] != 0:

@@ -20,7 +20,7 @@ __all__ = ["fit_platt", "platt_proba", "stratified_folds"]
 def stratified_folds(y_encoded: np.ndarray, n_folds: int, seed) -> list[np.ndarray]:
     """Test indices of ``n_folds`` folds, each class dealt round-robin after a shuffle."""
     rng = np.random.default_rng(seed)
-    folds = [[] for _ in range(n_folds)]
+    folds: list[list[int]] = [[] for _ in range(n_folds)]
     offset = 0
     for c in np.unique(y_encoded):
         members = rng.permutation(np.flatnonzero(y_encoded == c))

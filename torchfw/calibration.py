@@ -92,8 +92,9 @@ def fit_sigmoid(decision: np.ndarray, positive: np.ndarray, max_iter: int = 100,
     return float(A), float(B)
 
 
-def sigmoid_proba(decision: np.ndarray, A: float, B: float) -> np.ndarray:
-    """``1 / (1 + exp(A d + B))``, computed without overflow."""
+def sigmoid_proba(decision: np.ndarray, A: float | np.ndarray,
+                  B: float | np.ndarray) -> np.ndarray:
+    """``1 / (1 + exp(A d + B))``, computed without overflow (``A``, ``B`` broadcast)."""
     f = A * np.asarray(decision, dtype=np.float64) + B
     ef = np.exp(-np.abs(f))
     return np.where(f >= 0, ef / (1.0 + ef), 1.0 / (1.0 + ef))

@@ -100,10 +100,12 @@ def _number(option: str, text: str, kind=float, minimum=None, exclusive=False):
     return value
 
 
-def _parse_options(argv: list[str], takes_value: dict, flags: set, n_positional: tuple,
-                   help_text: str) -> tuple[dict, list[str], dict]:
+def _parse_options(argv: list[str], takes_value: set[str], flags: set[str],
+                   n_positional: tuple, help_text: str) -> tuple[dict, list[str], dict]:
     """LIBSVM-style option parsing: ``-x value`` pairs before the positional arguments."""
-    opts, weights, positional = {}, {}, []
+    opts: dict[str, str | bool] = {}  # a value, or True for a flag
+    weights: dict[str, float] = {}
+    positional: list[str] = []
     k = 0
     while k < len(argv):
         arg = argv[k]

@@ -206,7 +206,7 @@ def _rng(random_state) -> np.random.Generator:
                             "got a bool")
         if random_state is not None and random_state < 0:
             raise ValueError(f"random_state must be a non-negative int, got {random_state}")
-        return np.random.default_rng(random_state)
+        return np.random.default_rng(None if random_state is None else int(random_state))
     if isinstance(random_state, np.random.Generator):
         return random_state
     raise TypeError(f"random_state must be None, an int or a numpy.random.Generator, got "

@@ -260,6 +260,7 @@ class SignedAtomsOperator(ColumnOperator):
         ask for the same few active atoms again and again.
         """
         cache = self._assembled
+        assert cache is not None  # built exactly for the fused path
         row = cache.lookup(k)
         if row is not None:
             return cache.buffer[row]
@@ -269,13 +270,14 @@ class SignedAtomsOperator(ColumnOperator):
         row, _ = cache.insert(k)
         col = cache.buffer[row]
         out = col.numpy()
-        has_c = self.c is not None
-        has_offset = self.offset is not None
+        # On the fused (CPU) path the host copies exist exactly when c and the offset do.
+        c_np, offset_np = self._c_np, self._offset_np
         _assemble_kernel(out, G.numpy(), sigma * self.radius * self.radius, self.radius,
-                         self._c_np if has_c else self._empty, has_c, self.beta,
-                         float(self._c_np[i]) if has_c else 0.0, self.origin,
-                         self._offset_np if has_offset else self._empty, has_offset,
-                         float(self._offset_np[k]) if has_offset else 0.0)
+                         c_np if c_np is not None else self._empty, c_np is not None, self.beta,
+                         float(c_np[i]) if c_np is not None else 0.0, self.origin,
+                         offset_np if offset_np is not None else self._empty,
+                         offset_np is not None,
+                         float(offset_np[k]) if offset_np is not None else 0.0)
         return col
 
     def _origin_column(self) -> Tensor:
@@ -294,10 +296,9 @@ class SignedAtomsOperator(ColumnOperator):
         feat = torch.where(negative, index - p, index).clamp_max(p - 1)
         sigma = torch.where(is_origin, 0.0, torch.where(negative, -1.0, 1.0)).to(self.dtype)
         G = self.gram.columns(feat).to(self.dtype)
-        ci = self.c.index_select(0, feat) if self.c is not None else 0.0
+        ci = self.c.index_select(0, feat).unsqueeze(0) if self.c is not None else 0.0
         # sigma = 0 for the origin atom makes its column -t c + beta, t c + beta, beta.
-        cols = self._assemble(G, sigma.unsqueeze(0), ci.unsqueeze(0) if self.c is not None
-                              else 0.0)
+        cols = self._assemble(G, sigma.unsqueeze(0), ci)
         if self.offset is not None:
             cols = cols + self.offset.unsqueeze(1) + self.offset.index_select(0, index)
         return cols

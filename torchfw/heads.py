@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 import torch
 from torch import Tensor, nn
@@ -60,6 +61,11 @@ class KernelSVMHead(nn.Module):
 
     # Labels are plain Python values (any type the estimator accepted), never read by forward.
     __jit_ignored_attributes__ = ["classes"]
+    if TYPE_CHECKING:  # buffers registered in __init__ (TorchScript rejects PEP 563 strings)
+        support_vectors: Tensor
+        sv_sq_norms: Tensor
+        dual_coef: Tensor
+        intercept: Tensor
 
     def __init__(self, support_vectors: Tensor, dual_coef: Tensor, intercept: Tensor,
                  kernel: str = "rbf", gamma: float = 1.0, degree: int = 3, coef0: float = 0.0,
@@ -200,6 +206,9 @@ class LinearHead(nn.Module):
     """
 
     __jit_ignored_attributes__ = ["classes"]
+    if TYPE_CHECKING:  # buffers registered in __init__ (TorchScript rejects PEP 563 strings)
+        weight: Tensor
+        bias: Tensor
 
     def __init__(self, weight: Tensor, bias: Tensor | None = None, classes=None):
         super().__init__()

@@ -11,6 +11,8 @@ Nemirovski 2015, Fercoq, Gramfort & Salmon 2015) are listed there too.
 from __future__ import annotations
 
 import warnings
+from collections.abc import Callable
+from typing import Any, ClassVar
 
 import numpy as np
 import torch
@@ -135,6 +137,8 @@ class Lasso(BaseEstimator):
     """
 
     _estimator_kind = "regressor"
+    # lasso_path (set below its definition), as scikit-learn's Lasso.path.
+    path: ClassVar[Callable[..., Any]]
 
     def __init__(self, alpha=None, *, radius=None, fit_intercept=True, method="l1ball",
                  solver="pairwise", tol=1e-4, max_iter=100_000, warm_start=False,
@@ -244,6 +248,7 @@ def resolve_dtype(dtype) -> torch.dtype:
     or its name (``"float32"``/``"float64"``)."""
     if dtype is None:
         return torch.float64
+    found: torch.dtype | None
     if isinstance(dtype, torch.dtype):
         found = dtype
     else:
@@ -252,7 +257,7 @@ def resolve_dtype(dtype) -> torch.dtype:
                 np.dtype(dtype).name)
         except TypeError:
             found = None
-    if found not in (torch.float32, torch.float64):
+    if found is None or found not in (torch.float32, torch.float64):
         raise ValueError(f"dtype must be None, float32 or float64 (torch, NumPy or by name), "
                          f"got {dtype!r}")
     return found

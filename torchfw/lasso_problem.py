@@ -530,6 +530,7 @@ def lasso_problem(X, y, *, alpha: float | None = None, radius: float | None = No
         if not radius >= 0:
             raise ValueError(f"radius must be >= 0, got {radius!r}")
         return data.constrained_problem(float(radius), w0, method=method)
+    assert alpha is not None  # exactly one of alpha and radius (checked above)
     if not alpha > 0:
         raise ValueError(f"alpha must be > 0, got {alpha!r}")
     return data.penalized_problem(float(alpha), w0, method=method)

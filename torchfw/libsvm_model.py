@@ -140,7 +140,7 @@ def _sparse_rows(sv: torch.Tensor, order: np.ndarray) -> list[list[tuple[int, fl
 
 
 def _parse_header(lines: list[str], path) -> tuple[dict, int]:
-    header = {}
+    header: dict[str, list[str]] = {}
     for n, line in enumerate(lines):
         parts = line.split()
         if not parts:

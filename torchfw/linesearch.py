@@ -23,7 +23,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from ._scalars import Scalars
+from ._scalars import HOST, Scalars
 from ._validation import check_int_at_least, check_positive
 
 __all__ = ["Line", "LineSearch", "ExactLineSearch", "OpenLoop", "ShortStep", "Backtracking"]
@@ -47,7 +47,7 @@ class Line:
         :math:`\gamma \mapsto f(x + \gamma d)` (one objective evaluation per call).
     dnorm2 : scalar or None
         :math:`\|d\|_2^2` in the space of ``x``.
-    ops : Scalars
+    ops : Scalars, default HOST
         Scalar arithmetic (host floats or device tensors).
     """
 
@@ -57,7 +57,7 @@ class Line:
     curvature: Any = None
     phi: Callable[[Any], Any] | None = None
     dnorm2: Any = None
-    ops: Scalars | None = None
+    ops: Scalars = HOST
 
     def model_decrease(self, gamma):
         """``f(x) - f(x + gamma d)`` when the curvature is known (exact for quadratics)."""
@@ -67,7 +67,14 @@ class Line:
         """``f(x) - f(x + gamma d)``: in closed form when possible, else one evaluation."""
         if self.curvature is not None:
             return self.model_decrease(gamma)
-        return self.value - self.phi(gamma)
+        return self.value - self._phi()(gamma)
+
+    def _phi(self) -> Callable[[Any], Any]:
+        """:attr:`phi`, or a clear error for a line that carries no objective evaluations."""
+        if self.phi is None:
+            raise ValueError("this line has neither a curvature nor phi (objective "
+                             "evaluations along the direction)")
+        return self.phi
 
     def unconstrained_minimizer(self):
         """The minimizer along the whole ray (ignoring ``gamma_max``); needs the curvature."""
@@ -207,7 +214,7 @@ class Backtracking(LineSearch):
     def _initial_estimate(self, line: Line, slope: float, dnorm2: float, value: float) -> float:
         # Curvature of phi from one probe step: phi(e) = f + e*slope + e^2 M dnorm2 / 2.
         probe = min(1e-3, float(line.gamma_max)) or 1e-3
-        f_probe = float(line.phi(probe))
+        f_probe = float(line._phi()(probe))
         self.n_evaluations += 1
         est = 2.0 * (f_probe - value - probe * slope) / (probe * probe * dnorm2)
         return est if math.isfinite(est) and est > 0 else 1.0
@@ -222,9 +229,10 @@ class Backtracking(LineSearch):
         if self._estimate is None:
             self._estimate = self._initial_estimate(line, slope, dnorm2, value)
         m = self.eta * self._estimate
+        phi = line._phi()
         for _ in range(self.max_tries):
             gamma = min(-slope / (m * dnorm2), gamma_max)
-            trial = float(line.phi(gamma))
+            trial = float(phi(gamma))
             self.n_evaluations += 1
             # The sufficient-decrease bound is <= value in exact arithmetic; rounding can push
             # it one ulp above, so also insist that f does not increase.

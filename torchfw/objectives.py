@@ -36,6 +36,10 @@ class Objective:
     def value(self, x: Tensor) -> Tensor:  # pragma: no cover - abstract
         raise NotImplementedError
 
+    def curvature(self, d: Tensor) -> Tensor:  # pragma: no cover - abstract
+        """``d' (Hessian) d``; only objectives with :attr:`has_curvature` implement it."""
+        raise NotImplementedError
+
     def value_and_grad(self, x: Tensor) -> tuple[Tensor, Tensor]:
         with torch.enable_grad():
             xr = x.detach().requires_grad_(True)
@@ -162,7 +166,7 @@ class DenseOperator(ColumnOperator):
         if matrix.dim() != 2 or matrix.shape[0] != matrix.shape[1]:
             raise ValueError(f"Q must be a square matrix, got shape {tuple(matrix.shape)}")
         self.matrix = matrix
-        self.shape = tuple(matrix.shape)
+        self.shape = (matrix.shape[0], matrix.shape[1])
         self.dtype = matrix.dtype
         self.device = matrix.device
 

@@ -252,7 +252,7 @@ class StochasticFrankWolfe(torch.optim.Optimizer):
     True
     """
 
-    def __init__(self, params, lmo: LMO | None = _MISSING, lr: float | Tensor = 0.1,
+    def __init__(self, params, lmo: LMO | None | _Missing = _MISSING, lr: float | Tensor = 0.1,
                  momentum: float = 0.9, rescale: str | None = "diameter",
                  weight_decay: float = 0.0, per_row: bool = False, *,
                  maximize: bool = False, foreach: bool | None = None):
@@ -429,7 +429,7 @@ class StochasticFrankWolfe(torch.optim.Optimizer):
                 if gap is None:
                     continue
                 value = gap if (per_row and group["per_row"]) else gap.sum()
-                out[names[i] if named else p] = value
+                out[names[i] if named and names is not None else p] = value
         return out
 
     def fw_gap(self) -> Tensor:

@@ -117,6 +117,8 @@ class AtomicLMO(LMO):
     """
 
     is_atomic = True
+    #: Scale of the atoms (one per row for batched problems); set by every concrete set.
+    radius: float | Tensor
 
     def n_atoms(self, n: int) -> int:  # pragma: no cover - abstract
         """Number of atoms of the set in dimension ``n``."""

@@ -272,6 +272,7 @@ class GroupL1Ball(LMO):
     """
 
     def __init__(self, groups, radius: float | Tensor = 1.0):
+        self.group_size: int | None
         if isinstance(groups, int) and not isinstance(groups, bool):
             if groups < 1:
                 raise ValueError(f"groups (a group size) must be >= 1, got {groups}")
@@ -296,10 +297,11 @@ class GroupL1Ball(LMO):
                 raise ValueError(f"GroupL1Ball has group ids for {self._ids.numel()} "
                                  f"coordinates, got inputs of size {n}")
             return self._ids.to(device)
-        if n % self.group_size:
-            raise ValueError(f"input size {n} is not a multiple of the group size "
-                             f"{self.group_size}")
-        return torch.arange(n, device=device) // self.group_size
+        size = self.group_size
+        assert size is not None  # equal groups: the constructor sets one or the other
+        if n % size:
+            raise ValueError(f"input size {n} is not a multiple of the group size {size}")
+        return torch.arange(n, device=device) // size
 
     def group_norms(self, x: Tensor) -> Tensor:
         """:math:`\\|x_G\\|_2` for every group, shape ``(..., G)``."""

@@ -65,7 +65,7 @@ class SolverSpec:
     """
 
     name: str
-    optimizer: type
+    optimizer: type[ConstrainedOptimizer]
     options: Mapping[str, Any] = field(default_factory=dict)
     estimators: frozenset = frozenset(ESTIMATORS)
     description: str = ""

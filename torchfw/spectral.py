@@ -115,6 +115,9 @@ def lanczos_extreme(matvec, v0: Tensor, *, largest: bool = True, max_iter: int =
             betas[:, k] = torch.where(breakdown, torch.zeros_like(beta), beta)
             beta = torch.linalg.vector_norm(w, dim=-1)
         q = w / beta.clamp_min(tiny).unsqueeze(-1)
+    if theta is None or z is None:  # no step ran
+        raise ValueError(f"lanczos_extreme needs max_iter >= 1 and vectors of length >= 1, got "
+                         f"max_iter={max_iter} and d={d}")
     z = z / torch.linalg.vector_norm(z, dim=-1, keepdim=True).clamp_min(tiny)
     return theta, z, steps
 

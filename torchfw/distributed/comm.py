@@ -22,7 +22,7 @@ try:
 
     HAVE_DISTRIBUTED = dist.is_available()
 except ImportError:  # pragma: no cover - torch builds without distributed support
-    dist = None
+    dist = None  # type: ignore[assignment]  # optional module: callers test HAVE_DISTRIBUTED
     HAVE_DISTRIBUTED = False
 
 

@@ -8,6 +8,7 @@ chosen atoms, local updates), so that the single-process moves run unchanged on 
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import numpy as np
 import torch
@@ -62,6 +63,8 @@ class DistributedQuadraticEngine(QuadraticEngine):
     """
 
     certifies_gap = True
+    #: The sharded operator (not a ``ColumnOperator``): the base class's ``Q`` widened.
+    Q: Any
 
     def __init__(self, operator: ShardedSVMDualOperator, w0: Tensor, *,
                  keep_previous: bool = False, pair_columns: bool = False,
@@ -136,8 +139,9 @@ class DistributedQuadraticEngine(QuadraticEngine):
             return
         self._w_np = self.w.numpy()
         self._s_np = self.s.numpy()
-        self._wp_np = self.w_prev.numpy() if self.keep_previous else self._w_np
-        self._sp_np = self.s_prev.numpy() if self.keep_previous else self._s_np
+        # The previous iterate exists exactly with keep_previous.
+        self._wp_np = self.w_prev.numpy() if self.w_prev is not None else self._w_np
+        self._sp_np = self.s_prev.numpy() if self.s_prev is not None else self._s_np
 
     def _full_gradient(self, w: Tensor) -> Tensor:
         """:math:`s = \\tilde K w` on the local rows (collective: the support is gathered).
@@ -198,7 +202,7 @@ class DistributedQuadraticEngine(QuadraticEngine):
         out[1] = local + self.offset
         out[2] = self._w_np[local] if self.use_numba else float(self.w[local])
         out[3] = self.op._diag_host[local]
-        out[4] = (0.0 if not self.keep_previous else
+        out[4] = (0.0 if self.s_prev is None else  # kept exactly with keep_previous
                   (self._sp_np[local] if self.use_numba else float(self.s_prev[local])))
 
     def _combine(self, rows: np.ndarray) -> None:
@@ -428,6 +432,7 @@ class DistributedQuadraticEngine(QuadraticEngine):
                                      h1 if use_h1 else None, co.d, self.w_prev, self.s_prev,
                                      self.keep_previous, ZERO_TOL)
             if swapped:
+                assert self.w_prev is not None and self.s_prev is not None  # keep_previous
                 self.w, self.w_prev = self.w_prev, self.w
                 self.s, self.s_prev = self.s_prev, self.s
         for vec in (self.w, self.s, self.w_prev, self.s_prev):

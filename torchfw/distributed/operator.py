@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 import torch
+from numpy.typing import DTypeLike
 from torch import Tensor
 
 from .. import _kernel_cpu, _kernel_formulas
@@ -33,18 +34,19 @@ class _Atom:
 
     __slots__ = ("x", "x64", "nzf", "nzv", "y", "sq", "inv_c", "_x_t")
 
-    def __init__(self, record: np.ndarray, dtype: np.dtype):
+    def __init__(self, record: np.ndarray, dtype: DTypeLike):
         self.y, self.sq, self.inv_c = float(record[0]), float(record[1]), float(record[2])
         self.x64 = np.array(record[3:], dtype=np.float64)
         self.x = self.x64.astype(dtype)  # exact: the owner sent kernel-dtype values
         self.nzf = np.flatnonzero(self.x)
         self.nzv = self.x[self.nzf]
-        self._x_t = None
+        self._x_t: Tensor | None = None
 
     def x_tensor(self, device, dtype) -> Tensor:
-        if self._x_t is None:
-            self._x_t = torch.from_numpy(self.x).to(device=device, dtype=dtype)
-        return self._x_t
+        x_t = self._x_t
+        if x_t is None:
+            x_t = self._x_t = torch.from_numpy(self.x).to(device=device, dtype=dtype)
+        return x_t
 
 
 class ShardedSVMDualOperator:
@@ -107,6 +109,7 @@ class ShardedSVMDualOperator:
         self.host = (self.device.type == "cpu" and xfm is not None and _kernel_cpu.HAVE_NUMBA)
         self._np_dtype = np.float64 if dtype == torch.float64 else np.float32
         if self.host:
+            assert xfm is not None  # host implies the feature-major copy
             self._xfm_np = xfm.numpy()
             self._sq_np = self.local.sq.numpy()
             self._y_np = self.local.y.numpy()

@@ -16,7 +16,7 @@ from ..optimizers._stopping import StoppingRule
 from ..optimizers.away import AwayStepFrankWolfe
 from ..oracles import Simplex
 from ..result import Status
-from .comm import gather_shards
+from .comm import Communicator, gather_shards
 from .engine import DistributedQuadraticEngine
 from .operator import ShardedSVMDualOperator
 
@@ -29,9 +29,13 @@ class AgreedStop(StoppingRule):
     count are global already, so those decisions agree by themselves).
     """
 
+    #: The ranks' communicator (see :meth:`agreed`).
+    comm: Communicator
+
     @classmethod
-    def of(cls, optimizer, comm) -> AgreedStop:
-        rule = super().of(optimizer)
+    def agreed(cls, optimizer, comm: Communicator) -> AgreedStop:
+        """The optimizer's own rule (:meth:`StoppingRule.of`), agreed on over ``comm``."""
+        rule = cls.of(optimizer)
         rule.comm = comm
         return rule
 
@@ -109,7 +113,7 @@ def minimize(optimizer, operator: ShardedSVMDualOperator, w0: Tensor | None = No
     stats_loop = comm.stats()["total"]
     line_search.reset()
     optimizer._ls = line_search
-    result = optimizer._run(engine, "host", rule=AgreedStop.of(optimizer, comm),
+    result = optimizer._run(engine, "host", rule=AgreedStop.agreed(optimizer, comm),
                             verbose=optimizer.verbose and comm.rank == 0)
     stats = comm.stats()["total"]
     result.info.update({

@@ -195,7 +195,7 @@ class DistributedSVC(SVC):
         # Generator.choice(a, k) is a[choice(len(a), k)]: drawing positions reproduces SVC.
         picks = [rng.choice(n_pos_all, n_pos, replace=False),
                  rng.choice(n_neg_all, min(n_neg_all, p - n_pos), replace=False)]
-        mine = []
+        mine: list[int] = []
         for column, local_members, drawn in ((0, pos, picks[0]), (1, neg, picks[1])):
             start = int(counts[:comm.rank, column].sum())
             own = drawn[(drawn >= start) & (drawn < start + local_members.size)]
@@ -235,7 +235,7 @@ class DistributedSVC(SVC):
         d = X.shape[1]
         rows = np.zeros((local.size, 1 + 2 * n_prob + d))
         alphas_host = [a.double().cpu().numpy() for a in alphas]
-        dense = None
+        dense = torch.zeros(0, d, dtype=torch.float64)  # no support vector on this rank
         if local.size:
             idx = torch.from_numpy(local).to(X.device)
             sv = take_rows(X, idx)

@@ -71,10 +71,10 @@ def _parse_chunk(data: bytes, first_line: int, name: str) -> _Parsed:
         line_of = np.searchsorted(newlines, hashes)
         first = np.ones(hashes.size, bool)
         first[1:] = line_of[1:] != line_of[:-1]
-        edges = np.zeros(a.size + 1, np.int8)
-        edges[hashes[first]] = 1
-        edges[newlines[line_of[first]]] = -1
-        a[np.cumsum(edges[:-1], dtype=np.int8).view(bool)] = 32
+        marks = np.zeros(a.size + 1, np.int8)
+        marks[hashes[first]] = 1
+        marks[newlines[line_of[first]]] = -1
+        a[np.cumsum(marks[:-1], dtype=np.int8).view(bool)] = 32
 
     # Spaces, tabs, CRs and newlines separate tokens; any other control byte is an error (a NUL
     # inside a number must not silently split it in two). Counting is cheaper than locating.

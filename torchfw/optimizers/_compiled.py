@@ -72,8 +72,8 @@ class CompiledBlocks:
         self.engine = engine
         self.block = block
         self.use_graph = use_graph
-        self.step = None
-        self.graph = None
+        self.step: CompiledStep | None = None
+        self.graph: torch.cuda.CUDAGraph | None = None
 
     def run(self, n: int) -> None:
         """Run exactly ``n`` iterations."""

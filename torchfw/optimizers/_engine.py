@@ -15,6 +15,7 @@ Objectives without a closed-form line run on :class:`~torchfw.optimizers._generi
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 import torch
@@ -22,7 +23,7 @@ from torch import Tensor
 
 from .._scalars import Scalars
 from ..linesearch import Line
-from ..objectives import Quadratic
+from ..objectives import ColumnOperator, Quadratic
 from ..oracles import AtomicLMO, Simplex
 from . import _kernels as K
 from ._generic import GenericEngine
@@ -86,8 +87,34 @@ class QuadraticEngine(EngineState):
         Recompute ``s`` from scratch every that many iterations (float drift).
     """
 
-    _STATE = ("w", "s", "w_prev", "s_prev", "k", "i_min", "s_min", "j_max", "s_max", "p", "t",
-              "i_fw", "s_fw", "W", "p_prev", "t_prev")
+    _STATE: tuple[str, ...] = (
+        "w", "s", "w_prev", "s_prev", "k", "i_min", "s_min", "j_max", "s_max", "p", "t",
+        "i_fw", "s_fw", "W", "p_prev", "t_prev")
+
+    objective: Quadratic
+    Q: ColumnOperator
+    lmo: AtomicLMO
+    w: Tensor
+    s: Tensor
+    diag: Tensor
+    #: The previous iterate and its scores (only with ``keep_previous``).
+    w_prev: Tensor | None
+    s_prev: Tensor | None
+    ct: Tensor | None
+    # Selections and reductions, stored by ``_set``: Python ints/floats with host scalars,
+    # (1,) tensors written in place with device scalars (Scalars arithmetic is duck-typed).
+    i_min: Any
+    s_min: Any
+    j_max: Any
+    s_max: Any
+    i_fw: Any
+    s_fw: Any
+    p: Any
+    t: Any
+    # PARTAN's cross term w' Q~ w_prev and the previous iterate's p and t.
+    W: Any
+    p_prev: Any
+    t_prev: Any
 
     def __init__(self, objective: Quadratic, lmo: AtomicLMO, w0: Tensor, *, ops: Scalars,
                  keep_previous: bool = False, pair_columns: bool = False,
@@ -127,7 +154,8 @@ class QuadraticEngine(EngineState):
         from .._scalars import HOST
 
         self = cls.__new__(cls)
-        self.objective = self.Q = self.lmo = None
+        # No objective, operator or set: the members that read them are never called here.
+        self.objective = self.Q = self.lmo = None  # type: ignore[assignment]
         self.n = w.shape[0]
         self.declare(ops=HOST, N=self.n, dtype=w.dtype, device=w.device,
                      keep_previous=keep_previous, pair_columns=pair_columns,
@@ -192,7 +220,8 @@ class QuadraticEngine(EngineState):
         self.use_numba = bool(use_numba)
         self._identity_atoms = bool(identity_atoms)
         self.ct = ct
-        self._columns = {}
+        # Vertex gradients by atom, in the storage's own kind (NumPy slots when streaming).
+        self._columns: dict[Any, Any] = {}
         self._init_counters(device)
 
     # -- state ---------------------------------------------------------------------------------
@@ -218,8 +247,9 @@ class QuadraticEngine(EngineState):
             self._in_support[nonzero] = True
         self._w_np = K.as_numpy(self.w)
         self._s_np = K.as_numpy(self.s)
-        self._wp_np = K.as_numpy(self.w_prev) if self.keep_previous else self._w_np
-        self._sp_np = K.as_numpy(self.s_prev) if self.keep_previous else self._s_np
+        # The previous iterate exists exactly with keep_previous.
+        self._wp_np = K.as_numpy(self.w_prev) if self.w_prev is not None else self._w_np
+        self._sp_np = K.as_numpy(self.s_prev) if self.s_prev is not None else self._s_np
         self._ct_np = K.as_numpy(self.ct) if self.ct is not None else self._s_np
         self._diag_np = K.as_numpy(self.diag)
 
@@ -484,10 +514,10 @@ class QuadraticEngine(EngineState):
         """Storage: apply the move to ``w``, ``s`` (and the previous ones), then select."""
         ops = self.ops
         j = co.j if co.j is not None else co.i
-        pair_pass = (ops.on_device and self.pair_columns and self._identity_atoms
-                     and co.j is not None)
-        h0 = None if pair_pass else self.vertex_gradient(co.i)
+        h0: Tensor | None
+        h1: Tensor | None
         if self.use_numba:
+            h0 = self.vertex_gradient(co.i)  # host scalars: never a device pair pass
             use_h1 = co.j is not None and co.c != 0.0
             h1 = self.vertex_gradient(j) if use_h1 else h0
             if self.keep_previous:
@@ -503,6 +533,9 @@ class QuadraticEngine(EngineState):
             sel = K.select(self._w_np, self._s_np, self._ct_np, self.ct is not None)
             self._store_selection(sel, host=True)
         else:
+            pair_pass = (ops.on_device and self.pair_columns and self._identity_atoms
+                         and co.j is not None)
+            h0 = None if pair_pass else self.vertex_gradient(co.i)
             h1 = None
             if co.j is not None and ops.on_device and self.pair_columns and \
                     self._identity_atoms:
@@ -514,6 +547,7 @@ class QuadraticEngine(EngineState):
             if K.torch_update(self.w, self.s, co.a, co.b, co.i, h0, co.c, j, h1, co.d,
                               self.w_prev, self.s_prev, self.keep_previous, ZERO_TOL):
                 # The new iterate was written over the previous one: swap the references.
+                assert self.w_prev is not None and self.s_prev is not None  # keep_previous
                 self.w, self.w_prev = self.w_prev, self.w
                 self.s, self.s_prev = self.s_prev, self.s
             self._store_selection(K.torch_select(self.w, self.s, self.ct),

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from typing import cast
 
 import torch
 from torch import Tensor
@@ -18,7 +19,7 @@ from torch import Tensor
 from .._scalars import HOST
 from ..linesearch import Line
 from ..objectives import Objective
-from ..oracles import LMO, Simplex
+from ..oracles import LMO, AtomicLMO, Simplex
 from ._moves import ZERO_TOL, Coefficients, Move
 from ._state import EngineState
 
@@ -41,19 +42,23 @@ class GenericEngine(EngineState):
         self.objective = objective
         self.lmo = lmo
         self.atomic = lmo.is_atomic
+        # The same set seen through its atoms: read only where ``self.atomic`` holds.
+        self._atoms = cast(AtomicLMO, lmo)
+        self.w: Tensor | None
+        self.w_prev: Tensor | None
         self.keep_previous = keep_previous
         self.sample = sample
         self.n = x0.shape[-1]
         self.dtype = x0.dtype
         if self.atomic:
-            self.w = (w0 if w0 is not None else lmo.to_weights(x0)).clone()
-            self.x = lmo.to_point(self.w)
+            self.w = (w0 if w0 is not None else self._atoms.to_weights(x0)).clone()
+            self.x = self._atoms.to_point(self.w)
         else:
             self.w = None
             self.x = x0.clone()
         if keep_previous:
             self.x_prev = self.x.clone()
-            self.w_prev = self.w.clone() if self.atomic else None
+            self.w_prev = self.w.clone() if self.w is not None else None
         self._init_counters(x0.device)
         self._evaluate()
 
@@ -62,11 +67,12 @@ class GenericEngine(EngineState):
         self.f = float(f)
         self.g = g.detach()
         if self.atomic:
-            self.scores = self.lmo.atom_scores(self.g)
-            self.p = float(torch.dot(self.scores, self.w))
+            w = self._atom_weights()
+            self.scores = self._atoms.atom_scores(self.g)
+            self.p = float(torch.dot(self.scores, w))
             self.i_min = int(torch.argmin(self.scores))
             self.s_min = float(self.scores[self.i_min])
-            active = self.w > 0
+            active = w > 0
             masked_max = torch.where(active, self.scores, torch.full_like(self.scores, -math.inf))
             masked_min = torch.where(active, self.scores, torch.full_like(self.scores, math.inf))
             self.j_max = int(torch.argmax(masked_max))
@@ -84,6 +90,11 @@ class GenericEngine(EngineState):
             self.p = float(torch.dot(self.g.flatten(), self.x.flatten()))
             self.s_min = float(torch.dot(self.g.flatten(), self.vertex.flatten()))
 
+    def _atom_weights(self) -> Tensor:
+        """``w`` on an atomic set (weights, and the moves that read them, exist only there)."""
+        assert self.w is not None, "weights over atoms exist only on atomic sets"
+        return self.w
+
     def value(self):
         return self.f
 
@@ -100,8 +111,9 @@ class GenericEngine(EngineState):
         return self.w
 
     #: What :meth:`snapshot` keeps: the point and everything evaluated at it.
-    _STATE = ("x", "w", "x_prev", "w_prev", "f", "g", "scores", "vertex", "p", "i_min", "s_min",
-              "j_max", "s_max", "i_act_min", "s_act_min", "n_active", "i_fw", "s_fw")
+    _STATE: tuple[str, ...] = (
+        "x", "w", "x_prev", "w_prev", "f", "g", "scores", "vertex", "p", "i_min", "s_min",
+        "j_max", "s_max", "i_act_min", "s_act_min", "n_active", "i_fw", "s_fw")
 
     def snapshot(self):
         # The evaluated state, not just the point: restoring after a NaN must not call the
@@ -116,7 +128,7 @@ class GenericEngine(EngineState):
     # -- moves ---------------------------------------------------------------------------------
 
     def _atom(self, k) -> Tensor:
-        return self.lmo.atom(k, self.n, dtype=self.dtype, device=self.x.device)
+        return self._atoms.atom(k, self.n, dtype=self.dtype, device=self.x.device)
 
     def _line(self, d_x: Tensor, slope: float, gamma_max, base: Tensor | None = None,
               value: float | None = None) -> Line:
@@ -158,7 +170,7 @@ class GenericEngine(EngineState):
 
     def away(self) -> Move:
         j, sj = self.j_max, self.s_max
-        wj = float(self.w[j])
+        wj = float(self._atom_weights()[j])
         gamma_max = wj / (1.0 - wj) if wj < 1.0 else 0.0
         d_x = self.x - self._atom(j)
         line = self._line(d_x, self.p - sj, gamma_max)
@@ -169,7 +181,7 @@ class GenericEngine(EngineState):
         j = self.j_max if partner is None else partner
         sj = float(self.scores[j])
         d_x = self._atom(i) - self._atom(j)
-        line = self._line(d_x, si - sj, float(self.w[j]))
+        line = self._line(d_x, si - sj, float(self._atom_weights()[j]))
         return self._move("pairwise", line, lambda g: Coefficients(a=1.0, b=g, i=i, c=-g, j=j))
 
     def second_order_partner(self):
@@ -184,6 +196,7 @@ class GenericEngine(EngineState):
         slope = float(torch.dot(g_t.flatten(), delta_x.flatten()))
         sigma = -1.0 if slope > 0 else 1.0
         if self.atomic:
+            assert w_t is not None and self.w_prev is not None  # atomic sets carry weights
             delta_w = w_t - self.w_prev
             step_max = Simplex().max_step(w_t, sigma * delta_w)
         else:
@@ -218,7 +231,7 @@ class GenericEngine(EngineState):
             # multiplies the rounding error of sum(w) by 1 + 2|mu|, and PARTAN's mu grows near
             # the optimum: unchecked, the error compounded into infeasible iterates (1e-5).
             w = w / w.sum()
-            return w, self.lmo.to_point(w)
+            return w, self._atoms.to_point(w)
         x = co.a * self.x + co.b * co.i
         if self.keep_previous and co.d != 0.0:
             x = x + co.d * self.x_prev

@@ -28,6 +28,8 @@ class EngineState:
     atomic: bool = True
     #: Whether :meth:`gap` bounds the suboptimality of the whole problem (stopping test).
     certifies_gap: bool = True
+    #: Iteration counter: a host int, or a (1,) int64 tensor written in place on device.
+    k: Any
 
     def _init_counters(self, device) -> None:
         self.k = 0 if not self.ops.on_device else torch.zeros(1, dtype=torch.int64,
@@ -78,7 +80,7 @@ class EngineState:
                 setattr(self, name, value)
 
     #: Tensor attributes that make up the device-side state (see :meth:`device_state`).
-    _STATE = ()
+    _STATE: tuple[str, ...] = ()
 
     def device_state(self) -> list[Tensor]:
         """The device state as a flat list of tensors (attributes, then step counters)."""

@@ -13,8 +13,12 @@ ranks, so that no rank stops alone.
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from ..result import IterationInfo, Status
+
+if TYPE_CHECKING:
+    from typing import Self
 
 __all__ = ["StoppingRule"]
 
@@ -45,7 +49,7 @@ class StoppingRule:
         self.callback = callback
 
     @classmethod
-    def of(cls, optimizer) -> StoppingRule:
+    def of(cls, optimizer) -> Self:
         """The rule an optimizer's parameters state."""
         return cls(tol=optimizer.tol, rtol=optimizer.rtol, max_iter=optimizer.max_iter,
                    time_limit=optimizer.time_limit, callback=optimizer.callback)
@@ -72,6 +76,8 @@ class StoppingRule:
 
     def call_back(self, eng, k, value, gap, elapsed, steps) -> bool:
         """Whether the callback asks to stop (``True`` or ``StopIteration``)."""
+        if self.callback is None:
+            return False
         info = IterationInfo(iteration=k, value=value, gap=gap, elapsed=elapsed, steps=steps,
                              x=eng.point())
         try:

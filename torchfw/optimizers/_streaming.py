@@ -30,17 +30,25 @@ addition per iteration, the order of the gradient update.
 
 from __future__ import annotations
 
+from typing import Protocol, cast
+
 import numpy as np
 import torch
 from torch import Tensor
 
 from .._scalars import HOST
 from ..objectives import Quadratic
-from ..oracles import Simplex
+from ..oracles import LMO, Simplex
 from . import _kernels as K
 from ._engine import ZERO_TOL, Coefficients, QuadraticEngine
 
 __all__ = ["StreamingEngine"]
+
+
+class _RowColumns(Protocol):
+    """An operator that evaluates a column on chosen rows only (checked in the constructor)."""
+
+    def column_rows(self, i: int, rows: Tensor) -> Tensor: ...
 
 
 class StreamingEngine(QuadraticEngine):
@@ -65,7 +73,7 @@ class StreamingEngine(QuadraticEngine):
     #: The working-set gap bounds nothing about the full problem: runs go by their budget.
     certifies_gap = False
 
-    def __init__(self, objective: Quadratic, lmo: Simplex, first: int, *, rng, keep_previous=False,
+    def __init__(self, objective: Quadratic, lmo: LMO, first: int, *, rng, keep_previous=False,
                  pair_columns=False, average_from: int | None = None):
         if not isinstance(lmo, Simplex) or isinstance(lmo.radius, Tensor):
             raise ValueError("streaming candidates need a Simplex with a scalar radius")
@@ -131,7 +139,8 @@ class StreamingEngine(QuadraticEngine):
                 col[slot] = self._diag_Q[atom]
         else:
             rows = self._members_t[:n + 1]
-            col = self.Q.column_rows(atom, rows).cpu().numpy().astype(np.float64)
+            col = cast(_RowColumns, self.Q).column_rows(atom, rows).cpu().numpy().astype(
+                np.float64)
         if self._radius != 1.0:
             col *= self._radius ** 2
         if self._ct_full is not None:
@@ -185,7 +194,7 @@ class StreamingEngine(QuadraticEngine):
         n = self.size
         w, s = self.ws[:n], self.ss[:n]
         has_ct = self._ct_full is not None
-        ct = self._ct_full[self.members[:n]] if has_ct else s
+        ct = self._ct_full[self.members[:n]] if self._ct_full is not None else s
         if self.use_numba:
             imin, smin, jmax, smax, p, t = K.select(w, s, ct, has_ct)
         else:
@@ -197,7 +206,8 @@ class StreamingEngine(QuadraticEngine):
 
     # -- accessors used by QuadraticEngine's moves ---------------------------------------------
 
-    def vertex_gradient(self, k) -> np.ndarray:
+    # The slot storage's columns are NumPy arrays, read by the overridden accessors only.
+    def vertex_gradient(self, k) -> np.ndarray:  # type: ignore[override]
         col = self._columns.get(k)
         if col is None or col.shape[0] != self.size:
             col = self._restricted_column(int(k), self.size)[:self.size]
@@ -252,7 +262,7 @@ class StreamingEngine(QuadraticEngine):
         + 2 \sum_l W_{l-1}^\top Q w_l`, and :math:`Q w_l = s_l - \tilde c` on that working set.
         """
         T = self._n_averaged
-        if T == 0:
+        if T == 0 or self._w_sum is None:
             return None
         n = self.size
         w_bar = self._w_sum[:n] / T
@@ -265,7 +275,8 @@ class StreamingEngine(QuadraticEngine):
             value + self.constant
 
     def _accumulate_average(self) -> None:
-        if self.average_from is None or self.iteration() < self.average_from:
+        if self.average_from is None or self._w_sum is None or \
+                self.iteration() < self.average_from:
             return
         n = self.size  # slots never move, and new slots start at zero in the sum
         w, s = self.ws[:n], self.ss[:n]

@@ -12,9 +12,12 @@ plumbing (a warm start from a :class:`~torchfw.result.ActiveSet`, and the active
 
 from __future__ import annotations
 
+from typing import cast
+
 import torch
 from torch import Tensor
 
+from ..oracles import AtomicLMO
 from ..result import ActiveSet, Result
 from .base import ConstrainedOptimizer
 
@@ -123,7 +126,8 @@ class ActiveSetSolver(ConstrainedOptimizer):
         elif result.weights is not None:
             w = result.weights
             idx = torch.nonzero(w > 0).squeeze(1)
-            atoms = self.lmo.atom(idx, result.x.shape[-1], dtype=result.x.dtype,
-                                  device=result.x.device)
+            # Weights exist only over indexed atoms.
+            atoms = cast(AtomicLMO, self.lmo).atom(idx, result.x.shape[-1],
+                                                   dtype=result.x.dtype, device=result.x.device)
             result.active_set = ActiveSet(atoms=atoms, weights=w[idx] / w[idx].sum())
         return result

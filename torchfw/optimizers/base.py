@@ -21,6 +21,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable
+from typing import cast
 
 import numpy as np
 import torch
@@ -30,11 +31,11 @@ from .._scalars import DEVICE, HOST
 from .._validation import check_finite, check_int_at_least, check_nonnegative, check_positive
 from ..linesearch import ExactLineSearch, LineSearch, OpenLoop, default_line_search
 from ..objectives import Quadratic, as_objective
-from ..oracles import LMO
+from ..oracles import LMO, AtomicLMO
 from ..result import History, Result, Status
 from ._compiled import CompiledBlocks, CompiledStep  # noqa: F401 (CompiledStep: former home)
 from ._dense import DenseQuadraticEngine
-from ._engine import GenericEngine, QuadraticEngine
+from ._engine import EngineState, GenericEngine, QuadraticEngine
 from ._stopping import StoppingRule
 from ._streaming import StreamingEngine
 from .sampling import make_sampler
@@ -231,6 +232,7 @@ class ConstrainedOptimizer:
         return x0.detach()
 
     def _make_engine(self, objective, x0: Tensor, line_search: LineSearch):
+        engine: EngineState
         sampler = make_sampler(self.sample_size, self.random_state, x0.device)
         closed_form = isinstance(line_search, (ExactLineSearch, OpenLoop))
         if self.stream:
@@ -259,8 +261,9 @@ class ConstrainedOptimizer:
             if execution == "graph" and (self.stream or self.sample_size is not None):
                 execution = "device"  # random candidates are not graph-captured (yet)
             ops = HOST if execution == "host" else DEVICE
-            w0 = self.lmo.to_weights(x0)
-            engine = QuadraticEngine(objective, self.lmo, w0, ops=ops,
+            atoms = cast(AtomicLMO, self.lmo)  # is_atomic
+            w0 = atoms.to_weights(x0)
+            engine = QuadraticEngine(objective, atoms, w0, ops=ops,
                                      keep_previous=self.keeps_previous,
                                      pair_columns=self.uses_pairs,
                                      sample=sampler(ops), refresh_every=self.refresh_every)
@@ -288,7 +291,8 @@ class ConstrainedOptimizer:
         if self.sample_size is not None or self.refresh_every is not None:
             raise ValueError("execution='dense' runs every iteration in one compiled loop: "
                              "sample_size and refresh_every are not available there")
-        return DenseQuadraticEngine(objective, self.lmo, self.lmo.to_weights(x0))
+        atoms = cast(AtomicLMO, self.lmo)  # is_atomic
+        return DenseQuadraticEngine(objective, atoms, atoms.to_weights(x0))
 
     # -- the loop ------------------------------------------------------------------------------
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass, field
+from typing import Any, Protocol
 
 import torch
 from torch import Tensor
@@ -35,12 +36,27 @@ def _col(v):
     return v.unsqueeze(1) if isinstance(v, Tensor) and v.dim() == 1 else v
 
 
+class BatchedOperator(Protocol):
+    """What the batched engine asks of its operator (see the module docstring)."""
+
+    def columns_batched(self, index: Tensor) -> Tensor: ...
+
+    def diagonal_batched(self) -> Tensor: ...
+
+    def entry_batched(self, i: Tensor, j: Tensor) -> Tensor: ...
+
+    def matvec_batched(self, W: Tensor) -> Tensor: ...
+
+
 class BatchedQuadraticEngine(QuadraticEngine):
     """The incremental quadratic engine over a batch of simplex problems (device scalars)."""
 
     _STATE = QuadraticEngine._STATE + ("active",)
+    #: A :class:`BatchedOperator`, not a ``ColumnOperator``: the base class's ``Q`` widened.
+    Q: Any
 
-    def __init__(self, operator, w0: Tensor, *, keep_previous=False, pair_columns=False):
+    def __init__(self, operator: BatchedOperator, w0: Tensor, *, keep_previous=False,
+                 pair_columns=False):
         self.Q = operator
         self.B, self.n = w0.shape
         device = w0.device
@@ -177,6 +193,7 @@ class BatchedQuadraticEngine(QuadraticEngine):
             new_s = new_s + h1.to(dt) * _col(c)
         new_w = self.w * _col(a)
         if self.keep_previous:
+            assert self.w_prev is not None and self.s_prev is not None  # kept with the flag
             new_s = new_s + self.s_prev * _col(d)
             new_w = new_w + self.w_prev * _col(d)
             keep = act[:, None]
