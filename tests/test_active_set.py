@@ -107,7 +107,8 @@ def test_start_subset_draws_both_classes_in_proportion(m, n_pos):
 
     y = np.array([1.0] * n_pos + [-1.0] * (m - n_pos))
     a = initial_subset(y, 20, 7)
-    b = _draw(y, 20, np.random.default_rng(7))
+    at_pos, at_neg = _draw(n_pos, m - n_pos, 20, np.random.default_rng(7))
+    b = np.sort(np.concatenate([at_pos, n_pos + at_neg]))
     for s in (a, b):
         assert np.array_equal(s, np.unique(s)) and len(s) == min(20, m)
     assert (y[a] > 0).sum() == (y[b] > 0).sum() >= 1

@@ -123,19 +123,21 @@ def test_every_iteration_matches_the_host_engine(solver):
         Quadratic(op), x0)
     ones = torch.ones(70, dtype=torch.float64)
     P = D.plain_kernel_matrix(SVMDualOperator(Xt, ones, make_kernel("rbf", 0.2), 1.0))
-    D.apply_signs(P, op._y_np, op._inv_c_np, np.arange(70), np.empty(70, P.dtype), True)
+    no_rows = np.zeros(0, dtype=np.int64)
+    y_k, inv_c = op._y_np, op._inv_c_np
     variant = D.VARIANTS[solver]
     engine = QuadraticEngine(Quadratic(op), Simplex(), x0, ops=HOST,
                              keep_previous=variant == 5, pair_columns=variant in (2, 3, 4))
     # The compiled start (subset solve, ordered start gradient, selection) is the engine's.
-    start = D._start(P, y_pm, None, tf.SVC().n_init, 0, keep_previous=variant == 5)
+    start = D._start(P, no_rows, y_k, inv_c, y_pm, None, tf.SVC().n_init, 0,
+                     keep_previous=variant == 5)
     expected = D.Start.of_engine(engine)
     for name in ("w", "s", "wp", "sp", "state"):
         assert np.array_equal(getattr(start, name), getattr(expected, name)), name
     n_support = int(start.state[9])
     assert np.array_equal(start.support[:n_support], expected.support[:n_support])
     diag = engine._diag_np
-    n_iter, status, hist, _ = D.solve(variant, P, np.zeros(0, dtype=np.int64), diag, start,
+    n_iter, status, hist, _ = D.solve(variant, P, no_rows, y_k, inv_c, diag, start,
                                       max_iter=300, tol=1e-300, rtol=1e-6, check_every=1)
     assert n_iter == ref.n_iter > 5
     assert hist[:, 1].tolist() == ref.history.value
@@ -159,14 +161,24 @@ def test_matrix_rows_are_the_lazy_columns(kernel, dtype, sparse):
     y = torch.tensor(np.where(rng.random(40) < 0.5, 1.0, -1.0))
     C = torch.tensor(rng.uniform(0.5, 2.0, size=40))
     op = SVMDualOperator(Xt, y, make_kernel(kernel, 0.3, 3, 0.5), C, dtype=dtype)
-    P = D.plain_kernel_matrix(op)
-    keep = np.empty(40, dtype=P.dtype)
+    ones = torch.ones(40, dtype=torch.float64)
+    P = D.plain_kernel_matrix(SVMDualOperator(Xt, ones, make_kernel(kernel, 0.3, 3, 0.5), C,
+                                              dtype=dtype))
     before = P.copy()
-    D.apply_signs(P, op._y_np, op._inv_c_np, np.arange(40), keep, True)
-    expected = np.stack([op.column(i).numpy().copy() for i in range(40)])
-    assert np.array_equal(P, expected)
-    D.apply_signs(P, op._y_np, op._inv_c_np, np.arange(40), keep, False)
-    assert np.array_equal(P, before)  # undone exactly: the next problem sees K + 1
+    buf = np.empty(40, dtype=P.dtype)
+    no_rows = np.zeros(0, dtype=np.int64)
+    for i in range(40):  # the problem's rows, signs and 1/C applied as they are read
+        row = D.signed_row(P, no_rows, op._y_np, op._inv_c_np, i, buf)
+        assert np.array_equal(row, op.column(i).numpy()), i
+    # A one-vs-one pair: rows and columns of its examples only, as an operator over them.
+    rows = np.flatnonzero(rng.random(40) < 0.5)
+    sub = SVMDualOperator(Xt.to_dense()[rows].to_sparse_csr() if sparse else Xt[rows], y[rows],
+                          make_kernel(kernel, 0.3, 3, 0.5), C[rows], dtype=dtype)
+    pair_buf = np.empty(rows.size, dtype=P.dtype)
+    for a in range(rows.size):
+        row = D.signed_row(P, rows, sub._y_np, sub._inv_c_np, a, pair_buf)
+        assert np.array_equal(row, sub.column(a).numpy()), a
+    assert np.array_equal(P, before)  # reading never writes: every problem sees K + 1
 
 
 def test_switch_follows_the_byte_budget():

@@ -7,6 +7,7 @@ Everything becomes a torch tensor on the requested device; a tensor input keeps 
 
 from __future__ import annotations
 
+import math
 import numbers
 import warnings
 
@@ -298,8 +299,8 @@ def n_features_of(X) -> int:
 
 
 def as_positive_float(name: str, value) -> float:
-    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not value > 0 or \
-            not np.isfinite(value):
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) or \
+            not (0 < float(value) < math.inf):
         raise ValueError(f"{name} must be a positive finite number, got {value!r}")
     return float(value)
 

@@ -48,7 +48,7 @@ class BaseEstimator:
 
     def get_params(self, deep: bool = True) -> dict:
         """Constructor parameters of this estimator (scikit-learn API)."""
-        out = {}
+        out: dict[str, object] = {}
         for name in self._get_param_names():
             value = getattr(self, name)
             if deep and hasattr(value, "get_params") and not isinstance(value, type):

@@ -38,7 +38,7 @@ from ._threads import one_thread
 from .optimizers import _kernels as K
 from .optimizers._engine import ZERO_TOL
 
-__all__ = ["VARIANTS", "plain_kernel_matrix", "solve", "apply_signs", "COUNTERS"]
+__all__ = ["VARIANTS", "plain_kernel_matrix", "solve", "signed_row", "COUNTERS"]
 
 #: Solver name -> code of the compiled loop.
 VARIANTS = {"fw": 0, "away": 1, "pairwise": 2, "swap": 3, "swap2": 4, "partan": 5}
@@ -133,66 +133,18 @@ def plain_kernel_matrix(op) -> np.ndarray:
     return out
 
 
-def _signed_block(P, rows, y, inv_c, out):
-    r"""``out`` becomes :math:`D_y P_{\text{rows}, \text{rows}} D_y + \operatorname{diag}(1/C)`.
-
-    A one-vs-one pair's matrix, gathered from the matrix of all examples with the arithmetic
-    of :func:`_apply_signs` (same products in the same order).
-    """
-    n = rows.shape[0]
-    for a in range(n):
-        src = P[rows[a]]
-        dst = out[a]
-        ya = y[a]
-        for b in range(n):
-            dst[b] = ya * y[b] * src[rows[b]]
-        dst[a] += inv_c[a]
-
-
-def _apply_signs(P, y, inv_c, rows, diag_keep, forward):
-    r"""In place: ``P[rows][:, rows]`` becomes :math:`D_y P D_y + \operatorname{diag}(1/C)`.
-
-    ``forward=False`` undoes it exactly (signs flip back; the diagonal is restored from
-    ``diag_keep``). ``rows`` selects the examples of a sub-problem; ``rows`` of length ``m`` means
-    all of them, in order (one-vs-rest, binary).
-    """
-    n = rows.shape[0]
-    if n == P.shape[0]:  # every example (one-vs-rest, binary): contiguous rows, vectorized
-        for a in range(n):
-            row = P[a]
-            ya = y[a]
-            for b in range(n):
-                row[b] = ya * y[b] * row[b]
-            if forward:
-                diag_keep[a] = row[a]
-                row[a] += inv_c[a]
-            else:
-                row[a] = diag_keep[a]
-        return
-    for a in range(n):
-        ra = rows[a]
-        ya = y[a]
-        for b in range(n):
-            P[ra, rows[b]] = ya * y[b] * P[ra, rows[b]]
-        if forward:
-            diag_keep[a] = P[ra, ra]
-            P[ra, ra] += inv_c[a]
-        else:
-            P[ra, ra] = diag_keep[a]
-
-
 # ---------------------------------------------------------------------------------------------
 # The solve
 # ---------------------------------------------------------------------------------------------
 
-def _solve(variant, H, rows, diag, w, s, wp, sp, support, state, max_iter, tol, rtol,
+def _solve(variant, P, rows, y, inv_c, diag, w, s, wp, sp, support, state, max_iter, tol, rtol,
            check_every, zero_tol, counts, hist, hist_counts):
     """Run the whole solve; returns ``(iterations, status, number of history entries)``.
 
-    ``H[rows[k]]`` holds the vertex gradient of atom ``k`` restricted to ``rows`` (``rows`` is
-    the identity but for one-vs-one sub-problems, whose rows are gathered into ``buf``).
-    ``state`` carries ``[p, t, s_min, i_min, s_max, j_max, W, p_prev, t_prev, n_support]`` in
-    and out.
+    The vertex gradient of atom ``k`` is the problem's signed row ``k`` of ``P`` (see
+    :func:`_row_py`: ``rows`` empty for all examples, a one-vs-one pair's examples otherwise;
+    ``y``, ``inv_c`` the problem's labels and ``1/C``). ``state`` carries
+    ``[p, t, s_min, i_min, s_max, j_max, W, p_prev, t_prev, n_support]`` in and out.
     """
     n = w.shape[0]
     p = state[0]
@@ -208,8 +160,8 @@ def _solve(variant, H, rows, diag, w, s, wp, sp, support, state, max_iter, tol, 
     in_support = np.zeros(n, dtype=np.bool_)
     for q in range(n_support):
         in_support[support[q]] = True
-    hi_buf = np.empty(n, dtype=H.dtype)
-    hj_buf = np.empty(n, dtype=H.dtype)
+    hi_buf = np.empty(n, dtype=P.dtype)
+    hj_buf = np.empty(n, dtype=P.dtype)
     k = 0
     n_hist = 0
     status = _MAX_ITER
@@ -239,7 +191,7 @@ def _solve(variant, H, rows, diag, w, s, wp, sp, support, state, max_iter, tol, 
         for _ in range(block):
             i = i_min
             si = s_min
-            hi = _row(H, rows, i, hi_buf)
+            hi = _row(P, rows, y, inv_c, i, hi_buf)
             if variant == 5:  # PARTAN (seed 002): FW step, then the extrapolation
                 q = p - t
                 curvature = diag[i] - 2.0 * (si - 0.0) + q
@@ -293,7 +245,7 @@ def _solve(variant, H, rows, diag, w, s, wp, sp, support, state, max_iter, tol, 
                     j = j_max
                     gamma_max = wj / max(1.0 - wj, 1e-300) if wj < 1.0 else 0.0
                     gamma = _step(p - s_max, diag[j] - 2.0 * (s_max - 0.0) + q, gamma_max)
-                    hj = _row(H, rows, j, hj_buf)
+                    hj = _row(P, rows, y, inv_c, j, hj_buf)
                     _update(w, s, 1.0 + gamma, -gamma, j, hj, 0.0, j, hj, 0.0, w, s, False,
                             zero_tol)
                     counts[1] += 1
@@ -331,7 +283,7 @@ def _solve(variant, H, rows, diag, w, s, wp, sp, support, state, max_iter, tol, 
                 if use_pair:
                     c = -gamma
                     if c != 0.0:
-                        hj = _row(H, rows, j, hj_buf)
+                        hj = _row(P, rows, y, inv_c, j, hj_buf)
                         _update(w, s, 1.0, gamma, i, hi, c, j, hj, 0.0, w, s, False, zero_tol)
                     else:
                         _update(w, s, 1.0, gamma, i, hi, 0.0, j, hi, 0.0, w, s, False,
@@ -360,13 +312,27 @@ def _solve(variant, H, rows, diag, w, s, wp, sp, support, state, max_iter, tol, 
     return k, status, n_hist
 
 
-def _row_py(H, rows, i, buf):
-    """Row ``i`` of the problem's matrix: ``H[i]``, or ``H[rows[i], rows]`` gathered."""
+def _row_py(P, rows, y, inv_c, i, buf):
+    r"""Row ``i`` of the problem's matrix :math:`D_y P D_y + \operatorname{diag}(1/C)`, in ``buf``.
+
+    ``P`` is :math:`K + 1` over all examples; ``rows`` are the problem's examples (empty: all of
+    them, in order). The signs are applied as the row is read, in ``P``'s precision -- exact --
+    and ``1/C_i`` is added to the diagonal entry, rounded as the lazy path's column kernels
+    round it, so the row is ``SVMDualOperator.column(i)`` of the problem bit for bit. Reading
+    rows this way costs one pass over a row per row read; flipping the matrix's signs in place
+    cost two passes over all of it per one-vs-rest problem (a third of a digits fit), and a
+    one-vs-one pair's signed copy one pass over its block.
+    """
+    yi = y[i]
     if rows.shape[0] == 0:
-        return H[i]
-    src = H[rows[i]]
-    for r in range(rows.shape[0]):
-        buf[r] = src[rows[r]]
+        src = P[i]
+        for r in range(buf.shape[0]):
+            buf[r] = yi * y[r] * src[r]
+    else:
+        src = P[rows[i]]
+        for r in range(buf.shape[0]):
+            buf[r] = yi * y[r] * src[rows[r]]
+    buf[i] += inv_c[i]
     return buf
 
 
@@ -382,11 +348,10 @@ _shift_update_on = K.shift_update_on
 _bounds_on = K.extrapolation_bounds_on
 _nonzeros = _njit(_dense_nonzeros)
 _row = _njit(_row_py)
+signed_row = _row
 rows_rbf_f32 = _njit(_rows_rbf_f32)
 rows_argument = _njit(_rows_argument)
 rows_finish = _njit(_rows_finish)
-apply_signs = _njit(_apply_signs)
-signed_block = _njit(_signed_block)
 solve_compiled = _njit(_solve)
 
 
@@ -431,9 +396,12 @@ class Start:
         return float(self.state[0]) - float(self.state[2])
 
 
-def solve(variant: int, H: np.ndarray, rows: np.ndarray, diag: np.ndarray, start: Start, *,
-          max_iter: int, tol: float, rtol: float, check_every: int):
+def solve(variant: int, P: np.ndarray, rows: np.ndarray, y: np.ndarray, inv_c: np.ndarray,
+          diag: np.ndarray, start: Start, *, max_iter: int, tol: float, rtol: float,
+          check_every: int):
     """Run the compiled solve from ``start``, which holds the final iterate afterwards.
+
+    The problem's matrix is read from ``P`` by :func:`_row_py` (``rows``, ``y``, ``inv_c``).
 
     Returns ``(n_iter, status_code, history array (n, 3), counts per check (n, 7))``.
     """
@@ -442,7 +410,7 @@ def solve(variant: int, H: np.ndarray, rows: np.ndarray, diag: np.ndarray, start
     hist_counts = np.empty((n_checks, len(COUNTERS)), dtype=np.int64)
     counts = np.zeros(len(COUNTERS), dtype=np.int64)
     k, status, n_hist = solve_compiled(
-        variant, H, rows, diag, start.w, start.s, start.wp, start.sp, start.support,
+        variant, P, rows, y, inv_c, diag, start.w, start.s, start.wp, start.sp, start.support,
         start.state, max_iter, tol, rtol, check_every, ZERO_TOL, counts, hist, hist_counts)
     return int(k), int(status), hist[:n_hist], hist_counts[:n_hist]
 
@@ -522,21 +490,14 @@ def _fit_problems(model, X, problems, C_examples, kdtype, previous):
             alphas.append(scatter(alpha, rows, m))
             results.append(result)
             continue
-        n = m if rows is None else rows.shape[0]
+        # The problem's matrix is read from P row by row, signs applied (_row_py).
+        pair_rows = _NO_ROWS if rows is None else rows
         y = problem.y.astype(P.dtype)
         inv_c = full._inv_c_np if rows is None else full._inv_c_np[rows]
-        if rows is None:  # signs flipped in place, and back after the solve
-            H = P
-            diag = diag_np
-            keep = np.empty(n, dtype=P.dtype)
-            all_rows = np.arange(n, dtype=np.int64)
-            apply_signs(H, y, inv_c, all_rows, keep, True)
-        else:  # a pair: its signed block, gathered
-            H = np.empty((n, n), dtype=P.dtype)
-            signed_block(P, rows, y, inv_c, H)
-            diag = diag_np[rows]
+        diag = diag_np if rows is None else diag_np[rows]
         seed = None if model.random_state is None else int(model.random_state) + k
-        start = _start(H, problem.y, alpha0, model.n_init, seed, keep_previous=variant == 5)
+        start = _start(P, pair_rows, y, inv_c, problem.y, alpha0, model.n_init, seed,
+                       keep_previous=variant == 5)
         if start is None:  # a start of many atoms: through an operator, as the lazy path
             Xk, Ck, _ = sub()
             op = SVMDualOperator(Xk, torch.from_numpy(problem.y), model._kernel,
@@ -547,10 +508,8 @@ def _fit_problems(model, X, problems, C_examples, kdtype, previous):
                                      pair_columns=variant in (2, 3, 4))
             start = Start.of_engine(engine)
         n_iter, status, hist, hist_counts = solve(
-            variant, H, _NO_ROWS, diag, start, max_iter=max_iter, tol=1e-300, rtol=rtol,
-            check_every=CHECK_EVERY)
-        if rows is None and k + 1 < len(problems):
-            apply_signs(H, y, inv_c, all_rows, keep, False)
+            variant, P, pair_rows, y, inv_c, diag, start, max_iter=max_iter, tol=1e-300,
+            rtol=rtol, check_every=CHECK_EVERY)
         if status == _NONFINITE:  # the lazy path restores the last finite iterate: use it
             Xk, Ck, _ = sub()
             alpha, result = model._fit_binary(Xk, problem.y, Ck, kdtype, alpha0, k)
@@ -564,7 +523,7 @@ def _fit_problems(model, X, problems, C_examples, kdtype, previous):
                         history=_history(hist, hist_counts, time.perf_counter() - t0),
                         weights=w.clone(), best_gap=min(float(hist[:, 2].min()), gap),
                         info={"engine": "compiled whole solve", "execution": "dense",
-                              "matrix_bytes": int(H.nbytes)})
+                              "matrix_bytes": int(P.nbytes)})
         if result.status == Status.MAX_ITER:
             from .svm import ConvergenceWarning
 
@@ -580,24 +539,24 @@ def _fit_problems(model, X, problems, C_examples, kdtype, previous):
 _NO_ROWS = np.zeros(0, dtype=np.int64)
 
 
-def _start(H, y_pm, alpha0, n_init, seed, *, keep_previous):
-    """The lazy path's start of the problem whose signed matrix is ``H``, or None.
+def _start(P, rows, y, inv_c, y_pm, alpha0, n_init, seed, *, keep_previous):
+    """The lazy path's start of the problem read from ``P`` (:func:`_row_py`), or None.
 
-    ``alpha0`` is a warm start (or None: the initial subset's exact solution, read from ``H``).
-    None is returned when the start has more nonzeros than the ordered sum takes
+    ``alpha0`` is a warm start (or None: the initial subset's exact solution). None is returned
+    when the start has more nonzeros than the ordered sum takes
     (:data:`torchfw.kernels.ORDERED_MATVEC_MAX`, a large warm start): the caller then builds
     the start from an operator, as the lazy path does.
     """
     from ._svc_start import initial_subset, start_state, subset_weights
     from .kernels import ORDERED_MATVEC_MAX
 
-    start = Start(H.shape[0], keep_previous)
+    start = Start(y.shape[0], keep_previous)
     if alpha0 is None:
-        subset_weights(H, initial_subset(y_pm, n_init, seed), start.w)
+        subset_weights(P, rows, y, inv_c, initial_subset(y_pm, n_init, seed), start.w)
     else:
         start.w[:] = alpha0.detach().to(torch.float64).numpy()
-    if start_state(H, start.w, start.s, ORDERED_MATVEC_MAX, keep_previous, start.wp, start.sp,
-                   start.support, start.state) < 0:
+    if start_state(P, rows, y, inv_c, start.w, start.s, ORDERED_MATVEC_MAX, keep_previous,
+                   start.wp, start.sp, start.support, start.state) < 0:
         return None
     return start
 

@@ -19,54 +19,59 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from . import _kernel_cpu
+from . import _kernel_cpu, _svc_dense
 from ._numba import njit
 from .optimizers import _kernels
 from .optimizers import active_set as _active_set
 from .optimizers.active_set import simplex_qp
 
-__all__ = ["initial_subset", "initial_alpha", "subset_weights", "start_state"]
+__all__ = ["initial_subset", "draw_positions", "initial_alpha", "subset_weights", "start_state"]
 
 
 def initial_subset(y_pm: np.ndarray, n_init: int, seed) -> np.ndarray:
     """The sorted random subset of ``min(n_init, m)`` examples, both classes in proportion.
 
-    ``seed`` (an int, or None for fresh entropy) seeds the draw. With numba the draw runs in
-    compiled code on numba's own Mersenne Twister (a NumPy ``Generator`` costs 15 us to
-    create, a tenth of a 100-example problem's whole start); without, on NumPy's
-    ``default_rng``: the two draw different subsets for the same seed.
+    ``seed`` (an int, or None for fresh entropy) seeds the draw (:func:`draw_positions`).
+    """
+    pos, neg = np.flatnonzero(y_pm > 0), np.flatnonzero(y_pm < 0)
+    at_pos, at_neg = draw_positions(pos.size, neg.size, n_init, seed)
+    subset = np.concatenate([pos[at_pos], neg[at_neg]])
+    subset.sort()
+    return subset
+
+
+def draw_positions(n_pos: int, n_neg: int, n_init: int, seed) -> tuple[np.ndarray, np.ndarray]:
+    """Which positives and which negatives (positions among each) start the solve.
+
+    ``min(n_init, m)`` in all, the classes in proportion (at least one positive): a prefix of
+    a random permutation of each class. A sharded run draws positions among all ranks'
+    examples with it and finds the same subset (:mod:`torchfw.distributed.svc`). With numba
+    the draw runs in compiled code on numba's own Mersenne Twister (a NumPy ``Generator``
+    costs 15 us to create, a tenth of a 100-example problem's whole start); without, on
+    NumPy's ``default_rng``: the two draw different subsets for the same seed.
     """
     if _draw_compiled is None:
-        return _draw(y_pm, n_init, np.random.default_rng(seed))
-    return _draw_compiled(y_pm, n_init, -1 if seed is None else int(seed) % 2**32)
+        return _draw(n_pos, n_neg, n_init, np.random.default_rng(seed))
+    return _draw_compiled(n_pos, n_neg, n_init, -1 if seed is None else int(seed) % 2**32)
 
 
-def _draw(y_pm, n_init, rng):
-    """The draw: a prefix of a random permutation of each class (NumPy's generator)."""
-    m = y_pm.shape[0]
-    p = min(n_init, m)
-    pos, neg = np.flatnonzero(y_pm > 0), np.flatnonzero(y_pm < 0)
-    n_pos = min(len(pos), max(1, int(np.round(p * len(pos) / m))))
-    subset = np.concatenate([rng.permutation(pos)[:n_pos],
-                             rng.permutation(neg)[:min(len(neg), p - n_pos)]])
-    subset.sort()
-    return subset
+def _draw(n_pos, n_neg, n_init, rng):
+    """The draw on NumPy's generator."""
+    p = min(n_init, n_pos + n_neg)
+    take = min(n_pos, max(1, int(np.round(p * n_pos / (n_pos + n_neg)))))
+    return rng.permutation(n_pos)[:take], rng.permutation(n_neg)[:min(n_neg, p - take)]
 
 
-def _draw_numba(y_pm, n_init, seed):
+def _draw_numba(n_pos, n_neg, n_init, seed):
     """:func:`_draw` on numba's generator, seeded unless ``seed`` is -1."""
+    # numba's np.random is its own generator (not NumPy's global state): the legacy calls are
+    # the only interface it compiles.
     if seed >= 0:
-        np.random.seed(seed)
-    m = y_pm.shape[0]
-    p = min(n_init, m)
-    pos = np.flatnonzero(y_pm > 0)
-    neg = np.flatnonzero(y_pm < 0)
-    n_pos = min(len(pos), max(1, int(np.round(p * len(pos) / m))))
-    n_neg = min(len(neg), p - n_pos)
-    subset = np.concatenate((np.random.permutation(pos)[:n_pos],
-                             np.random.permutation(neg)[:n_neg]))
-    subset.sort()
-    return subset
+        np.random.seed(seed)  # noqa: NPY002
+    p = min(n_init, n_pos + n_neg)
+    take = min(n_pos, max(1, int(np.round(p * n_pos / (n_pos + n_neg)))))
+    return (np.random.permutation(n_pos)[:take],  # noqa: NPY002
+            np.random.permutation(n_neg)[:min(n_neg, p - take)])  # noqa: NPY002
 
 
 _draw_compiled = njit(_draw_numba)
@@ -81,18 +86,22 @@ def initial_alpha(operator, y_pm: np.ndarray, n_init: int, seed) -> Tensor:
     return alpha
 
 
-def _subset_weights(H, idx, w):
-    """Solve the start subset ``idx`` exactly from the rows of ``H``; its weights into ``w``.
+def _subset_weights(P, rows, y, inv_c, idx, w):
+    """Solve the start subset ``idx`` exactly; its weights into ``w``.
 
-    ``B = H[idx][:, idx]`` in float64 is what :meth:`~torchfw.kernels.SVMDualOperator.start_block`
-    gives the lazy path, and the solve is :func:`~torchfw.optimizers.active_set.simplex_qp`'s
-    own compiled loop with its defaults (``c = 0``, ``10 p + 10`` support changes, rtol 1e-13).
+    ``B`` holds the problem's matrix on ``idx`` in float64, read from ``P`` as the compiled
+    solve reads it (:func:`torchfw._svc_dense._row_py`); the lazy path's
+    :meth:`~torchfw.kernels.SVMDualOperator.start_block` gives the same values. The solve is
+    :func:`~torchfw.optimizers.active_set.simplex_qp`'s own compiled loop with its defaults
+    (``c = 0``, ``10 p + 10`` support changes, rtol 1e-13).
     """
     p = idx.shape[0]
     B = np.empty((p, p), dtype=np.float64)
+    buf = np.empty(y.shape[0], dtype=P.dtype)
     for a in range(p):
+        row = _row(P, rows, y, inv_c, idx[a], buf)
         for b in range(p):
-            B[a, b] = np.float64(H[idx[a], idx[b]])
+            B[a, b] = np.float64(row[idx[b]])
     weights, _ = _qp_loop(B, np.zeros(p, dtype=np.float64), 10 * p + 10, 1e-13)
     for r in range(w.shape[0]):
         w[r] = 0.0
@@ -100,15 +109,16 @@ def _subset_weights(H, idx, w):
         w[idx[a]] = weights[a]
 
 
-def _start_state(H, w, s, max_atoms, keep_previous, wp, sp, support, state):
+def _start_state(P, rows, y, inv_c, w, s, max_atoms, keep_previous, wp, sp, support, state):
     r"""The engine's start from the weights ``w``: ``s``, the selections, PARTAN's copies.
 
     ``s = \tilde K w`` is summed over the nonzero atoms in ascending order
-    (:func:`torchfw._kernel_cpu.combine_rows`, the lazy path's ordered matvec) and the
-    reductions are the host engine's selection (:func:`torchfw.optimizers._kernels.select`),
-    so the state is the one :meth:`~torchfw.optimizers._engine.QuadraticEngine.__init__` builds.
-    ``state`` receives ``[p, t, s_min, i_min, s_max, j_max, W, p_prev, t_prev, n_support]``.
-    Returns the number of nonzero atoms, or -1 (nothing written) above ``max_atoms``.
+    (:func:`torchfw._kernel_cpu.combine_rows`, the lazy path's ordered matvec) from the rows
+    the compiled solve reads (:func:`torchfw._svc_dense._row_py`), and the reductions are the
+    host engine's selection (:func:`torchfw.optimizers._kernels.select`), so the state is the
+    one :meth:`~torchfw.optimizers._engine.QuadraticEngine.__init__` builds. ``state``
+    receives ``[p, t, s_min, i_min, s_max, j_max, W, p_prev, t_prev, n_support]``. Returns
+    the number of nonzero atoms, or -1 (nothing written) above ``max_atoms``.
     """
     n = w.shape[0]
     count = 0
@@ -117,18 +127,15 @@ def _start_state(H, w, s, max_atoms, keep_previous, wp, sp, support, state):
             count += 1
     if count > max_atoms:
         return -1
-    nz = np.empty(count, dtype=np.int64)
+    rows_nz = np.empty((count, n), dtype=P.dtype)
+    weights = np.empty(count, dtype=np.float64)
     q = 0
     for r in range(n):
         if w[r] != 0.0:
-            nz[q] = r
+            _row(P, rows, y, inv_c, r, rows_nz[q])
+            weights[q] = w[r]
             q += 1
-    rows = np.empty((count, n), dtype=H.dtype)
-    weights = np.empty(count, dtype=np.float64)
-    for a in range(count):
-        rows[a] = H[nz[a]]
-        weights[a] = w[nz[a]]
-    _combine(rows, weights, s)
+    _combine(rows_nz, weights, s)
     imin, smin, jmax, smax, p, t = _select(w, s, s, False)
     n_support = 0
     if keep_previous:  # at the start the previous iterate is the iterate: W = w' K w = p - t
@@ -152,6 +159,7 @@ def _start_state(H, w, s, max_atoms, keep_previous, wp, sp, support, state):
 
 
 _qp_loop = _active_set._simplex_qp_loop
+_row = _svc_dense.signed_row
 _combine = _kernel_cpu.combine_rows
 _select = _kernels._select_kernel
 subset_weights = njit(_subset_weights, fallback=True)

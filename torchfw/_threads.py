@@ -34,6 +34,19 @@ def one_thread(active: bool = True):
             torch.set_num_threads(threads)
 
 
-def few_threads(X):
-    """:func:`one_thread` if ``X`` is a small CPU tensor (:data:`SMALL_INPUT`), else nothing."""
-    return one_thread(X.device.type == "cpu" and X.shape[0] * X.shape[1] <= SMALL_INPUT)
+def few_threads(X, work: int | None = None, *, device: torch.device | None = None):
+    """:func:`one_thread` for a small CPU input, else nothing.
+
+    ``X`` is a tensor or any array-like with a ``shape`` (NumPy, SciPy sparse, pandas), so that
+    the block may include the input's own validation and conversion; an input without a shape
+    (nested lists) counts as small. Small: at most :data:`SMALL_INPUT` values, or ``work``
+    (e.g. the multiply-adds of a prediction) at most that when given. Nothing changes for a
+    tensor off the CPU or a ``device`` (where ``X`` is headed) that is not the CPU.
+    """
+    if (isinstance(X, torch.Tensor) and X.device.type != "cpu") or \
+            (device is not None and device.type != "cpu"):
+        return one_thread(False)
+    if work is None:
+        shape = getattr(X, "shape", None)
+        work = shape[0] * shape[1] if shape is not None and len(shape) == 2 else 0
+    return one_thread(work <= SMALL_INPUT)

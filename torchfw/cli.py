@@ -49,7 +49,8 @@ options (LIBSVM's svm-train meaning where they apply):
   -r coef0 : coef0 of the polynomial and sigmoid kernels (default 0)
   -c cost : C (default 1)
   -m cachesize : kernel cache in MB (default 200)
-  -e epsilon : tolerance: duality gap relative to the margin (default 0.3; see the docs)
+  -e epsilon : tolerance: duality gap relative to the margin (default 'auto': 0.3,
+               0.1 below 1,000 examples; see the docs)
   -h shrinking : 0 or 1, accepted for compatibility (Frank-Wolfe has no shrinking)
   -b probability_estimates : 1 to fit Platt probabilities by internal 5-fold CV (default 0)
   -wi weight : multiply C by weight for class i (repeatable)
@@ -205,7 +206,8 @@ def train(argv: list[str]) -> int:
                   gamma=gamma, degree=_number("-d", opts.get("-d", "3"), int, minimum=1),
                   coef0=_number("-r", opts.get("-r", "0")),
                   solver=opts.get("--solver", "swap"),
-                  tol=_number("-e", opts.get("-e", "0.3"), minimum=0.0, exclusive=True),
+                  tol="auto" if opts.get("-e", "auto") == "auto" else
+                  _number("-e", opts["-e"], minimum=0.0, exclusive=True),
                   max_iter=max_iter,
                   cache_size=_number("-m", opts.get("-m", "200"), minimum=0.0, exclusive=True),
                   device=opts.get("--device"), random_state=seed,

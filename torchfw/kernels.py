@@ -229,30 +229,33 @@ class SVMDualOperator(CachedColumnsMixin, ColumnOperator):
         else:
             self.X = X.to(self.dtype).contiguous()
         self.xfm = None
+        xfm = None
         if dense_fits:
             dense = self.X.to_dense() if _is_csr(self.X) else self.X
-            self.xfm = dense.T.contiguous()  # (d, m): each feature contiguous over examples
+            xfm = dense.T.contiguous()  # (d, m): each feature contiguous over examples
         if _is_csr(self.X):
             self._crow = self.X.crow_indices().cpu().numpy()
             self._col = self.X.col_indices().cpu().numpy()
             self._val = self.X.values().cpu().numpy()
-        self._host_ok = (self.device.type == "cpu" and self.xfm is not None
+        self._host_ok = (self.device.type == "cpu" and xfm is not None
                          and _kernel_cpu.HAVE_NUMBA)
-        if self._host_ok and _exact_in_uint8(self.X.values() if _is_csr(self.X) else self.xfm):
-            # Binary and count features (a9a, w8a, mushrooms, ...): one byte per value instead
-            # of four, exactly. The column pass reads the feature rows nnz(x_i) times and is
-            # bound by memory traffic: 40% faster on a9a. Torch paths widen on the fly.
-            self.xfm = self.xfm.to(torch.uint8)
-        if self._host_ok:
-            self._xfm_np = self.xfm.numpy()
+        if xfm is not None and self._host_ok:
+            if _exact_in_uint8(self.X.values() if _is_csr(self.X) else xfm):
+                # Binary and count features (a9a, w8a, mushrooms, ...): one byte per value
+                # instead of four, exactly. The column pass reads the feature rows nnz(x_i)
+                # times and is bound by memory traffic: 40% faster on a9a. Torch paths widen on
+                # the fly.
+                xfm = xfm.to(torch.uint8)
+            self._xfm_np = xfm.numpy()
             self._scratch = np.empty(m, dtype=self._np_dtype)
             self._bits = np.empty(m, dtype=np.int32)
+        self.xfm = xfm
 
     def _row_nonzeros(self, i: int) -> tuple[np.ndarray, np.ndarray]:
         if _is_csr(self.X):
             lo, hi = self._crow[i], self._crow[i + 1]
             return self._col[lo:hi], self._val[lo:hi]
-        row = self._xfm_np[:, i] if self._host_ok else self.xfm[:, i].cpu().numpy()
+        row = self._xfm_np[:, i] if self._host_ok else self._dense_xfm()[:, i].cpu().numpy()
         nz = np.flatnonzero(row)
         return nz, row[nz].astype(self._np_dtype)
 
@@ -265,8 +268,15 @@ class SVMDualOperator(CachedColumnsMixin, ColumnOperator):
 
         A temporary widening when the copy is stored compactly as ``uint8``.
         """
-        part = self.xfm if index is None else self.xfm.index_select(1, index)
+        xfm = self._dense_xfm()
+        part = xfm if index is None else xfm.index_select(1, index)
         return part.to(self.dtype)
+
+    def _dense_xfm(self) -> Tensor:
+        """The feature-major copy, which the paths that read it have (``memory_budget``)."""
+        if self.xfm is None:
+            raise RuntimeError("no feature-major copy of X: it exceeds memory_budget")
+        return self.xfm
 
     # -- ColumnOperator ------------------------------------------------------------------------
 
@@ -409,7 +419,7 @@ class CompactSubset:
     """
 
     def __init__(self, op: SVMDualOperator, capacity: int):
-        d = op.xfm.shape[0]
+        d = op._dense_xfm().shape[0]
         self.op = op
         self.size = 0
         dtype = op._np_dtype

@@ -12,6 +12,7 @@ import torch
 from torch import Tensor
 
 from .._data import as_labels, take_rows, to_csr
+from .._svc_start import draw_positions
 from .._validation import resolve_device
 from ..kernels import SVMDualOperator, make_kernel
 from ..optimizers.active_set import simplex_qp
@@ -185,16 +186,11 @@ class DistributedSVC(SVC):
         drawn examples (``n_init`` rows), and every rank solves the same small problem.
         """
         comm = op.comm
-        m = op.shape[0]
-        rng = np.random.default_rng(seed)
-        p = min(self.n_init, m)
         pos, neg = np.flatnonzero(y_pm > 0), np.flatnonzero(y_pm < 0)
         counts = comm.all_gather(np.array([pos.size, neg.size], dtype=np.int64), op="setup")
         n_pos_all, n_neg_all = int(counts[:, 0].sum()), int(counts[:, 1].sum())
-        n_pos = min(n_pos_all, max(1, round(p * n_pos_all / m)))
-        # Generator.choice(a, k) is a[choice(len(a), k)]: drawing positions reproduces SVC.
-        picks = [rng.choice(n_pos_all, n_pos, replace=False),
-                 rng.choice(n_neg_all, min(n_neg_all, p - n_pos), replace=False)]
+        # Positions among all ranks' positives and negatives, drawn as SVC draws them.
+        picks = draw_positions(n_pos_all, n_neg_all, self.n_init, seed)
         mine: list[int] = []
         for column, local_members, drawn in ((0, pos, picks[0]), (1, neg, picks[1])):
             start = int(counts[:comm.rank, column].sum())
