@@ -140,29 +140,6 @@ class QuadraticEngine(EngineState):
         self._start(w, self._full_gradient(w),
                     (r2 * lmo.atom_gather(self.Q.diagonal().to(self.dtype))).contiguous())
 
-    @classmethod
-    def from_start(cls, w: Tensor, s: Tensor, diag: Tensor, *, keep_previous: bool = False,
-                   pair_columns: bool = False) -> QuadraticEngine:
-        r"""A host engine over a start computed elsewhere: weights, scores and diagonal.
-
-        For the SVM dual's simplex (radius 1, no linear term) whose matrix a caller holds
-        itself: :mod:`torchfw._svc_dense` computes :math:`s = \tilde K w` from its matrix with
-        the arithmetic of the host ``matvec`` and hands the run to its compiled loop. The
-        engine has no objective (no columns); selections and reductions are the ones
-        :meth:`__init__` computes.
-        """
-        from .._scalars import HOST
-
-        self = cls.__new__(cls)
-        # No objective, operator or set: the members that read them are never called here.
-        self.objective = self.Q = self.lmo = None  # type: ignore[assignment]
-        self.n = w.shape[0]
-        self.declare(ops=HOST, N=self.n, dtype=w.dtype, device=w.device,
-                     keep_previous=keep_previous, pair_columns=pair_columns,
-                     use_numba=K.HAVE_NUMBA)
-        self._start(w, s, diag)
-        return self
-
     def _start(self, w: Tensor, s: Tensor, diag: Tensor) -> None:
         """Set the start state from its vectors (the engine owns ``w`` and ``s`` from here)."""
         self.diag = diag
