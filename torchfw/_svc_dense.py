@@ -441,8 +441,67 @@ def dense_budget_ok(model, X) -> bool:
     return m * m * itemsize <= float(model.cache_size) * 2**20
 
 
-def fit_problems(model, X, problems, C_examples, kdtype, previous):
+def check_custom_kernel(model, m: int, device) -> None:
+    """Raise ValueError unless a precomputed or callable kernel's fit of ``m`` examples can run.
+
+    Those kernels have no columns on demand: their fit is the compiled whole solve on the
+    given ``m x m`` Gram matrix, so it needs what that path needs (numba, the CPU, a solver it
+    runs, no sampling, clock or progress bar) and the matrix within ``cache_size`` MB (the
+    same budget as :func:`dense_budget_ok`). The message says which is missing, and for the
+    budget the ``cache_size`` that would do.
+    """
+    what = "kernel='precomputed'" if isinstance(model.kernel, str) else "a callable kernel"
+    missing = []
+    if not K.HAVE_NUMBA:
+        missing.append("numba is not installed")
+    if device.type != "cpu":
+        missing.append(f"the data is on {device}, not the CPU")
+    if model.solver not in VARIANTS:
+        missing.append(f"solver={model.solver!r} is not one of {tuple(VARIANTS)}")
+    for name in ("sample_size", "time_limit"):
+        if getattr(model, name) is not None:
+            missing.append(f"{name} is set")
+    if model.verbose:
+        missing.append("verbose=True (the compiled solve has no progress bar)")
+    if model.dense is False or model.dense is np.False_:
+        missing.append("dense=False")
+    if missing:
+        raise ValueError(f"SVC with {what} trains on the m x m kernel matrix by the compiled "
+                         f"CPU solve, which cannot run here: {'; '.join(missing)}")
+    itemsize = 8 if model.dtype == torch.float64 else 4
+    need = m * m * itemsize / 2**20
+    if need > float(model.cache_size):
+        raise ValueError(f"SVC with {what} needs the {m} x {m} kernel matrix in memory: "
+                         f"{need:.1f} MB in {'float64' if itemsize == 8 else 'float32'}, more "
+                         f"than cache_size={model.cache_size} MB; set cache_size >= "
+                         f"{math.ceil(need)} (precomputed and callable kernels have no lazy "
+                         f"column path)")
+
+
+def custom_matrix(gram: np.ndarray, C_all, kdtype) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    r"""``(P, diag, inv_c)`` of a given Gram matrix: :math:`K + 1`, :math:`K_{ii} + 1 + 1/C_i`.
+
+    The same quantities :func:`_fit_problems` takes from an :class:`SVMDualOperator` for the
+    built-in kernels, rounded the same way: ``P`` and ``1/C`` in the kernel precision, the
+    diagonal summed in it and then widened to float64.
+    """
+    np_dtype: type = np.float64 if kdtype == torch.float64 else np.float32
+    P: np.ndarray = np.array(gram, dtype=np_dtype)
+    np.add(P, 1.0, out=P)  # in the kernel precision, as the built-in kernels' K + 1
+    m = P.shape[0]
+    if isinstance(C_all, float):
+        inv_c = torch.full((m,), 1.0 / C_all, dtype=kdtype)
+    else:
+        inv_c = 1.0 / C_all.to(dtype=kdtype)
+    diag = (torch.from_numpy(np.ascontiguousarray(np.diagonal(P))) + inv_c).to(torch.float64)
+    return P, diag.numpy(), inv_c.numpy()
+
+
+def fit_problems(model, X, problems, C_examples, kdtype, previous, gram=None):
     """Solve the binary problems of ``model`` on the compiled path; ``(alphas, results)``.
+
+    ``gram`` is the ``m x m`` kernel matrix of a precomputed or callable kernel (see
+    :func:`check_custom_kernel`), else None: the matrix of ``model._kernel`` on ``X``.
 
     One matrix :math:`K + 1` serves every problem: signs flipped in place for problems over all
     examples (binary, one-vs-rest), a signed copy of the pair's sub-block for one-vs-one. Each
@@ -453,13 +512,13 @@ def fit_problems(model, X, problems, C_examples, kdtype, previous):
     on a busy 2-core machine).
     """
     with one_thread():
-        return _fit_problems(model, X, problems, C_examples, kdtype, previous)
+        return _fit_problems(model, X, problems, C_examples, kdtype, previous, gram)
 
 
-def _fit_problems(model, X, problems, C_examples, kdtype, previous):
+def _fit_problems(model, X, problems, C_examples, kdtype, previous, gram=None):
     from ._scalars import HOST
     from ._svc_multiclass import restrict, scatter
-    from .kernels import SVMDualOperator
+    from .kernels import ORDERED_MATVEC_MAX, SVMDualOperator
     from .objectives import Quadratic
     from .optimizers._engine import QuadraticEngine
     from .oracles import Simplex
@@ -470,12 +529,19 @@ def _fit_problems(model, X, problems, C_examples, kdtype, previous):
     C_all = C_examples if isinstance(C_examples, float) else C_examples.to(X.device)
     max_iter = model.max_iter if model.max_iter is not None else 100 * m
     rtol = 2.0 * model._stop_tol()
-    # One operator over all examples, labels 1: its matrix K + 1 serves every problem (rows and
-    # signs per problem), its diagonal K_ii + 1 + 1/C_i too (labels square away).
-    full = SVMDualOperator(X, torch.ones(m, dtype=torch.float64), model._kernel, C_all,
-                           dtype=kdtype, cache_size=model.cache_size)
-    P = plain_kernel_matrix(full) if full._host_ok else None
-    diag_np = full.diagonal().to(torch.float64).numpy()
+    if gram is None:
+        # One operator over all examples, labels 1: its matrix K + 1 serves every problem (rows
+        # and signs per problem), its diagonal K_ii + 1 + 1/C_i too (labels square away).
+        full = SVMDualOperator(X, torch.ones(m, dtype=torch.float64), model._kernel, C_all,
+                               dtype=kdtype, cache_size=model.cache_size)
+        P = plain_kernel_matrix(full) if full._host_ok else None
+        diag_np = full.diagonal().to(torch.float64).numpy()
+        inv_c_all = full._inv_c_np if P is not None else None
+        max_atoms = ORDERED_MATVEC_MAX
+    else:  # a precomputed or callable kernel: its Gram matrix is all there is
+        P, diag_np, inv_c_all = custom_matrix(gram, C_all, kdtype)
+        # No operator to build a large warm start from: sum it from the rows of P.
+        max_atoms = m
     alphas, results = [], []
     for k, problem in enumerate(problems):
         t0 = time.perf_counter()
@@ -493,11 +559,11 @@ def _fit_problems(model, X, problems, C_examples, kdtype, previous):
         # The problem's matrix is read from P row by row, signs applied (_row_py).
         pair_rows = _NO_ROWS if rows is None else rows
         y = problem.y.astype(P.dtype)
-        inv_c = full._inv_c_np if rows is None else full._inv_c_np[rows]
+        inv_c = inv_c_all if rows is None else inv_c_all[rows]
         diag = diag_np if rows is None else diag_np[rows]
         seed = None if model.random_state is None else int(model.random_state) + k
         start = _start(P, pair_rows, y, inv_c, problem.y, alpha0, model.n_init, seed,
-                       keep_previous=variant == 5)
+                       keep_previous=variant == 5, max_atoms=max_atoms)
         if start is None:  # a start of many atoms: through an operator, as the lazy path
             Xk, Ck, _ = sub()
             op = SVMDualOperator(Xk, torch.from_numpy(problem.y), model._kernel,
@@ -510,6 +576,10 @@ def _fit_problems(model, X, problems, C_examples, kdtype, previous):
         n_iter, status, hist, hist_counts = solve(
             variant, P, pair_rows, y, inv_c, diag, start, max_iter=max_iter, tol=1e-300,
             rtol=rtol, check_every=CHECK_EVERY)
+        if status == _NONFINITE and gram is not None:
+            raise ValueError(f"SVC: the solve on the given kernel matrix reached non-finite "
+                             f"values (problem {k}); check that the kernel's values are of "
+                             f"a reasonable scale")
         if status == _NONFINITE:  # the lazy path restores the last finite iterate: use it
             Xk, Ck, _ = sub()
             alpha, result = model._fit_binary(Xk, problem.y, Ck, kdtype, alpha0, k)
@@ -539,23 +609,26 @@ def _fit_problems(model, X, problems, C_examples, kdtype, previous):
 _NO_ROWS = np.zeros(0, dtype=np.int64)
 
 
-def _start(P, rows, y, inv_c, y_pm, alpha0, n_init, seed, *, keep_previous):
+def _start(P, rows, y, inv_c, y_pm, alpha0, n_init, seed, *, keep_previous, max_atoms=None):
     """The lazy path's start of the problem read from ``P`` (:func:`_row_py`), or None.
 
     ``alpha0`` is a warm start (or None: the initial subset's exact solution). None is returned
-    when the start has more nonzeros than the ordered sum takes
-    (:data:`torchfw.kernels.ORDERED_MATVEC_MAX`, a large warm start): the caller then builds
-    the start from an operator, as the lazy path does.
+    when the start has more than ``max_atoms`` nonzeros (default: as many as the lazy path's
+    ordered sum takes, :data:`torchfw.kernels.ORDERED_MATVEC_MAX`; a large warm start): the
+    caller then builds the start from an operator, as the lazy path does.
     """
     from ._svc_start import initial_subset, start_state, subset_weights
     from .kernels import ORDERED_MATVEC_MAX
+
+    if max_atoms is None:
+        max_atoms = ORDERED_MATVEC_MAX
 
     start = Start(y.shape[0], keep_previous)
     if alpha0 is None:
         subset_weights(P, rows, y, inv_c, initial_subset(y_pm, n_init, seed), start.w)
     else:
         start.w[:] = alpha0.detach().to(torch.float64).numpy()
-    if start_state(P, rows, y, inv_c, start.w, start.s, ORDERED_MATVEC_MAX, keep_previous,
+    if start_state(P, rows, y, inv_c, start.w, start.s, max_atoms, keep_previous,
                    start.wp, start.sp, start.support, start.state) < 0:
         return None
     return start

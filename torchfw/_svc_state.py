@@ -91,11 +91,21 @@ def check_svc_state(state: dict) -> None:
         raise ValueError(f"SVC state: 'intercept' has shape {tuple(intercept.shape)}, expected "
                          f"({n_rows},)")
     sv = state["support_vectors"]
+    kernel = state["params"].get("kernel", "rbf")
+    if not isinstance(kernel, str):
+        raise ValueError(f"SVC state: 'params' kernel must be a kernel name, got "
+                         f"{type(kernel).__name__}")
+    precomputed = kernel == "precomputed"
     if isinstance(sv, dict):
         shape = sv.get("shape")
         if not (isinstance(shape, (list, tuple)) and len(shape) == 2):
             raise ValueError("SVC state: sparse 'support_vectors' need a 2-d 'shape'")
         n_sv, d = int(shape[0]), int(shape[1])
+    elif precomputed:  # no vectors: support indexes the columns of the test kernel values
+        if not (isinstance(sv, torch.Tensor) and sv.numel() == 0):
+            raise ValueError("SVC state: a precomputed-kernel model has no 'support_vectors' "
+                             "(an empty tensor expected)")
+        n_sv, d = coef.shape[1], n_features
     elif isinstance(sv, torch.Tensor) and sv.dim() == 2:
         n_sv, d = sv.shape
         if not bool(torch.isfinite(sv).all()):
@@ -114,6 +124,10 @@ def check_svc_state(state: dict) -> None:
     if support.shape[0] != n_sv:
         raise ValueError(f"SVC state: 'support' lists {support.shape[0]} indices for {n_sv} "
                          "support vectors")
+    if precomputed and n_sv and not (int(support.min()) >= 0
+                                     and int(support.max()) < n_features):
+        raise ValueError(f"SVC state: 'support' indexes training examples outside 0.."
+                         f"{n_features - 1} (a precomputed-kernel model of {n_features})")
     for key in ("prob_a", "prob_b"):
         value = state.get(key)
         if value is not None and (not isinstance(value, torch.Tensor)
@@ -123,7 +137,16 @@ def check_svc_state(state: dict) -> None:
 
 
 def svc_state(model) -> dict:
-    """The fitted ``model`` as a dict of tensors and plain values (format ``torchfw.SVC``)."""
+    """The fitted ``model`` as a dict of tensors and plain values (format ``torchfw.SVC``).
+
+    A model with a callable kernel is refused (ValueError): the state holds no code, and a
+    function pickled by reference would run whatever the name means at load time.
+    """
+    if callable(model.kernel):
+        name = getattr(model.kernel, "__name__", repr(model.kernel))
+        raise ValueError(f"an SVC with a callable kernel ({name}) cannot be saved: its state "
+                         f"holds tensors and plain values, no code. Save a model fitted with "
+                         f"kernel='precomputed' on the kernel's Gram matrix instead, or refit")
     params = {k: plain(v) for k, v in model.get_params(deep=False).items()}
     sv = model.support_vectors_.cpu()
     if sv.layout == torch.sparse_csr:

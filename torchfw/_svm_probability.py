@@ -44,7 +44,7 @@ def _columns(scores: np.ndarray) -> np.ndarray:
 
 
 def fit_platt(estimator, X, y_encoded: np.ndarray, take_rows, shape: str = "ovr",
-              n_folds: int = 5) -> tuple[np.ndarray, np.ndarray]:
+              n_folds: int = 5, pairwise: bool = False) -> tuple[np.ndarray, np.ndarray]:
     """Sigmoid parameters ``(A, B)``, one pair per decision column of ``estimator``.
 
     Parameters
@@ -59,6 +59,10 @@ def fit_platt(estimator, X, y_encoded: np.ndarray, take_rows, shape: str = "ovr"
         ``take_rows(X, index_tensor)`` selecting rows of ``X`` (dense or CSR).
     shape : {"ovr", "ovo"}
         How the decision columns are laid out for more than two classes.
+    pairwise : bool
+        ``X`` is a precomputed Gram matrix (dense): a fold's model is fitted on the block of
+        its training rows and columns, and its decision values are taken on the held-out rows
+        against the training columns.
     """
     import torch
 
@@ -80,9 +84,14 @@ def fit_platt(estimator, X, y_encoded: np.ndarray, take_rows, shape: str = "ovr"
     for fold in stratified_folds(y_encoded, n_folds, params.get("random_state")):
         train = np.setdiff1d(np.arange(len(y_encoded)), fold)
         model = type(estimator)(**params)
-        model.fit(take_rows(X, torch.from_numpy(train)), classes[y_encoded[train]])
+        train_t = torch.from_numpy(train).to(X.device)
+        fold_t = torch.from_numpy(fold).to(X.device)
+        X_train, X_fold = take_rows(X, train_t), take_rows(X, fold_t)
+        if pairwise:  # kernel values: columns are training examples too
+            X_train, X_fold = X_train[:, train_t], X_fold[:, train_t]
+        model.fit(X_train, classes[y_encoded[train]])
         # One column per binary problem (one-vs-one pairs as they are, not the per-class shape).
-        decision[fold] = _columns(model._decision_values(take_rows(X, torch.from_numpy(fold))))
+        decision[fold] = _columns(model._decision_values(X_fold))
     A = np.empty(len(problems))
     B = np.empty(len(problems))
     for c, (pos, neg) in enumerate(problems):

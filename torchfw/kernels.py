@@ -36,7 +36,7 @@ from ._validation import check_finite, check_nonnegative, check_positive
 from .objectives import ColumnOperator
 
 __all__ = ["Kernel", "RBFKernel", "LinearKernel", "PolynomialKernel", "SigmoidKernel",
-           "make_kernel", "SVMDualOperator", "OneVsRestOperator", "KERNELS"]
+           "make_kernel", "CallableKernel", "SVMDualOperator", "OneVsRestOperator", "KERNELS"]
 
 _CSR = torch.sparse_csr
 
@@ -152,6 +152,68 @@ def make_kernel(name: str, gamma: float = 1.0, degree: int = 3, coef0: float = 0
     if name not in KERNELS:
         raise ValueError(f"unknown kernel {name!r}; expected one of {sorted(KERNELS)}")
     return KERNELS[name](gamma=gamma, degree=degree, coef0=coef0)
+
+
+def _host_array(X: Tensor):
+    """``X`` as the host array a user's kernel function receives (dense NumPy or SciPy CSR)."""
+    X = X.detach().cpu()
+    if _is_csr(X):
+        import scipy.sparse
+
+        return scipy.sparse.csr_matrix((X.values().numpy(), X.col_indices().numpy(),
+                                        X.crow_indices().numpy()), shape=tuple(X.shape))
+    return X.numpy()
+
+
+class CallableKernel:
+    r"""A user's kernel function :math:`k(X, Z) \mapsto (k(x_i, z_j))_{ij}`, as in scikit-learn.
+
+    ``fn(A, B)`` receives host arrays (NumPy, or a SciPy CSR matrix for sparse data) of ``n_A``
+    and ``n_B`` rows and must return an array-like of shape ``(n_A, n_B)`` with finite values;
+    anything else is refused with a ValueError naming the function and what it returned. It
+    is evaluated in full (no columns on demand): :class:`~torchfw.SVC` calls it once on the
+    training data for the ``m x m`` Gram matrix and on blocks of test rows against the support
+    vectors at prediction.
+    """
+
+    name = "callable"
+    code = -1
+
+    def __init__(self, fn):
+        if not callable(fn):
+            raise ValueError(f"a callable kernel must be a function, got {fn!r}")
+        self.fn = fn
+
+    def matrix(self, A: Tensor, B: Tensor) -> np.ndarray:
+        """``fn(A, B)`` as a float64 NumPy array, its shape and finiteness checked."""
+        label = getattr(self.fn, "__name__", repr(self.fn))
+        out = self.fn(_host_array(A), _host_array(B))
+        if hasattr(out, "toarray"):  # a SciPy sparse result
+            out = out.toarray()
+        if isinstance(out, Tensor):
+            out = out.detach().cpu().numpy()
+        try:
+            values = np.asarray(out, dtype=np.float64)
+        except (TypeError, ValueError) as exc:
+            raise ValueError(f"kernel function {label} returned {type(out).__name__}, which is "
+                             f"not an array of numbers ({exc})") from None
+        expected = (int(A.shape[0]), int(B.shape[0]))
+        if values.shape != expected:
+            raise ValueError(f"kernel function {label} returned an array of shape "
+                             f"{values.shape} for inputs of {expected[0]} and {expected[1]} rows;"
+                             f" it must return the {expected[0]} x {expected[1]} matrix "
+                             f"k(A_i, B_j)")
+        if not np.isfinite(values).all():
+            raise ValueError(f"kernel function {label} returned NaN or infinite values")
+        return values
+
+    def pairwise(self, A: Tensor, B: Tensor) -> Tensor:
+        """``fn(A, B)`` as a tensor on ``A``'s device, in ``A``'s precision."""
+        dtype = A.values().dtype if _is_csr(A) else A.dtype
+        return torch.from_numpy(self.matrix(A, B)).to(device=A.device, dtype=dtype)
+
+    def __repr__(self) -> str:
+        return f"CallableKernel({getattr(self.fn, '__name__', repr(self.fn))})"
 
 
 class SVMDualOperator(CachedColumnsMixin, ColumnOperator):

@@ -55,7 +55,7 @@ from ._svm_probability import fit_platt, platt_proba
 from ._threads import few_threads
 from ._validation import check_int_at_least, check_positive, resolve_device
 from .heads import KernelSVMHead
-from .kernels import KERNELS, SVMDualOperator, make_kernel
+from .kernels import KERNELS, CallableKernel, SVMDualOperator, make_kernel
 from .objectives import Quadratic
 from .oracles import Simplex
 from .result import Status
@@ -100,7 +100,19 @@ class SVC(BaseEstimator):
 
     Parameters
     ----------
-    kernel : {"rbf", "linear", "poly", "sigmoid"}, default "rbf"
+    kernel : {"rbf", "linear", "poly", "sigmoid", "precomputed"} or callable, default "rbf"
+        As in scikit-learn. ``"precomputed"``: :meth:`fit` takes the ``(m, m)`` Gram matrix
+        :math:`K_{ij} = k(x_i, x_j)` of the training examples in place of ``X``, and
+        :meth:`predict` / :meth:`decision_function` take the ``(n, m)`` matrix of kernel
+        values between the test and the training examples (``support_`` indexes its columns;
+        ``support_vectors_`` is empty). A callable ``kernel(A, B)`` receives host arrays of
+        ``n_A`` and ``n_B`` rows and returns the ``(n_A, n_B)`` matrix of kernel values; it is
+        called on the training data in :meth:`fit` and on the test rows against
+        ``support_vectors_`` at prediction. Either trains by the compiled solve on the
+        ``m x m`` matrix (see ``dense``), which must fit ``cache_size`` MB on the CPU, with
+        numba (a ValueError says so, and how large ``cache_size`` must be, otherwise);
+        ``gamma``, ``degree`` and ``coef0`` are not used. A model with a callable kernel
+        cannot be saved (its state holds no code).
     C : float, default 1.0
         Regularization (larger C fits the training data more closely).
     gamma : {"scale", "auto"} or float, default "scale"
@@ -245,8 +257,9 @@ class SVC(BaseEstimator):
     # -- validation ----------------------------------------------------------------------------
 
     def _check_params(self) -> None:
-        if self.kernel not in KERNELS:
-            raise ValueError(f"unknown kernel {self.kernel!r}; expected one of {sorted(KERNELS)}")
+        if not (callable(self.kernel) or self._precomputed() or self.kernel in KERNELS):
+            raise ValueError(f"unknown kernel {self.kernel!r}; expected one of "
+                             f"{sorted(KERNELS) + ['precomputed']} or a callable")
         if self.solver not in SOLVERS:
             raise ValueError(f"unknown solver {self.solver!r}; expected one of {SOLVERS}")
         check_positive("C", self.C)
@@ -282,6 +295,37 @@ class SVC(BaseEstimator):
         if self.dtype not in (None, torch.float32, torch.float64):
             raise ValueError(f"dtype must be None, torch.float32 or torch.float64, got "
                              f"{self.dtype!r}")
+
+    def _precomputed(self) -> bool:
+        """Whether ``kernel="precomputed"`` (``X`` holds kernel values, not features)."""
+        return isinstance(self.kernel, str) and self.kernel == "precomputed"
+
+    def _custom_kernel(self) -> bool:
+        """Whether the kernel is precomputed or callable: given as values, not by a formula."""
+        return callable(self.kernel) or self._precomputed()
+
+    def _make_kernel(self):
+        """The kernel object of the fitted model (None for a precomputed kernel)."""
+        if self._precomputed():
+            return None
+        if callable(self.kernel):
+            return CallableKernel(self.kernel)
+        return make_kernel(self.kernel, self._gamma, self.degree, self.coef0)
+
+    def _train_gram(self, X: Tensor, kdtype) -> np.ndarray:
+        """The ``(m, m)`` kernel matrix of the training examples (precomputed or callable)."""
+        if self._kernel is None:  # precomputed: X is the Gram matrix
+            gram = (X.to_dense() if X.layout == torch.sparse_csr else X).cpu().numpy()
+        else:
+            gram = self._kernel.matrix(X, X)
+        scale = float(np.abs(gram).max()) if gram.size else 0.0
+        asym = float(np.abs(gram - gram.T).max()) if gram.size else 0.0
+        if asym > 1e-4 * max(scale, 1e-30):
+            what = "the precomputed Gram matrix" if self._kernel is None else \
+                "the kernel function's matrix on the training data"
+            raise ValueError(f"{what} is not symmetric (max |K - K^T| = {asym:.3g} for "
+                             f"max |K| = {scale:.3g}); a kernel matrix K_ij = k(x_i, x_j) is")
+        return gram.astype(np.float64 if kdtype == torch.float64 else np.float32, copy=False)
 
     def _resolve_gamma(self, X: Tensor) -> float:
         if self.gamma == "auto":
@@ -339,13 +383,21 @@ class SVC(BaseEstimator):
         # array took 2 ms per copy on two threads with the other core busy, 0.05 ms on one.
         with few_threads(X, device=device):
             X = self._validate_X(X, reset=True, device=device, dtype=kdtype)
+            if self._precomputed() and X.shape[0] != X.shape[1]:
+                raise ValueError(f"kernel='precomputed': fit takes the square (n_samples, "
+                                 f"n_samples) Gram matrix of the training examples; got a "
+                                 f"{X.shape[0]} x {X.shape[1]} matrix")
             with few_threads(X):
                 return self._fit(X, y, sample_weight, kdtype)
 
     def _fit(self, X: Tensor, y, sample_weight, kdtype) -> SVC:
         y = as_labels(y, X.shape[0], estimator=type(self).__name__)
+        n_columns = X.shape[1]
         X, y, sample_weight, kept = drop_zero_weight(X, y, as_sample_weight(sample_weight,
                                                                               X.shape[0]))
+        if kept is not None and self._precomputed():  # the Gram matrix of the kept examples
+            index = torch.from_numpy(kept).to(X.device)
+            X = (X.to_dense() if X.layout == torch.sparse_csr else X)[:, index].contiguous()
         classes, y_encoded = np.unique(y, return_inverse=True)
         if len(classes) < 2:
             raise ValueError(f"y has a single class ({classes[0]!r}), 1 class where SVC needs at "
@@ -353,9 +405,9 @@ class SVC(BaseEstimator):
         previous = getattr(self, "_alphas", None) if self.warm_start else None
         self._n_fit = X.shape[0]  # what tol="auto" reads
         self.classes_ = classes
-        self.n_features_in_ = X.shape[1]
+        self.n_features_in_ = n_columns  # precomputed: the training examples K_test must list
         self._gamma = self._resolve_gamma(X)
-        self._kernel = make_kernel(self.kernel, self._gamma, self.degree, self.coef0)
+        self._kernel = self._make_kernel()
         C_examples = self._example_C(y_encoded, len(classes), sample_weight)
         self.multi_class_ = resolve_scheme(self.multi_class, X.shape[0],
                                            self.decision_function_shape)
@@ -370,7 +422,11 @@ class SVC(BaseEstimator):
             self.solver not in ("sfw", "msfw", "swap2", "fc") and \
             self.sample_size is None and self.time_limit is None and \
             getattr(self, "_batched_ovr", X.is_cuda)
-        if batched:
+        if self._custom_kernel():  # the compiled solve on the given m x m matrix, or an error
+            _svc_dense.check_custom_kernel(self, X.shape[0], X.device)
+            alphas, results = _svc_dense.fit_problems(self, X, problems, C_examples, kdtype,
+                                                      previous, gram=self._train_gram(X, kdtype))
+        elif batched:
             alphas, results = fit_ovr_batched(self, X, [p.y for p in problems], C_examples,
                                               kdtype, previous, _solver_factory)
         elif self._dense_path(X):
@@ -386,12 +442,15 @@ class SVC(BaseEstimator):
                 results.append(result)
         self._alphas = alphas
         self._set_model(X, [p.labels_over(X.shape[0]) for p in problems], alphas, results)
+        if self._precomputed():  # as scikit-learn: the kernel values stand for the vectors
+            self.support_vectors_ = torch.empty((0, 0), dtype=kdtype, device=X.device)
         if kept is not None:  # support_ indexes the rows given to fit
             self.support_ = kept[self.support_]
         self.probA_ = self.probB_ = None
         if self.probability:
             self.probA_, self.probB_ = fit_platt(self, X, y_encoded, take_rows,
-                                                 shape=self._scheme())
+                                                 shape=self._scheme(),
+                                                 pairwise=self._precomputed())
         return self
 
     def _stop_tol(self) -> float:
@@ -520,6 +579,8 @@ class SVC(BaseEstimator):
     def _decision_values(self, X) -> np.ndarray:
         """One column per binary problem (a vector for two classes), on the margin-1 scale."""
         check_is_fitted(self, "dual_coef_")
+        if self._precomputed():
+            return self._precomputed_scores(X)
         sv = self.support_vectors_
         shape = getattr(X, "shape", None)
         work = shape[0] * shape[1] * sv.shape[0] if shape is not None and len(shape) == 2 \
@@ -544,6 +605,23 @@ class SVC(BaseEstimator):
             K = self._kernel.pairwise(block, sv)[:n_rows].to(torch.float64)
             out.append(K @ coef.T + self.intercept_.to(torch.float64))
         scores = torch.cat(out).cpu().numpy()
+        return scores[:, 0] if scores.shape[1] == 1 else scores
+
+    def _precomputed_scores(self, X) -> np.ndarray:
+        """Decision values from ``X[:, support_]``, the test rows' kernel values (precomputed)."""
+        shape = getattr(X, "shape", None)
+        m = self.n_features_in_
+        if shape is not None and len(shape) == 2 and shape[1] != m:
+            raise ValueError(f"kernel='precomputed': X must be the (n_samples, {m}) matrix of "
+                             f"kernel values between the samples and the {m} training "
+                             f"examples; got {shape[1]} columns")
+        K = self._check_predict_input(X)
+        if K.layout == torch.sparse_csr:
+            K = K.to_dense()
+        index = torch.from_numpy(np.asarray(self.support_, dtype=np.int64)).to(K.device)
+        coef = self.dual_coef_.to(device=K.device, dtype=torch.float64)
+        scores = (K[:, index].to(torch.float64) @ coef.T
+                  + self.intercept_.to(device=K.device, dtype=torch.float64)).cpu().numpy()
         return scores[:, 0] if scores.shape[1] == 1 else scores
 
     def _check_predict_input(self, X) -> Tensor:
@@ -606,6 +684,11 @@ class SVC(BaseEstimator):
     def as_module(self) -> KernelSVMHead:
         """The decision function as an ``nn.Module`` on the support vectors (dense inputs)."""
         check_is_fitted(self, "dual_coef_")
+        if self._custom_kernel():
+            raise ValueError(f"as_module: a KernelSVMHead evaluates one of the kernels "
+                             f"{sorted(KERNELS)} on its support vectors; this SVC's kernel "
+                             f"({'precomputed' if self._precomputed() else 'a callable'}) "
+                             f"cannot be exported as a head")
         return KernelSVMHead(self.support_vectors_, self.dual_coef_, self.intercept_,
                              kernel=self.kernel, gamma=self._gamma, degree=self.degree,
                              coef0=self.coef0, classes=self.classes_,
@@ -646,7 +729,7 @@ class SVC(BaseEstimator):
         # The scheme the model was trained with ("auto" resolved); absent before "auto" existed.
         model.multi_class_ = str(state.get("multi_class_", "ovr" if params.get(
             "multi_class", "ovr") == "auto" else params.get("multi_class", "ovr")))
-        model._kernel = make_kernel(model.kernel, model._gamma, model.degree, model.coef0)
+        model._kernel = model._make_kernel()
         return model
 
     @staticmethod
