@@ -269,3 +269,95 @@ def test_clone_and_params_keep_the_callable():
     assert "kernel=" in repr(model)
     X, y = _blobs(90, classes=3)
     assert cross_val_score(copy, X, y, cv=3).mean() > 0.9
+
+
+# -- LIBSVM's precomputed format (-t 4): model files and the command line ---------------------
+
+def _linear_problem(m=120, seed=0):
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(m, 3))
+    return X, np.digitize(X[:, 0] + 0.3 * rng.normal(size=m), [-0.5, 0.5])
+
+
+def _write_kernel_file(path, K, y):
+    """LIBSVM's precomputed-kernel file: ``label 0:ID 1:K(x, x_1) ... m:K(x, x_m)``."""
+    with open(path, "w") as fh:
+        for i, (row, label) in enumerate(zip(K, y, strict=True)):
+            values = " ".join(f"{j + 1}:{v:.17g}" for j, v in enumerate(row) if v != 0)
+            fh.write(f"{label} 0:{i + 1} {values}\n")
+    return str(path)
+
+
+def _kernel_rows(K):
+    return [{0: i + 1, **{j + 1: float(v) for j, v in enumerate(row)}} for i, row in enumerate(K)]
+
+
+@pytest.mark.parametrize("classes", [2, 3])
+def test_libsvm_precomputed_model_files_both_ways(tmp_path, classes):
+    svmutil = pytest.importorskip("libsvm.svmutil")
+    from torchfw.libsvm_model import read_libsvm_model, write_libsvm_model
+
+    X, y = _linear_problem()
+    y = y if classes == 3 else (y > 0).astype(int)
+    Xt, _ = _linear_problem(50, seed=1)
+    K, K_test = X @ X.T, Xt @ X.T
+    # LIBSVM's model -> torchfw: the same predictions on the test kernel values
+    native = svmutil.svm_train(svmutil.svm_problem(y.tolist(), _kernel_rows(K), isKernel=True),
+                               svmutil.svm_parameter("-s 0 -t 4 -c 1 -q"))
+    path = str(tmp_path / "native.model")
+    svmutil.svm_save_model(path, native)
+    labels, _, _ = svmutil.svm_predict([0] * len(Xt), _kernel_rows(K_test), native, "-q")
+    model = read_libsvm_model(path, n_train=len(y))
+    assert model.kernel == "precomputed" and model.n_features_in_ == len(y)
+    np.testing.assert_array_equal(model.predict(K_test), np.array(labels, dtype=int))
+    with pytest.raises(ValueError, match="n_train=3"):
+        read_libsvm_model(path, n_train=3)
+    # torchfw's model -> LIBSVM: support vectors written as 0:ID
+    ours = tf.SVC(kernel="precomputed", multi_class="ovo", dtype=torch.float64,
+                  random_state=0).fit(K, y)
+    out = tmp_path / "ours.model"
+    write_libsvm_model(ours, out)
+    assert "kernel_type precomputed" in out.read_text()
+    labels, _, _ = svmutil.svm_predict([0] * len(Xt), _kernel_rows(K_test),
+                                       svmutil.svm_load_model(str(out)), "-q")
+    np.testing.assert_array_equal(ours.predict(K_test), np.array(labels, dtype=int))
+    again = read_libsvm_model(out, n_train=len(y))
+    np.testing.assert_allclose(again.decision_function(K_test), ours.decision_function(K_test),
+                               rtol=1e-10, atol=1e-12)
+
+
+def test_callable_has_no_libsvm_form(tmp_path):
+    from torchfw.libsvm_model import write_libsvm_model
+
+    X, y = _blobs(60, classes=2)
+    model = tf.SVC(kernel=_own_rbf).fit(X, y)
+    with pytest.raises(ValueError, match="callable kernel has no LIBSVM form"):
+        write_libsvm_model(model, tmp_path / "m")
+
+
+def test_cli_trains_and_predicts_precomputed_files(tmp_path, capsys):
+    from torchfw.cli import main
+
+    X, y = _linear_problem()
+    Xt, yt = _linear_problem(50, seed=1)
+    train = _write_kernel_file(tmp_path / "k.train", X @ X.T, y)
+    test = _write_kernel_file(tmp_path / "k.test", Xt @ X.T, yt)
+    model_file = str(tmp_path / "k.model")
+    assert main(["train", "-t", "4", "-q", str(train), model_file]) == 0
+    assert main(["predict", test, model_file, str(tmp_path / "out")]) == 0
+    predicted = np.loadtxt(tmp_path / "out")
+    reference = tf.SVC(kernel="precomputed", random_state=0).fit(X @ X.T, y)
+    np.testing.assert_array_equal(predicted, reference.predict(Xt @ X.T))
+    capsys.readouterr()
+    assert main(["train", "-t", "4", "-v", "4", train]) == 0
+    accuracy = float(capsys.readouterr().out.split("=")[1].strip(" %\n"))
+    assert accuracy > 70
+    # LIBSVM's model format from the command line, read back by predict
+    assert main(["train", "-t", "4", "-q", "--format", "libsvm", train, model_file]) == 0
+    assert main(["predict", "-q", test, model_file]) == 0
+    # a training file without LIBSVM's 0:ID column: one error line
+    lines = (tmp_path / "k.train").read_text().splitlines()
+    (tmp_path / "bad").write_text("\n".join(ln.replace(" 0:", " 0:9") for ln in lines) + "\n")
+    capsys.readouterr()
+    assert main(["train", "-t", "4", str(tmp_path / "bad"), model_file]) == 1
+    assert "line 1 must start with 0:1" in capsys.readouterr().err

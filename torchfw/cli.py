@@ -42,7 +42,9 @@ options (LIBSVM's svm-train meaning where they apply):
                    1 -- polynomial: (gamma*u'v + coef0)^degree
                    2 -- radial basis function: exp(-gamma*|u-v|^2) (default)
                    3 -- sigmoid: tanh(gamma*u'v + coef0)
-                   4 -- precomputed kernel (kernel values in the training file)
+                   4 -- precomputed kernel (kernel values in the training file, LIBSVM's
+                        format: label 0:i 1:K(xi,x1) ... m:K(xi,xm); test files
+                        label 0:? 1:K(x,x1) ... m:K(x,xm))
   -d degree : degree of the polynomial kernel (default 3)
   -g gamma : a number, 'scale' (default, as scikit-learn) or 'auto' (1/num_features,
              LIBSVM's default)
@@ -150,13 +152,44 @@ def _label_key(labels: np.ndarray, text: str):
     raise CLIError(f"-w{text}: no class {text!r} in the training file")
 
 
-def _load(path: str, n_features=None):
+def _load(path: str, n_features=None, zero_based="auto"):
     from .datasets import load_svmlight
 
     try:
-        return load_svmlight(path, n_features=n_features)
+        return load_svmlight(path, n_features=n_features, zero_based=zero_based)
     except (OSError, ValueError, OverflowError, MemoryError) as exc:
         raise CLIError(str(exc)) from None
+
+
+def _kernel_values(X, path: str, m: int | None = None, extra_columns: bool = False):
+    """The kernel values of a file in LIBSVM's precomputed format (``-t 4``), read zero-based.
+
+    Column 0 holds the example's ID, columns ``1..m`` its kernel values against the ``m``
+    training examples (zeros may be omitted, as in any LIBSVM file). A training file
+    (``m=None``) has ``m`` rows with IDs ``1..m`` in order; a test file's IDs are not read.
+    Columns past ``m`` are an error unless ``extra_columns`` (a model read from LIBSVM's file,
+    which does not record ``m``: the columns past its last support vector are never read).
+    """
+    import torch
+
+    dense = X.to_dense() if X.layout == torch.sparse_csr else X
+    n_values = dense.shape[1] - 1
+    if m is None:
+        m = dense.shape[0]
+        ids = dense[:, 0].double().numpy() if n_values >= 0 else np.zeros(0)
+        wrong = np.flatnonzero(ids != np.arange(1, m + 1))
+        if len(ids) != m or wrong.size:
+            row = int(wrong[0]) + 1 if wrong.size else 1
+            raise CLIError(f"{path}: -t 4 (precomputed kernel): line {row} must start with "
+                           f"0:{row}, the example's ID (LIBSVM's format: label 0:i 1:K(xi,x1) "
+                           f"... m:K(xi,xm))")
+    if n_values > m and not extra_columns:
+        raise CLIError(f"{path}: -t 4 (precomputed kernel): kernel values up to column "
+                       f"{n_values} for {m} training examples")
+    values = dense[:, 1:m + 1]
+    if values.shape[1] < m:  # trailing zeros left out of the file
+        values = torch.cat([values, values.new_zeros(values.shape[0], m - values.shape[1])], 1)
+    return values.contiguous()
 
 
 def _check_classification_labels(y: np.ndarray, path: str) -> None:
@@ -215,6 +248,8 @@ def train(argv: list[str]) -> int:
                   average=not opts.get("--last-iterate", False))
     if probability == "1":
         params["probability"] = True
+    if kernel == "precomputed":  # the compiled solve it takes has no progress bar
+        params["verbose"] = False
 
     from .svm import SVC
 
@@ -222,7 +257,11 @@ def train(argv: list[str]) -> int:
         SVC(**params)._check_params()
     except (TypeError, ValueError) as exc:
         raise CLIError(str(exc), 2) from None
-    X, y = _load(files[0])
+    if kernel == "precomputed":
+        X, y = _load(files[0], zero_based=True)
+        X = _kernel_values(X, files[0])
+    else:
+        X, y = _load(files[0])
     y = y.numpy()
     _check_classification_labels(y, files[0])
     labels = np.unique(y)
@@ -266,10 +305,20 @@ def _cross_validate(model, X, y, folds: int, seed: int) -> int:
     for fold in np.array_split(order, folds):
         train_idx = np.setdiff1d(order, fold)
         est = type(model)(**params)
-        est.fit(take_rows(X, torch.from_numpy(train_idx)), y[train_idx])
-        correct += int((est.predict(take_rows(X, torch.from_numpy(fold))) == y[fold]).sum())
+        X_train = take_rows(X, torch.from_numpy(train_idx))
+        X_fold = take_rows(X, torch.from_numpy(fold))
+        if est.kernel == "precomputed":  # kernel values: the columns are examples too
+            columns = torch.from_numpy(train_idx)
+            X_train, X_fold = X_train[:, columns], X_fold[:, columns]
+        est.fit(X_train, y[train_idx])
+        correct += int((est.predict(X_fold) == y[fold]).sum())
     print(f"Cross Validation Accuracy = {100.0 * correct / len(y):g}%")
     return 0
+
+
+def _is_libsvm_file(path: str) -> bool:
+    with open(path, "rb") as fh:
+        return fh.read(8) == b"svm_type"
 
 
 def _load_model(path: str, device):
@@ -302,7 +351,12 @@ def predict(argv: list[str]) -> int:
     model = _load_model(files[1], opts.get("--device"))
     if probability == "1" and not getattr(model, "probability", False):
         raise CLIError(f"model {files[1]} has no probability estimates (train it with -b 1)")
-    X, y = _load(files[0], n_features=model.n_features_in_)
+    if model.kernel == "precomputed":
+        X, y = _load(files[0], zero_based=True)
+        X = _kernel_values(X, files[0], model.n_features_in_,
+                           extra_columns=_is_libsvm_file(files[1]))
+    else:
+        X, y = _load(files[0], n_features=model.n_features_in_)
     if X.shape[1] > model.n_features_in_:
         raise CLIError(f"{files[0]} has {X.shape[1]} features, the model "
                        f"{model.n_features_in_}")

@@ -20,6 +20,13 @@ column :math:`o`; pair :math:`p` has its own ``rho[p]``, and a positive value vo
 2,500 examples or more) is exactly that model over its sorted classes, so it is exchanged both
 ways; a one-vs-rest model is refused with a message that says so. The coefficients are written
 with 17 significant digits, so the round trip is exact in float64.
+
+**Precomputed kernels** (``kernel="precomputed"``, LIBSVM's ``-t 4``): a support vector line
+holds the example's ID instead of its features, ``0:ID`` with IDs counted from 1 -- the
+training example ``support_ + 1`` -- and LIBSVM evaluates ``k(sv, x)`` as feature ``ID`` of the
+test example. LIBSVM's file does not record how many training examples there were: read back,
+the model expects as many kernel columns as its largest ID, or ``n_train`` when given. A model
+with a callable kernel has no LIBSVM form (the file cannot hold code).
 """
 
 from __future__ import annotations
@@ -33,7 +40,7 @@ import torch
 __all__ = ["write_libsvm_model", "read_libsvm_model"]
 
 _KERNEL_PARAMS = {"linear": (), "poly": ("degree", "gamma", "coef0"), "rbf": ("gamma",),
-                  "sigmoid": ("gamma", "coef0")}
+                  "sigmoid": ("gamma", "coef0"), "precomputed": ()}
 # LIBSVM's names of the kernels where they differ from torchfw's
 _LIBSVM_NAME = {"poly": "polynomial"}
 _TORCHFW_NAME = {v: k for k, v in _LIBSVM_NAME.items()}
@@ -52,8 +59,8 @@ def write_libsvm_model(model, path) -> None:
     Parameters
     ----------
     model : SVC
-        A fitted binary model with an ``rbf``, ``linear``, ``poly`` or ``sigmoid`` kernel and
-        integer class labels.
+        A fitted binary or one-vs-one model with an ``rbf``, ``linear``, ``poly``, ``sigmoid``
+        or ``precomputed`` kernel and integer class labels.
     path : str or Path
 
     Raises
@@ -64,6 +71,9 @@ def write_libsvm_model(model, path) -> None:
     from ._estimator import check_is_fitted
 
     check_is_fitted(model, "dual_coef_")
+    if callable(model.kernel):
+        raise ValueError("a model with a callable kernel has no LIBSVM form (a model file "
+                         "cannot hold a function); fit kernel='precomputed' on its Gram matrix")
     if model.kernel not in _KERNEL_PARAMS:
         raise ValueError(f"LIBSVM has no {model.kernel!r} kernel")
     if len(model.classes_) > 2:
@@ -74,18 +84,16 @@ def write_libsvm_model(model, path) -> None:
         return
     positive, negative = (_integer_label(c) for c in (model.classes_[1], model.classes_[0]))
     coef = model.dual_coef_[0].to(torch.float64).cpu().numpy()
-    sv = model.support_vectors_.cpu()
     # LIBSVM lists the support vectors class by class, in the order of its labels.
     order = np.concatenate([np.flatnonzero(coef > 0), np.flatnonzero(coef <= 0)])
     n_pos = int((coef > 0).sum())
-    rows = _sparse_rows(sv, order)
+    rows = _sv_rows(model, order)
     lines = _kernel_header(model)
     lines += ["nr_class 2", f"total_sv {len(order)}",
               f"rho {float(-model.intercept_[0]):.17g}",
               f"label {positive} {negative}", f"nr_sv {n_pos} {len(order) - n_pos}", "SV"]
     for k, row in zip(order, rows, strict=True):
-        feats = " ".join(f"{j + 1}:{v:.17g}" for j, v in row)
-        lines.append(f"{coef[k]:.17g} {feats}".rstrip())
+        lines.append(f"{coef[k]:.17g} {row}".rstrip())
     Path(path).write_text("\n".join(lines) + "\n")
 
 
@@ -113,7 +121,7 @@ def _write_one_vs_one(model, path) -> None:
         p = int(np.flatnonzero(coef[:, s])[0])
         owner[s] = pairs[p][0] if coef[p, s] > 0 else pairs[p][1]
     order = np.argsort(owner, kind="stable")
-    rows = _sparse_rows(model.support_vectors_.cpu(), order)
+    rows = _sv_rows(model, order)
     lines = _kernel_header(model)
     rho = " ".join(f"{float(-b):.17g}" for b in model.intercept_.to(torch.float64).cpu())
     lines += [f"nr_class {k}", f"total_sv {len(order)}", f"rho {rho}",
@@ -122,9 +130,19 @@ def _write_one_vs_one(model, path) -> None:
     for s, row in zip(order, rows, strict=True):
         c = owner[s]
         values = [coef[pair_index[(min(c, o), max(c, o))], s] for o in range(k) if o != c]
-        feats = " ".join(f"{j + 1}:{v:.17g}" for j, v in row)
-        lines.append((" ".join(f"{v:.17g}" for v in values) + f" {feats}").rstrip())
+        lines.append((" ".join(f"{v:.17g}" for v in values) + f" {row}").rstrip())
     Path(path).write_text("\n".join(lines) + "\n")
+
+
+def _sv_rows(model, order: np.ndarray) -> list[str]:
+    """The support vectors ``order`` as LIBSVM writes them: ``index:value`` from 1, or ``0:ID``.
+
+    A precomputed kernel's support vector is its training example's ID (``support_ + 1``).
+    """
+    if model.kernel == "precomputed":
+        return [f"0:{int(model.support_[k]) + 1}" for k in order]
+    return [" ".join(f"{j + 1}:{v:.17g}" for j, v in row)
+            for row in _sparse_rows(model.support_vectors_.cpu(), order)]
 
 
 def _sparse_rows(sv: torch.Tensor, order: np.ndarray) -> list[list[tuple[int, float]]]:
@@ -151,12 +169,17 @@ def _parse_header(lines: list[str], path) -> tuple[dict, int]:
     raise ValueError(f"{path}: not a LIBSVM model file (no 'SV' line)")
 
 
-def read_libsvm_model(path, device=None):
+def read_libsvm_model(path, device=None, n_train=None):
     """Read a binary C-SVC model written by LIBSVM's ``svm-train`` (or by
     :func:`write_libsvm_model`) as a fitted :class:`~torchfw.SVC`.
 
     The returned model predicts what LIBSVM predicts: the same decision values (float64),
     with ``classes_`` sorted as torchfw keeps them.
+
+    ``n_train`` (precomputed kernels only, ``kernel_type precomputed``): the number of training
+    examples, the columns of the kernel values the model will be given; LIBSVM's file does not
+    record it, and without it the model expects as many columns as its largest support-vector
+    ID.
 
     Raises
     ------
@@ -203,7 +226,8 @@ def read_libsvm_model(path, device=None):
     gamma = field("gamma", float) if "gamma" in _KERNEL_PARAMS[kernel] else 1.0
     degree = field("degree", int) if kernel == "poly" else 3
     coef0 = field("coef0", float) if kernel in ("poly", "sigmoid") else 0.0
-    coefs, rows, n_features = [], [], 0
+    precomputed = kernel == "precomputed"
+    coefs, rows, n_features, ids = [], [], 0, []
     for n, line in enumerate(lines[start:], start + 1):
         parts = line.split()
         if not parts:
@@ -216,11 +240,26 @@ def read_libsvm_model(path, device=None):
                 row.append((int(index), float(value)))
         except ValueError:
             raise ValueError(f"{path}: line {n}: malformed support vector") from None
-        if any(j < 1 for j, _ in row):
+        if precomputed:
+            if len(row) != 1 or row[0][0] != 0 or row[0][1] != round(row[0][1]) \
+                    or row[0][1] < 1:
+                raise ValueError(f"{path}: line {n}: a precomputed-kernel support vector is "
+                                 f"'0:ID' with the training example's ID (from 1)")
+            ids.append(int(row[0][1]))
+            row = []
+        elif any(j < 1 for j, _ in row):
             raise ValueError(f"{path}: line {n}: feature indices start at 1")
         n_features = max([n_features] + [j for j, _ in row])
         rows.append(row)
-    sv = torch.zeros(len(rows), n_features, dtype=torch.float64)
+    if precomputed:
+        if n_train is not None and (int(n_train) != n_train or n_train < max(ids, default=1)):
+            raise ValueError(f"n_train={n_train!r}: the model's support vectors are training "
+                             f"examples up to ID {max(ids, default=1)}")
+        n_features = int(n_train) if n_train is not None else max(ids, default=1)
+    elif n_train is not None:
+        raise ValueError(f"{path}: n_train applies to precomputed-kernel models only")
+    sv = torch.zeros(0 if precomputed else len(rows), 0 if precomputed else n_features,
+                     dtype=torch.float64)
     for k, row in enumerate(rows):
         for j, v in row:
             sv[k, j - 1] = v
@@ -228,9 +267,13 @@ def read_libsvm_model(path, device=None):
     if not (torch.isfinite(coef).all() and torch.isfinite(sv).all()
             and all(math.isfinite(r) for r in rho)):
         raise ValueError(f"{path}: non-finite numbers in the model")
+    support = torch.tensor(ids, dtype=torch.int64) - 1 if precomputed else \
+        torch.arange(len(rows), dtype=torch.int64)
+    if precomputed and len(set(ids)) != len(ids):
+        raise ValueError(f"{path}: a support vector ID is listed twice")
     if n_class > 2:
         return _one_vs_one_model(labels, nr_sv, rho, coef, sv, kernel, gamma, degree, coef0,
-                                 device)
+                                 device, support, n_features)
     coef = coef[:, 0]
     rho = rho[0]
     classes = np.array(sorted(labels))
@@ -239,7 +282,7 @@ def read_libsvm_model(path, device=None):
     params = dict(kernel=kernel, gamma=gamma, degree=degree, coef0=coef0, dtype=torch.float64)
     state = {"format": "torchfw.SVC", "version": 1, "params": params,
              "classes": classes.tolist(), "gamma": gamma, "n_features_in": n_features,
-             "support": torch.arange(len(rows), dtype=torch.int64),
+             "support": support,
              "n_support": torch.tensor(nr_sv if sign > 0 else nr_sv[::-1], dtype=torch.int64),
              "n_iter": torch.tensor(0), "support_vectors": sv,
              "dual_coef": (sign * coef).unsqueeze(0),
@@ -247,7 +290,8 @@ def read_libsvm_model(path, device=None):
     return SVC.from_state_dict(state, map_location=device)
 
 
-def _one_vs_one_model(labels, nr_sv, rho, coef, sv, kernel, gamma, degree, coef0, device):
+def _one_vs_one_model(labels, nr_sv, rho, coef, sv, kernel, gamma, degree, coef0, device,
+                      support, n_features):
     """A one-vs-one SVC from LIBSVM's multiclass arrays (see the module docstring)."""
     from ._svc_multiclass import class_pairs
     from .svm import SVC
@@ -257,11 +301,12 @@ def _one_vs_one_model(labels, nr_sv, rho, coef, sv, kernel, gamma, degree, coef0
     rank = {label: int(np.searchsorted(classes, label)) for label in labels}
     start = np.concatenate([[0], np.cumsum(nr_sv)])
     ours = {pair: p for p, pair in enumerate(class_pairs(k))}
-    dual = torch.zeros(len(ours), sv.shape[0], dtype=torch.float64)
+    n_sv = coef.shape[0]
+    dual = torch.zeros(len(ours), n_sv, dtype=torch.float64)
     intercept = torch.zeros(len(ours), dtype=torch.float64)
     for p, (a, b) in enumerate(class_pairs(k)):  # LIBSVM's pair of label positions a < b
         sa, sb = slice(start[a], start[a + 1]), slice(start[b], start[b + 1])
-        values = torch.zeros(sv.shape[0], dtype=torch.float64)
+        values = torch.zeros(n_sv, dtype=torch.float64)
         values[sa] = coef[sa, b - 1]
         values[sb] = coef[sb, a]
         ra, rb = rank[labels[a]], rank[labels[b]]
@@ -274,8 +319,8 @@ def _one_vs_one_model(labels, nr_sv, rho, coef, sv, kernel, gamma, degree, coef0
     params = dict(kernel=kernel, gamma=gamma, degree=degree, coef0=coef0, dtype=torch.float64,
                   multi_class="ovo")
     state = {"format": "torchfw.SVC", "version": 1, "params": params,
-             "classes": classes.tolist(), "gamma": gamma, "n_features_in": sv.shape[1],
-             "support": torch.arange(sv.shape[0], dtype=torch.int64),
+             "classes": classes.tolist(), "gamma": gamma, "n_features_in": n_features,
+             "support": support,
              "n_support": n_support, "n_iter": torch.zeros(len(ours), dtype=torch.int64),
              "support_vectors": sv, "dual_coef": dual, "intercept": intercept,
              "multi_class_": "ovo"}
