@@ -361,3 +361,16 @@ def test_cli_trains_and_predicts_precomputed_files(tmp_path, capsys):
     capsys.readouterr()
     assert main(["train", "-t", "4", str(tmp_path / "bad"), model_file]) == 1
     assert "line 1 must start with 0:1" in capsys.readouterr().err
+
+
+def test_sklearn_cross_validation_slices_precomputed_columns():
+    from sklearn.model_selection import cross_val_score
+
+    X, y = _blobs(150, classes=3)
+    K = _gram(X)
+    # scikit-learn slices the columns by the training fold only for a "pairwise" estimator
+    pre = cross_val_score(tf.SVC(kernel="precomputed", random_state=0), K, y, cv=3)
+    ref = cross_val_score(tf.SVC(gamma=GAMMA, random_state=0), X, y, cv=3)
+    np.testing.assert_allclose(pre, ref, atol=0.02)
+    assert tf.SVC(kernel="precomputed").__sklearn_tags__().input_tags.pairwise
+    assert not tf.SVC().__sklearn_tags__().input_tags.pairwise

@@ -732,6 +732,13 @@ class SVC(BaseEstimator):
         model._kernel = model._make_kernel()
         return model
 
+    def __sklearn_tags__(self):
+        # As scikit-learn's SVC: a precomputed kernel's X is pairwise, so that its
+        # cross-validation tools slice the test rows' columns by the training fold too.
+        tags = super().__sklearn_tags__()
+        tags.input_tags.pairwise = self._precomputed()
+        return tags
+
     @staticmethod
     def _n_samples(X) -> int:
         return int(X.shape[0])
