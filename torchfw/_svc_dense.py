@@ -441,67 +441,11 @@ def dense_budget_ok(model, X) -> bool:
     return m * m * itemsize <= float(model.cache_size) * 2**20
 
 
-def check_custom_kernel(model, m: int, device) -> None:
-    """Raise ValueError unless a precomputed or callable kernel's fit of ``m`` examples can run.
-
-    Those kernels have no columns on demand: their fit is the compiled whole solve on the
-    given ``m x m`` Gram matrix, so it needs what that path needs (numba, the CPU, a solver it
-    runs, no sampling, clock or progress bar) and the matrix within ``cache_size`` MB (the
-    same budget as :func:`dense_budget_ok`). The message says which is missing, and for the
-    budget the ``cache_size`` that would do.
-    """
-    what = "kernel='precomputed'" if isinstance(model.kernel, str) else "a callable kernel"
-    missing = []
-    if not K.HAVE_NUMBA:
-        missing.append("numba is not installed")
-    if device.type != "cpu":
-        missing.append(f"the data is on {device}, not the CPU")
-    if model.solver not in VARIANTS:
-        missing.append(f"solver={model.solver!r} is not one of {tuple(VARIANTS)}")
-    for name in ("sample_size", "time_limit"):
-        if getattr(model, name) is not None:
-            missing.append(f"{name} is set")
-    if model.verbose:
-        missing.append("verbose=True (the compiled solve has no progress bar)")
-    if model.dense is False or model.dense is np.False_:
-        missing.append("dense=False")
-    if missing:
-        raise ValueError(f"SVC with {what} trains on the m x m kernel matrix by the compiled "
-                         f"CPU solve, which cannot run here: {'; '.join(missing)}")
-    itemsize = 8 if model.dtype == torch.float64 else 4
-    need = m * m * itemsize / 2**20
-    if need > float(model.cache_size):
-        raise ValueError(f"SVC with {what} needs the {m} x {m} kernel matrix in memory: "
-                         f"{need:.1f} MB in {'float64' if itemsize == 8 else 'float32'}, more "
-                         f"than cache_size={model.cache_size} MB; set cache_size >= "
-                         f"{math.ceil(need)} (precomputed and callable kernels have no lazy "
-                         f"column path)")
-
-
-def custom_matrix(gram: np.ndarray, C_all, kdtype) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    r"""``(P, diag, inv_c)`` of a given Gram matrix: :math:`K + 1`, :math:`K_{ii} + 1 + 1/C_i`.
-
-    The same quantities :func:`_fit_problems` takes from an :class:`SVMDualOperator` for the
-    built-in kernels, rounded the same way: ``P`` and ``1/C`` in the kernel precision, the
-    diagonal summed in it and then widened to float64.
-    """
-    np_dtype: type = np.float64 if kdtype == torch.float64 else np.float32
-    P: np.ndarray = np.array(gram, dtype=np_dtype)
-    np.add(P, 1.0, out=P)  # in the kernel precision, as the built-in kernels' K + 1
-    m = P.shape[0]
-    if isinstance(C_all, float):
-        inv_c = torch.full((m,), 1.0 / C_all, dtype=kdtype)
-    else:
-        inv_c = 1.0 / C_all.to(dtype=kdtype)
-    diag = (torch.from_numpy(np.ascontiguousarray(np.diagonal(P))) + inv_c).to(torch.float64)
-    return P, diag.numpy(), inv_c.numpy()
-
-
 def fit_problems(model, X, problems, C_examples, kdtype, previous, gram=None):
     """Solve the binary problems of ``model`` on the compiled path; ``(alphas, results)``.
 
     ``gram`` is the ``m x m`` kernel matrix of a precomputed or callable kernel (see
-    :func:`check_custom_kernel`), else None: the matrix of ``model._kernel`` on ``X``.
+    :mod:`torchfw._svc_custom`), else None: the matrix of ``model._kernel`` on ``X``.
 
     One matrix :math:`K + 1` serves every problem: signs flipped in place for problems over all
     examples (binary, one-vs-rest), a signed copy of the pair's sub-block for one-vs-one. Each
@@ -539,6 +483,8 @@ def _fit_problems(model, X, problems, C_examples, kdtype, previous, gram=None):
         inv_c_all = full._inv_c_np if P is not None else None
         max_atoms = ORDERED_MATVEC_MAX
     else:  # a precomputed or callable kernel: its Gram matrix is all there is
+        from ._svc_custom import custom_matrix
+
         P, diag_np, inv_c_all = custom_matrix(gram, C_all, kdtype)
         # No operator to build a large warm start from: sum it from the rows of P.
         max_atoms = m

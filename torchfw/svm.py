@@ -35,7 +35,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from . import _svc_dense, _svc_large
+from . import _svc_custom, _svc_dense, _svc_large
 from . import exceptions as _exceptions
 from ._data import accuracy, as_labels, as_sample_weight, drop_zero_weight, take_rows
 from ._estimator import BaseEstimator, check_is_fitted, load_state
@@ -312,21 +312,6 @@ class SVC(BaseEstimator):
             return CallableKernel(self.kernel)
         return make_kernel(self.kernel, self._gamma, self.degree, self.coef0)
 
-    def _train_gram(self, X: Tensor, kdtype) -> np.ndarray:
-        """The ``(m, m)`` kernel matrix of the training examples (precomputed or callable)."""
-        if self._kernel is None:  # precomputed: X is the Gram matrix
-            gram = (X.to_dense() if X.layout == torch.sparse_csr else X).cpu().numpy()
-        else:
-            gram = self._kernel.matrix(X, X)
-        scale = float(np.abs(gram).max()) if gram.size else 0.0
-        asym = float(np.abs(gram - gram.T).max()) if gram.size else 0.0
-        if asym > 1e-4 * max(scale, 1e-30):
-            what = "the precomputed Gram matrix" if self._kernel is None else \
-                "the kernel function's matrix on the training data"
-            raise ValueError(f"{what} is not symmetric (max |K - K^T| = {asym:.3g} for "
-                             f"max |K| = {scale:.3g}); a kernel matrix K_ij = k(x_i, x_j) is")
-        return gram.astype(np.float64 if kdtype == torch.float64 else np.float32, copy=False)
-
     def _resolve_gamma(self, X: Tensor) -> float:
         if self.gamma == "auto":
             return 1.0 / X.shape[1]
@@ -423,9 +408,10 @@ class SVC(BaseEstimator):
             self.sample_size is None and self.time_limit is None and \
             getattr(self, "_batched_ovr", X.is_cuda)
         if self._custom_kernel():  # the compiled solve on the given m x m matrix, or an error
-            _svc_dense.check_custom_kernel(self, X.shape[0], X.device)
-            alphas, results = _svc_dense.fit_problems(self, X, problems, C_examples, kdtype,
-                                                      previous, gram=self._train_gram(X, kdtype))
+            _svc_custom.check_custom_kernel(self, X.shape[0], X.device)
+            alphas, results = _svc_dense.fit_problems(
+                self, X, problems, C_examples, kdtype, previous,
+                gram=_svc_custom.train_gram(self._kernel, X, kdtype))
         elif batched:
             alphas, results = fit_ovr_batched(self, X, [p.y for p in problems], C_examples,
                                               kdtype, previous, _solver_factory)
@@ -580,7 +566,7 @@ class SVC(BaseEstimator):
         """One column per binary problem (a vector for two classes), on the margin-1 scale."""
         check_is_fitted(self, "dual_coef_")
         if self._precomputed():
-            return self._precomputed_scores(X)
+            return _svc_custom.precomputed_scores(self, X)
         sv = self.support_vectors_
         shape = getattr(X, "shape", None)
         work = shape[0] * shape[1] * sv.shape[0] if shape is not None and len(shape) == 2 \
@@ -605,23 +591,6 @@ class SVC(BaseEstimator):
             K = self._kernel.pairwise(block, sv)[:n_rows].to(torch.float64)
             out.append(K @ coef.T + self.intercept_.to(torch.float64))
         scores = torch.cat(out).cpu().numpy()
-        return scores[:, 0] if scores.shape[1] == 1 else scores
-
-    def _precomputed_scores(self, X) -> np.ndarray:
-        """Decision values from ``X[:, support_]``, the test rows' kernel values (precomputed)."""
-        shape = getattr(X, "shape", None)
-        m = self.n_features_in_
-        if shape is not None and len(shape) == 2 and shape[1] != m:
-            raise ValueError(f"kernel='precomputed': X must be the (n_samples, {m}) matrix of "
-                             f"kernel values between the samples and the {m} training "
-                             f"examples; got {shape[1]} columns")
-        K = self._check_predict_input(X)
-        if K.layout == torch.sparse_csr:
-            K = K.to_dense()
-        index = torch.from_numpy(np.asarray(self.support_, dtype=np.int64)).to(K.device)
-        coef = self.dual_coef_.to(device=K.device, dtype=torch.float64)
-        scores = (K[:, index].to(torch.float64) @ coef.T
-                  + self.intercept_.to(device=K.device, dtype=torch.float64)).cpu().numpy()
         return scores[:, 0] if scores.shape[1] == 1 else scores
 
     def _check_predict_input(self, X) -> Tensor:
