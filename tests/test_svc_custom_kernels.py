@@ -219,6 +219,17 @@ def test_options_without_compiled_solve_refused(option):
         tf.SVC(kernel="precomputed", **option).fit(_own_rbf(X, X), y)
 
 
+def test_without_numba_refused_by_name(monkeypatch):
+    from torchfw import _svc_custom
+
+    monkeypatch.setattr(_svc_custom, "HAVE_NUMBA", False)
+    X, y = _blobs(60, classes=2)
+    with pytest.raises(ValueError, match="numba is not installed"):
+        tf.SVC(kernel="precomputed").fit(_own_rbf(X, X), y)
+    with pytest.raises(ValueError, match="numba is not installed"):
+        tf.SVC(kernel=_own_rbf).fit(X, y)
+
+
 def test_warm_start_refit():
     X, y = _blobs(classes=3)
     K = _own_rbf(X, X)

@@ -169,7 +169,8 @@ class SVC(BaseEstimator):
         solvers ``fw``, ``away``, ``pairwise``, ``swap``, ``swap2`` and ``partan`` when the
         matrix fits ``cache_size`` MB (default 200 MB: up to 7,240 examples in float32) and
         neither ``sample_size``, ``time_limit`` nor ``verbose`` is set; ``False`` always takes
-        the lazy path; ``True`` insists (an error where it cannot apply).
+        the lazy path; ``True`` insists (an error where it cannot apply). A precomputed or
+        callable kernel always takes this path (``False`` is refused for it).
     probability : bool, default False
         Fit Platt sigmoids on out-of-fold decision values (internal stratified 5-fold
         cross-validation, five extra fits, as LIBSVM's ``-b 1``) so that :meth:`predict_proba`
