@@ -470,6 +470,9 @@ class SVC(BaseEstimator):
         return True
 
     def _fit_binary(self, X: Tensor, y_pm: np.ndarray, C_examples, kdtype, alpha0, k):
+        if self._custom_kernel():  # its X is not features: only the compiled solve applies
+            raise ValueError("SVC with a precomputed or callable kernel has no lazy column "
+                             "path (see torchfw._svc_custom)")
         if _svc_large.uses_sampled(self, X.shape[0]):  # seed 002's randomized FW, O(|S||I|)
             return _svc_large.fit_binary_sampled(self, X, y_pm, C_examples, kdtype, alpha0, k,
                                                  _solver_factory)
