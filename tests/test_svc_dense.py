@@ -193,3 +193,19 @@ def test_switch_follows_the_byte_budget():
         tf.SVC(dense=True, solver="fc").fit(X, y)
     with pytest.raises(ValueError, match="dense must be"):
         tf.SVC(dense="yes").fit(X, y)
+
+
+@pytest.mark.parametrize("solver", ["swap", "partan"])
+def test_one_vs_one_pairs_take_the_compiled_path_one_matrix_each(solver):
+    # A cache_size too small for the m x m matrix but large enough for every pair's: the
+    # compiled path builds each pair's matrix and still finds the lazy path's iterates.
+    X, y = _data(m=300, classes=4, seed=3)
+    kw = dict(solver=solver, multi_class="ovo", random_state=0, class_weight="balanced")
+    m_bytes = 300 * 300 * 4
+    pair_max = max(int(np.isin(y, [a, b]).sum()) for a in range(4) for b in range(a + 1, 4))
+    cache = (pair_max * pair_max * 4 + m_bytes) / 2 / 2**20  # between the two
+    assert pair_max ** 2 * 4 < cache * 2**20 < m_bytes
+    dense = tf.SVC(cache_size=cache, **kw).fit(X, y)
+    lazy = tf.SVC(dense=False, cache_size=cache, **kw).fit(X, y)
+    _assert_same_fit(dense, lazy)
+    assert all(r.info["matrix_bytes"] <= cache * 2**20 for r in dense.result_)

@@ -424,21 +424,30 @@ def solve(variant: int, P: np.ndarray, rows: np.ndarray, y: np.ndarray, inv_c: n
 CHECK_EVERY = 10
 
 
-def dense_budget_ok(model, X) -> bool:
+def dense_budget_ok(model, X, problems=None) -> bool:
     """Whether ``SVC(dense="auto")`` takes the compiled path on ``X``.
 
     It does on the CPU, with numba, for the solvers above (no candidate sampling, clock or
-    progress bar, which the compiled loop does not have), when the ``m x m`` kernel matrix fits
-    ``cache_size`` MB -- the memory the lazy path's column cache may use anyway (LIBSVM's
-    default, 200 MB: m <= 7,240 in float32, 5,120 in float64).
+    progress bar, which the compiled loop does not have), when the kernel matrix of each
+    problem fits ``cache_size`` MB -- the memory the lazy path's column cache may use anyway
+    (LIBSVM's default, 200 MB: m <= 7,240 in float32, 5,120 in float64). That is the ``m x m``
+    matrix of all examples, or for one-vs-one ``problems`` the largest pair's (10 classes of
+    14,000 examples: pairs of 2,800).
     """
     if not K.HAVE_NUMBA or X.device.type != "cpu" or model.solver not in VARIANTS:
         return False
     if model.sample_size is not None or model.time_limit is not None or model.verbose:
         return False
+    n = X.shape[0]
+    if problems and all(p.rows is not None for p in problems):
+        n = max(p.rows.shape[0] for p in problems)
+    return _fits(model, n)
+
+
+def _fits(model, n: int) -> bool:
+    """Whether an ``n x n`` matrix in the model's precision fits its ``cache_size``."""
     itemsize = 8 if model.dtype == torch.float64 else 4
-    m = X.shape[0]
-    return m * m * itemsize <= float(model.cache_size) * 2**20
+    return n * n * itemsize <= float(model.cache_size) * 2**20
 
 
 def fit_problems(model, X, problems, C_examples, kdtype, previous, gram=None):
@@ -447,10 +456,11 @@ def fit_problems(model, X, problems, C_examples, kdtype, previous, gram=None):
     ``gram`` is the ``m x m`` kernel matrix of a precomputed or callable kernel (see
     :mod:`torchfw._svc_custom`), else None: the matrix of ``model._kernel`` on ``X``.
 
-    One matrix :math:`K + 1` serves every problem: signs flipped in place for problems over all
-    examples (binary, one-vs-rest), a signed copy of the pair's sub-block for one-vs-one. Each
-    problem starts from the lazy path's start (:func:`torchfw._svc_start.start_engine`), so
-    that its iterates are those of the lazy path. Torch runs on one thread meanwhile
+    One matrix :math:`K + 1` serves every problem, each reading its signed rows from it
+    (:func:`_row_py`; a one-vs-one pair its examples' entries) -- or, for one-vs-one when the
+    matrix of all examples exceeds ``cache_size`` but the pairs' do not, one matrix per pair.
+    Each problem starts from the lazy path's start (:func:`_start`), so that its iterates are
+    those of the lazy path. Torch runs on one thread meanwhile
     (:mod:`torchfw._threads`): the compiled loops are single-threaded, and around them torch's
     thread pool costs more than the tensor work it would share (iris 0.47 s -> 0.08 s per fit
     on a busy 2-core machine).
@@ -473,15 +483,16 @@ def _fit_problems(model, X, problems, C_examples, kdtype, previous, gram=None):
     C_all = C_examples if isinstance(C_examples, float) else C_examples.to(X.device)
     max_iter = model.max_iter if model.max_iter is not None else 100 * m
     rtol = 2.0 * model._stop_tol()
-    if gram is None:
+    # One-vs-one pairs whose matrices fit when all examples' does not: one matrix per pair.
+    per_problem = gram is None and not _fits(model, m) and \
+        all(p.rows is not None for p in problems)
+    max_atoms = ORDERED_MATVEC_MAX
+    if per_problem:
+        P = diag_np = inv_c_all = None
+    elif gram is None:
         # One operator over all examples, labels 1: its matrix K + 1 serves every problem (rows
         # and signs per problem), its diagonal K_ii + 1 + 1/C_i too (labels square away).
-        full = SVMDualOperator(X, torch.ones(m, dtype=torch.float64), model._kernel, C_all,
-                               dtype=kdtype, cache_size=model.cache_size)
-        P = plain_kernel_matrix(full) if full._host_ok else None
-        diag_np = full.diagonal().to(torch.float64).numpy()
-        inv_c_all = full._inv_c_np if P is not None else None
-        max_atoms = ORDERED_MATVEC_MAX
+        P, diag_np, inv_c_all = _plain_problem(model, X, C_all, kdtype)
     else:  # a precomputed or callable kernel: its Gram matrix is all there is
         from ._svc_custom import custom_matrix
 
@@ -496,17 +507,27 @@ def _fit_problems(model, X, problems, C_examples, kdtype, previous, gram=None):
         alpha0 = prev if rows is None or prev is None else prev[torch.from_numpy(rows)]
         # The pair's rows of X (and its C) only where a fallback builds an operator from them.
         sub = functools.partial(restrict, X, C_examples, None, rows)
-        if P is None:  # no feature-major copy (memory_budget): the lazy path
+        if P is None and not per_problem:  # no feature-major copy (memory_budget): lazy path
             Xk, Ck, _ = sub()
             alpha, result = model._fit_binary(Xk, problem.y, Ck, kdtype, alpha0, k)
             alphas.append(scatter(alpha, rows, m))
             results.append(result)
             continue
         # The problem's matrix is read from P row by row, signs applied (_row_py).
-        pair_rows = _NO_ROWS if rows is None else rows
+        if per_problem:  # the pair's own K + 1, as the lazy path's operator on its rows
+            Xk, Ck, _ = sub()
+            P_k, diag, inv_c = _plain_problem(model, Xk, Ck, kdtype)
+            if P_k is None:
+                alpha, result = model._fit_binary(Xk, problem.y, Ck, kdtype, alpha0, k)
+                alphas.append(scatter(alpha, rows, m))
+                results.append(result)
+                continue
+            P, pair_rows = P_k, _NO_ROWS
+        else:
+            pair_rows = _NO_ROWS if rows is None else rows
+            inv_c = inv_c_all if rows is None else inv_c_all[rows]
+            diag = diag_np if rows is None else diag_np[rows]
         y = problem.y.astype(P.dtype)
-        inv_c = inv_c_all if rows is None else inv_c_all[rows]
-        diag = diag_np if rows is None else diag_np[rows]
         seed = None if model.random_state is None else int(model.random_state) + k
         start = _start(P, pair_rows, y, inv_c, problem.y, alpha0, model.n_init, seed,
                        keep_previous=variant == 5, max_atoms=max_atoms)
@@ -553,6 +574,23 @@ def _fit_problems(model, X, problems, C_examples, kdtype, previous, gram=None):
 
 
 _NO_ROWS = np.zeros(0, dtype=np.int64)
+
+
+def _plain_problem(model, X, C, kdtype):
+    """``(K + 1, diagonal K_ii + 1 + 1/C_i, 1/C)`` of the examples ``X``, or Nones.
+
+    From an operator with labels 1 (labels square away on the diagonal); its rows are the lazy
+    path's columns up to signs. ``(None, None, None)`` when the operator has no host storage
+    (``memory_budget``): the caller takes the lazy path.
+    """
+    from .kernels import SVMDualOperator
+
+    C = C if isinstance(C, float) else C.to(X.device)
+    op = SVMDualOperator(X, torch.ones(X.shape[0], dtype=torch.float64), model._kernel, C,
+                         dtype=kdtype, cache_size=model.cache_size)
+    if not op._host_ok:
+        return None, None, None
+    return plain_kernel_matrix(op), op.diagonal().to(torch.float64).numpy(), op._inv_c_np
 
 
 def _start(P, rows, y, inv_c, y_pm, alpha0, n_init, seed, *, keep_previous, max_atoms=None):

@@ -416,7 +416,7 @@ class SVC(BaseEstimator):
         elif batched:
             alphas, results = fit_ovr_batched(self, X, [p.y for p in problems], C_examples,
                                               kdtype, previous, _solver_factory)
-        elif self._dense_path(X):
+        elif self._dense_path(X, problems):
             alphas, results = _svc_dense.fit_problems(self, X, problems, C_examples, kdtype,
                                                       previous)
         else:
@@ -455,12 +455,12 @@ class SVC(BaseEstimator):
         return getattr(self, "multi_class_", "ovr" if self.multi_class == "auto"
                        else self.multi_class)
 
-    def _dense_path(self, X: Tensor) -> bool:
+    def _dense_path(self, X: Tensor, problems=None) -> bool:
         """Whether this fit takes the compiled whole-solve path (see :mod:`torchfw._svc_dense`)."""
         if self.dense is False or self.dense is np.False_:
             return False
         if self.dense == "auto":
-            return _svc_dense.dense_budget_ok(self, X)
+            return _svc_dense.dense_budget_ok(self, X, problems)
         if not (_svc_dense.K.HAVE_NUMBA and X.device.type == "cpu"
                 and self.solver in _svc_dense.VARIANTS and self.sample_size is None
                 and self.time_limit is None and not self.verbose):
