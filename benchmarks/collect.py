@@ -35,22 +35,25 @@ SECTIONS = [
     ("Small and medium SVMs against scikit-learn",
      "torchfw `SVC()` against scikit-learn `SVC()` at the defaults of both, warm, in one "
      "process, and fresh `python -c` processes timed from outside (`benchmarks/svm_small.py`). "
-     "torchfw takes its compiled whole-solve path on every set here (see the SVC guide, "
-     "\"Small problems\"), up to m = 8,000 here. scikit-learn trains multiclass one-vs-one; "
-     "torchfw's `multi_class='auto'` trains one-vs-rest below 2,500 training examples and "
-     "one-vs-one from there on, and the last column fits the same set with the other scheme. "
-     "Where torchfw is slower (iris, wine, 10 classes at "
-     "m = 500), each binary problem's fixed set-up (its start on a random subset, its first "
-     "gradient, the Python around the compiled solve: ~0.3-0.7 ms) costs more than its solve; "
-     "in a fresh process it pays `import torch` (1.7 s here) and numba's start-up (~0.5 s) on "
-     "top. Measured on the 2-CPU machine, nearly idle (load average in the table).",
+     "torchfw takes its compiled whole-solve path wherever each problem's matrix fits "
+     "`cache_size` (see the SVC guide, \"Small problems\"): every set here but the binary "
+     "m = 20,000 one; at 10 classes and m = 20,000 the one-vs-one pairs' matrices fit though "
+     "the whole one does not. scikit-learn trains multiclass one-vs-one; torchfw's "
+     "`multi_class='auto'` trains one-vs-rest below 2,500 training examples and one-vs-one from "
+     "there on, and the last column fits the same set with the other scheme. Accuracy is the "
+     "mean over 10 random 70/30 splits, with the standard error of the paired difference: on "
+     "one split of iris a single test example is 2.2 points. In a fresh process torchfw pays "
+     "`import torch` and numba's start-up (its first compiled call loads numba's registries "
+     "and SciPy's LAPACK bindings, ~0.6 s here) before its fit. Measured on the 2-CPU machine "
+     "(load average in the table).",
      ["svm_small.md"]),
     ("The command line end to end",
      "`python -m torchfw train` then `predict` on a 3,000-line LIBSVM file, each in a fresh "
      "process timed from outside, against the same with LIBSVM's own Python bindings "
-     "(`benchmarks/cli_vs_libsvm.py`). A fresh torchfw process pays `import torch` (~3 s here) "
-     "and numba's start-up before its fit; LIBSVM's bindings load a small C library. Measured "
-     "while a test run shared the machine.",
+     "(`benchmarks/cli_vs_libsvm.py`). A fresh torchfw process pays `import torch` (1.7-2.5 s "
+     "here) and numba's start-up before its fit, and `import torch` again to predict; "
+     "LIBSVM's bindings load a small C library, so on a file this small they finish first. "
+     "Measured on the 2-CPU machine right after the table above.",
      ["cli_vs_libsvm.md"]),
     ("Kernel columns: storage and cache",
      "The CPU column pass with features stored in one byte against four, and the cache hit "
