@@ -299,6 +299,12 @@ def _solve(variant, P, rows, y, inv_c, diag, w, s, wp, sp, support, state, max_i
                         counts[4] += 1
             i_min, s_min, j_max, s_max, p, t = _select(w, s, s, False)
             k += 1
+    _store(state, p, t, s_min, i_min, s_max, j_max, W, p_prev, t_prev, n_support)
+    return k, status, n_hist
+
+
+def _store_py(state, p, t, s_min, i_min, s_max, j_max, W, p_prev, t_prev, n_support):
+    """Write the scalars of a solve into ``state`` (the layout :func:`_solve` reads)."""
     state[0] = p
     state[1] = t
     state[2] = s_min
@@ -309,7 +315,6 @@ def _solve(variant, P, rows, y, inv_c, diag, w, s, wp, sp, support, state, max_i
     state[7] = p_prev
     state[8] = t_prev
     state[9] = n_support
-    return k, status, n_hist
 
 
 def _row_py(P, rows, y, inv_c, i, buf):
@@ -348,6 +353,8 @@ _shift_update_on = K.shift_update_on
 _bounds_on = K.extrapolation_bounds_on
 _nonzeros = _njit(_dense_nonzeros)
 _row = _njit(_row_py)
+_store = _njit(_store_py)
+store_state = _store
 signed_row = _row
 rows_rbf_f32 = _njit(_rows_rbf_f32)
 rows_argument = _njit(_rows_argument)

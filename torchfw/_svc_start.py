@@ -145,21 +145,16 @@ def _start_state(P, rows, y, inv_c, w, s, max_atoms, keep_previous, wp, sp, supp
             if w[r] > 0.0:
                 support[n_support] = r
                 n_support += 1
-    state[0] = p
-    state[1] = t
-    state[2] = smin
-    state[3] = imin
-    state[4] = smax
-    state[5] = jmax
-    state[6] = p - t if keep_previous else 0.0
-    state[7] = p if keep_previous else 0.0
-    state[8] = t if keep_previous else 0.0
-    state[9] = n_support
+    if keep_previous:
+        _store(state, p, t, smin, imin, smax, jmax, p - t, p, t, n_support)
+    else:
+        _store(state, p, t, smin, imin, smax, jmax, 0.0, 0.0, 0.0, n_support)
     return count
 
 
 _qp_loop = _active_set._simplex_qp_loop
 _row = _svc_dense.signed_row
+_store = _svc_dense.store_state
 _combine = _kernel_cpu.combine_rows
 _select = _kernels._select_kernel
 subset_weights = njit(_subset_weights, fallback=True)

@@ -29,13 +29,11 @@ accuracy against ``tol``, ``benchmarks/svm_small.py`` the small problems behind 
 
 from __future__ import annotations
 
-import warnings
-
 import numpy as np
 import torch
 from torch import Tensor
 
-from . import _svc_custom, _svc_dense, _svc_large
+from . import _svc_custom, _svc_dense, _svc_large, _svc_lazy
 from . import exceptions as _exceptions
 from ._data import accuracy, as_labels, as_sample_weight, drop_zero_weight, take_rows
 from ._estimator import BaseEstimator, check_is_fitted, load_state
@@ -56,9 +54,7 @@ from ._threads import few_threads
 from ._validation import check_int_at_least, check_positive, resolve_device
 from .heads import KernelSVMHead
 from .kernels import KERNELS, CallableKernel, SVMDualOperator, make_kernel
-from .objectives import Quadratic
 from .oracles import Simplex
-from .result import Status
 from .solvers import make_solver, solver_names
 
 __all__ = ["SVC", "SOLVERS", "ConvergenceWarning"]  # noqa: F822 (built on first use)
@@ -470,56 +466,15 @@ class SVC(BaseEstimator):
         return True
 
     def _fit_binary(self, X: Tensor, y_pm: np.ndarray, C_examples, kdtype, alpha0, k):
+        """One binary problem on the sampled storage (large m) or the lazy host path."""
         if self._custom_kernel():  # its X is not features: only the compiled solve applies
             raise ValueError("SVC with a precomputed or callable kernel has no lazy column "
                              "path (see torchfw._svc_custom)")
         if _svc_large.uses_sampled(self, X.shape[0]):  # seed 002's randomized FW, O(|S||I|)
             return _svc_large.fit_binary_sampled(self, X, y_pm, C_examples, kdtype, alpha0, k,
                                                  _solver_factory)
-        y_t = torch.from_numpy(y_pm).to(X.device)
-        operator = SVMDualOperator(X, y_t, self._kernel, C_examples if isinstance(
-            C_examples, float) else C_examples.to(X.device), dtype=kdtype,
-            cache_size=self.cache_size)
-        objective = Quadratic(operator)
-        m = X.shape[0]
-        seed = None if self.random_state is None else int(self.random_state) + k
-        streaming = self.solver in ("sfw", "msfw")
-        if alpha0 is not None:
-            x0 = alpha0.to(X.device)
-        elif streaming:  # seed 001: a single random vertex; the engine streams from there
-            x0 = torch.zeros(m, dtype=torch.float64, device=X.device)
-            x0[int(np.random.default_rng(seed).integers(m))] = 1.0
-        else:
-            x0 = self._initial_alpha(operator, y_pm, seed)
-        if self.max_iter is not None:
-            max_iter = self.max_iter
-        else:  # one epoch for the streaming solvers (seed 001's setting)
-            max_iter = m if streaming else 100 * m
-        options = {"average_from": self._average_from(max_iter)} if streaming else {}
-        solver = _solver_factory(self.solver)(
-            tol=1e-300, rtol=0.0 if streaming else 2.0 * self._stop_tol(), max_iter=max_iter,
-            sample_size=self.sample_size, random_state=seed, verbose=bool(self.verbose),
-            time_limit=self.time_limit, **options)
-        result = solver.minimize(objective, x0)
-        if result.status in (Status.MAX_ITER, Status.TIME_LIMIT) and not streaming:
-            warnings.warn(f"SVC solver {self.solver!r} stopped on {result.status} after "
-                          f"{result.n_iter} iterations with relative gap "
-                          f"{result.gap / max(2 * result.value, 1e-300):.3g} > "
-                          f"tol={self._stop_tol()}",
-                          _exceptions.ConvergenceWarning, stacklevel=3)
-        result.info["cache"] = operator.cache_info()
-        # A run stopped (time_limit) before averaging began has only its last iterate.
-        return (result.x if result.average is None else result.average), result
-
-    def _average_from(self, max_iter: int) -> int | None:
-        """The first averaged iteration of a streaming run, or None (last iterate)."""
-        if isinstance(self.average, (bool, np.bool_)):
-            return max_iter // 2 if self.average else None
-        if self.average >= max_iter:
-            raise ValueError(f"average={self.average} starts averaging after the run's last "
-                             f"iteration (max_iter={max_iter}); use a smaller value, True "
-                             f"(from max_iter // 2) or False (last iterate)")
-        return int(self.average)
+        return _svc_lazy.fit_binary(self, X, y_pm, C_examples, kdtype, alpha0, k,
+                                    _solver_factory)
 
     def _initial_subset(self, y_pm: np.ndarray, seed) -> np.ndarray:
         """The random subset of the start (:func:`torchfw._svc_start.initial_subset`)."""

@@ -1,0 +1,81 @@
+r"""The lazy host path of :class:`~torchfw.SVC`: one binary problem, columns on demand.
+
+Where the problem's matrix does not fit ``cache_size`` (or ``dense=False``, a clock, a progress
+bar, candidate sampling, the streaming solvers, CUDA data), a binary problem is solved by a core
+optimizer over the dual's simplex: :class:`~torchfw.kernels.SVMDualOperator` computes a column
+of :math:`\tilde K = D_y (K + 1) D_y + \operatorname{diag}(1/C)` when a step asks for it and
+keeps it in its cache, and the optimizer never learns that a kernel exists. The start is the
+exact solution on ``n_init`` random examples (seeds 000-002; :mod:`torchfw._svc_start`), or for
+the streaming solvers (seed 001) one random vertex.
+"""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import torch
+from torch import Tensor
+
+from . import exceptions as _exceptions
+from ._svc_start import initial_alpha
+from .kernels import SVMDualOperator
+from .objectives import Quadratic
+from .result import Status
+
+__all__ = ["fit_binary", "average_from"]
+
+
+def fit_binary(svc, X: Tensor, y_pm: np.ndarray, C_examples, kdtype, alpha0, k, factory):
+    """Solve binary problem ``k`` of ``svc`` on ``X`` (labels ``y_pm`` in {-1, +1}).
+
+    ``factory(name)(**options)`` builds the optimizer (``svm._solver_factory``, which
+    ``benchmarks/reproduce.py`` swaps); ``alpha0`` is a warm start or None. Returns
+    ``(alpha, result)``: the dual vector the model uses (the tail average of a streaming run
+    when there is one) and the optimizer's result, with the cache statistics in its ``info``.
+    """
+    y_t = torch.from_numpy(y_pm).to(X.device)
+    operator = SVMDualOperator(X, y_t, svc._kernel, C_examples if isinstance(
+        C_examples, float) else C_examples.to(X.device), dtype=kdtype,
+        cache_size=svc.cache_size)
+    objective = Quadratic(operator)
+    m = X.shape[0]
+    seed = None if svc.random_state is None else int(svc.random_state) + k
+    streaming = svc.solver in ("sfw", "msfw")
+    if alpha0 is not None:
+        x0 = alpha0.to(X.device)
+    elif streaming:  # seed 001: a single random vertex; the engine streams from there
+        x0 = torch.zeros(m, dtype=torch.float64, device=X.device)
+        x0[int(np.random.default_rng(seed).integers(m))] = 1.0
+    else:
+        x0 = initial_alpha(operator, y_pm, svc.n_init, seed)
+    if svc.max_iter is not None:
+        max_iter = svc.max_iter
+    else:  # one epoch for the streaming solvers (seed 001's setting)
+        max_iter = m if streaming else 100 * m
+    options = {"average_from": average_from(svc.average, max_iter)} if streaming else {}
+    solver = factory(svc.solver)(
+        tol=1e-300, rtol=0.0 if streaming else 2.0 * svc._stop_tol(), max_iter=max_iter,
+        sample_size=svc.sample_size, random_state=seed, verbose=bool(svc.verbose),
+        time_limit=svc.time_limit, **options)
+    result = solver.minimize(objective, x0)
+    if result.status in (Status.MAX_ITER, Status.TIME_LIMIT) and not streaming:
+        warnings.warn(f"SVC solver {svc.solver!r} stopped on {result.status} after "
+                      f"{result.n_iter} iterations with relative gap "
+                      f"{result.gap / max(2 * result.value, 1e-300):.3g} > "
+                      f"tol={svc._stop_tol()}",
+                      _exceptions.ConvergenceWarning, stacklevel=4)
+    result.info["cache"] = operator.cache_info()
+    # A run stopped (time_limit) before averaging began has only its last iterate.
+    return (result.x if result.average is None else result.average), result
+
+
+def average_from(average, max_iter: int) -> int | None:
+    """The first averaged iteration of a streaming run for ``SVC(average=...)``, or None."""
+    if isinstance(average, (bool, np.bool_)):
+        return max_iter // 2 if average else None
+    if average >= max_iter:
+        raise ValueError(f"average={average} starts averaging after the run's last "
+                         f"iteration (max_iter={max_iter}); use a smaller value, True "
+                         f"(from max_iter // 2) or False (last iterate)")
+    return int(average)
