@@ -209,3 +209,17 @@ def test_one_vs_one_pairs_take_the_compiled_path_one_matrix_each(solver):
     lazy = tf.SVC(dense=False, cache_size=cache, **kw).fit(X, y)
     _assert_same_fit(dense, lazy)
     assert all(r.info["matrix_bytes"] <= cache * 2**20 for r in dense.result_)
+
+
+def test_one_vs_one_budget_is_per_pair_as_on_the_lazy_path():
+    # max_iter defaults to 100 iterations per example of the problem: a pair's own examples.
+    # Plain FW at tol 1e-14 runs out of that budget; both paths stop at the same iteration.
+    X, y = _data(m=60, classes=3, seed=8)
+    kw = dict(solver="fw", multi_class="ovo", tol=1e-14, random_state=0)
+    with pytest.warns(Warning):
+        dense = tf.SVC(**kw).fit(X, y)
+    with pytest.warns(Warning):
+        lazy = tf.SVC(dense=False, **kw).fit(X, y)
+    sizes = [int(np.isin(y, pair).sum()) for pair in ((0, 1), (0, 2), (1, 2))]
+    assert [r.n_iter for r in dense.result_] == [100 * n for n in sizes]
+    _assert_same_fit(dense, lazy)

@@ -488,7 +488,6 @@ def _fit_problems(model, X, problems, C_examples, kdtype, previous, gram=None):
     variant = VARIANTS[model.solver]
     m = X.shape[0]
     C_all = C_examples if isinstance(C_examples, float) else C_examples.to(X.device)
-    max_iter = model.max_iter if model.max_iter is not None else 100 * m
     rtol = 2.0 * model._stop_tol()
     # One-vs-one pairs whose matrices fit when all examples' does not: one matrix per pair.
     per_problem = gram is None and not _fits(model, m) and \
@@ -535,6 +534,8 @@ def _fit_problems(model, X, problems, C_examples, kdtype, previous, gram=None):
             inv_c = inv_c_all if rows is None else inv_c_all[rows]
             diag = diag_np if rows is None else diag_np[rows]
         y = problem.y.astype(P.dtype)
+        # The lazy path's budget: 100 iterations per example of the problem (a pair's own).
+        max_iter = model.max_iter if model.max_iter is not None else 100 * y.shape[0]
         seed = None if model.random_state is None else int(model.random_state) + k
         start = _start(P, pair_rows, y, inv_c, problem.y, alpha0, model.n_init, seed,
                        keep_previous=variant == 5, max_atoms=max_atoms)
