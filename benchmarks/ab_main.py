@@ -24,6 +24,7 @@ Workloads (settings of the existing benchmark scripts):
   cache_size=200, random_state=0)`` on a9a; ``--svc-rows`` limits training to the first rows
   (default 10,000; 0 = all 32,561); test accuracy on the full a9a.t. Warm-up: the same fit on
   the first 1,000 rows (svm_vs_libsvm.py's ``--warmup``).
+* ``svc_w8a``: the same on w8a (49,749 examples; ``--svc-rows`` applies too).
 * ``lasso``: the leukemia regularization path of lasso_vs_sklearn.py part 2 (centred data, 30
   log-spaced alphas from alpha_max to alpha_max / 100, tol 1e-6, ``torchfw.lasso_path``); warm-up
   = one full path; ``--lasso-inner`` timed paths per process.
@@ -56,7 +57,7 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 RESULTS = HERE / "results"
 DEFAULT_BASE = "67d5e54"
-WORKLOADS = ("svc", "lasso", "ww_dna", "ww_satimage", "ww_sector")
+WORKLOADS = ("svc", "svc_w8a", "lasso", "ww_dna", "ww_satimage", "ww_sector")
 
 
 # -- worker: one fresh process, one tree ----------------------------------------------------------
@@ -67,7 +68,7 @@ def _timed(fn):
     return out, time.perf_counter() - w0, time.process_time() - c0
 
 
-def _work_svc(args):
+def _work_svc(args, name="a9a"):
     import warnings
 
     import torch
@@ -76,7 +77,7 @@ def _work_svc(args):
 
     from torchfw._data import take_rows
 
-    data = load_libsvm("a9a")
+    data = load_libsvm(name)
     X, y, Xt, yt = data.X_train, data.y_train.numpy(), data.X_test, data.y_test.numpy()
     # gamma="scale" resolved on the full training set, as svm_vs_libsvm.py does.
     values = X.values().double()
@@ -168,8 +169,8 @@ def worker(args):
     if tree not in where.parents:
         raise SystemExit(f"torchfw imported from {where}, not from the tree {tree}")
     sys.path.insert(0, str(HERE))
-    if args.worker == "svc":
-        walls, cpus, info, arrays = _work_svc(args)
+    if args.worker in ("svc", "svc_w8a"):
+        walls, cpus, info, arrays = _work_svc(args, "w8a" if args.worker == "svc_w8a" else "a9a")
     elif args.worker == "lasso":
         walls, cpus, info, arrays = _work_lasso(args)
     else:
@@ -291,7 +292,8 @@ def write(meta, rows, out: Path):
     print(f"wrote {out.with_suffix('.md')} and {out.with_suffix('.json')}")
 
 
-LABELS = {"svc": "SVC swap, a9a", "lasso": "Lasso path, leukemia (30 alphas)",
+LABELS = {"svc": "SVC swap, a9a", "svc_w8a": "SVC swap, w8a",
+          "lasso": "Lasso path, leukemia (30 alphas)",
           "ww_dna": "WW, dna (C=2^-4)", "ww_satimage": "WW, satimage (C=1)",
           "ww_sector": "WW, sector (C=2^-1)"}
 
@@ -349,8 +351,8 @@ def main(argv=None):
                           + ", ".join(f"{c:.3f}" for c in res["cpus"])
                           + f"  load {res['loadavg']:.1f}  ({res['torchfw_file']})", flush=True)
             row = summarize(workload, runs["old"], runs["new"])
-            row["label"] = LABELS[workload] + (
-                f" (first {args.svc_rows} rows)" if workload == "svc" and args.svc_rows else "")
+            subset = workload.startswith("svc") and args.svc_rows
+            row["label"] = LABELS[workload] + (f" (first {args.svc_rows} rows)" if subset else "")
             rows.append(row)
             print(f"{workload:12s} old {row['old_cpu_s']:.3f} s  new {row['new_cpu_s']:.3f} s "
                   f"cpu ratio {row['ratio_cpu']:.3f} (wall {row['ratio_wall']:.3f})  "
