@@ -18,7 +18,6 @@ import torch
 from torch import Tensor
 
 from . import exceptions as _exceptions
-from ._svc_start import initial_alpha
 from .kernels import SVMDualOperator
 from .objectives import Quadratic
 from .result import Status
@@ -48,7 +47,7 @@ def fit_binary(svc, X: Tensor, y_pm: np.ndarray, C_examples, kdtype, alpha0, k, 
         x0 = torch.zeros(m, dtype=torch.float64, device=X.device)
         x0[int(np.random.default_rng(seed).integers(m))] = 1.0
     else:
-        x0 = initial_alpha(operator, y_pm, svc.n_init, seed)
+        x0 = svc._initial_alpha(operator, y_pm, seed)
     if svc.max_iter is not None:
         max_iter = svc.max_iter
     else:  # one epoch for the streaming solvers (seed 001's setting)

@@ -47,7 +47,7 @@ from ._svc_multiclass import (
     restrict,
     scatter,
 )
-from ._svc_start import initial_alpha, initial_subset
+from ._svc_start import initial_alpha
 from ._svc_state import available_if, check_svc_state, restore_svc, svc_state
 from ._svm_probability import fit_platt, platt_proba
 from ._threads import few_threads
@@ -475,10 +475,6 @@ class SVC(BaseEstimator):
                                                  _solver_factory)
         return _svc_lazy.fit_binary(self, X, y_pm, C_examples, kdtype, alpha0, k,
                                     _solver_factory)
-
-    def _initial_subset(self, y_pm: np.ndarray, seed) -> np.ndarray:
-        """The random subset of the start (:func:`torchfw._svc_start.initial_subset`)."""
-        return initial_subset(y_pm, self.n_init, seed)
 
     def _initial_alpha(self, operator: SVMDualOperator, y_pm: np.ndarray, seed) -> Tensor:
         """The start of a lazy solve (:func:`torchfw._svc_start.initial_alpha`)."""
