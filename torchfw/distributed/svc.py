@@ -14,7 +14,7 @@ from torch import Tensor
 from .._data import as_labels, take_rows, to_csr
 from .._svc_start import draw_positions
 from .._validation import resolve_device
-from ..kernels import SVMDualOperator, make_kernel
+from ..kernels import KERNELS, SVMDualOperator, make_kernel
 from ..optimizers.active_set import simplex_qp
 from ..oracles import Simplex
 from ..result import Status
@@ -79,6 +79,15 @@ class DistributedSVC(SVC):
 
     def _check_params(self) -> None:
         super()._check_params()
+        if not isinstance(self.kernel, str) or self.kernel not in KERNELS:
+            # SVC accepts "precomputed" and callables (a whole m x m Gram matrix on one
+            # process); the sharded operator computes kernel columns from every rank's
+            # features, which only the built-in kernels do
+            name = ("a callable kernel" if callable(self.kernel)
+                    else f"kernel={self.kernel!r}")
+            raise ValueError(f"DistributedSVC needs a built-in kernel, one of "
+                             f"{sorted(KERNELS)}; got {name}. Precomputed and callable "
+                             f"kernels train only in SVC on one process.")
         if self.solver not in DISTRIBUTED_SOLVERS:
             raise ValueError(f"solver {self.solver!r} has no distributed form; use one of "
                              f"{DISTRIBUTED_SOLVERS}")
