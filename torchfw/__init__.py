@@ -43,7 +43,7 @@ _LAZY = {
     "Result": "result", "Status": "result", "History": "result", "IterationInfo": "result",
     "ActiveSet": "result",
     "WestonWatkinsSVC": "multiclass", "walrus": "walrus",
-    "Lasso": "lasso", "lasso_path": "lasso", "SVC": "svm",
+    "Lasso": "lasso", "lasso_path": "lasso", "SVC": "svm", "svm_dual_problem": "svm_problem",
 }
 
 __all__ = [
@@ -57,7 +57,7 @@ __all__ = [
     "BlendedPairwiseConditionalGradient", "LazyFrankWolfe",
     "Result", "Status", "History", "IterationInfo", "ActiveSet",
     "WestonWatkinsSVC", "BlockCoordinateDescent", "walrus",
-    "Lasso", "lasso_path", "SVC",
+    "Lasso", "lasso_path", "SVC", "svm_dual_problem",
 ]
 
 if TYPE_CHECKING:  # static checkers and IDEs see the eager imports
@@ -83,6 +83,7 @@ if TYPE_CHECKING:  # static checkers and IDEs see the eager imports
     from .result import ActiveSet, History, IterationInfo, Result, Status
     from .spectral import NuclearNormBall, Spectraplex
     from .svm import SVC
+    from .svm_problem import svm_dual_problem
     from .walrus import walrus
 
 

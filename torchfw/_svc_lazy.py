@@ -2,9 +2,11 @@ r"""The lazy host path of :class:`~torchfw.SVC`: one binary problem, columns on 
 
 Where the problem's matrix does not fit ``cache_size`` (or ``dense=False``, a clock, a progress
 bar, candidate sampling, the streaming solvers, CUDA data), a binary problem is solved by a core
-optimizer over the dual's simplex: :class:`~torchfw.kernels.SVMDualOperator` computes a column
-of :math:`\tilde K = D_y (K + 1) D_y + \operatorname{diag}(1/C)` when a step asks for it and
-keeps it in its cache, and the optimizer never learns that a kernel exists. The start is the
+optimizer over the dual's simplex. The problem is the public one of
+:func:`torchfw.svm_problem.svm_dual_problem` (built from validated input by
+:func:`~torchfw.svm_problem.build_dual`): :class:`~torchfw.kernels.SVMDualOperator` computes a
+column of :math:`\tilde K = D_y (K + 1) D_y + \operatorname{diag}(1/C)` when a step asks for it
+and keeps it in its cache, and the optimizer never learns that a kernel exists. The start is the
 exact solution on ``n_init`` random examples (seeds 000-002; :mod:`torchfw._svc_start`), or for
 the streaming solvers (seed 001) one random vertex.
 """
@@ -14,13 +16,11 @@ from __future__ import annotations
 import warnings
 
 import numpy as np
-import torch
 from torch import Tensor
 
 from . import exceptions as _exceptions
-from .kernels import SVMDualOperator
-from .objectives import Quadratic
 from .result import Status
+from .svm_problem import build_dual
 
 __all__ = ["fit_binary", "average_from"]
 
@@ -33,21 +33,15 @@ def fit_binary(svc, X: Tensor, y_pm: np.ndarray, C_examples, kdtype, alpha0, k, 
     ``(alpha, result)``: the dual vector the model uses (the tail average of a streaming run
     when there is one) and the optimizer's result, with the cache statistics in its ``info``.
     """
-    y_t = torch.from_numpy(y_pm).to(X.device)
-    operator = SVMDualOperator(X, y_t, svc._kernel, C_examples if isinstance(
-        C_examples, float) else C_examples.to(X.device), dtype=kdtype,
-        cache_size=svc.cache_size)
-    objective = Quadratic(operator)
     m = X.shape[0]
     seed = None if svc.random_state is None else int(svc.random_state) + k
     streaming = svc.solver in ("sfw", "msfw")
-    if alpha0 is not None:
-        x0 = alpha0.to(X.device)
-    elif streaming:  # seed 001: a single random vertex; the engine streams from there
-        x0 = torch.zeros(m, dtype=torch.float64, device=X.device)
-        x0[int(np.random.default_rng(seed).integers(m))] = 1.0
-    else:
-        x0 = svc._initial_alpha(operator, y_pm, seed)
+    # The problem as svm_dual_problem builds it; the streaming solvers (seed 001) start from
+    # one random vertex, the others from the exact solution on n_init examples.
+    problem = build_dual(X, y_pm, svc._kernel, C_examples, dtype=kdtype,
+                         cache_size=svc.cache_size, alpha0=alpha0,
+                         start="vertex" if streaming else "subset", n_init=svc.n_init,
+                         seed=seed)
     if svc.max_iter is not None:
         max_iter = svc.max_iter
     else:  # one epoch for the streaming solvers (seed 001's setting)
@@ -57,14 +51,14 @@ def fit_binary(svc, X: Tensor, y_pm: np.ndarray, C_examples, kdtype, alpha0, k, 
         tol=1e-300, rtol=0.0 if streaming else 2.0 * svc._stop_tol(), max_iter=max_iter,
         sample_size=svc.sample_size, random_state=seed, verbose=bool(svc.verbose),
         time_limit=svc.time_limit, **options)
-    result = solver.minimize(objective, x0)
+    result = solver.minimize(problem.objective, problem.x0)
     if result.status in (Status.MAX_ITER, Status.TIME_LIMIT) and not streaming:
         warnings.warn(f"SVC solver {svc.solver!r} stopped on {result.status} after "
                       f"{result.n_iter} iterations with relative gap "
                       f"{result.gap / max(2 * result.value, 1e-300):.3g} > "
                       f"tol={svc._stop_tol()}",
                       _exceptions.ConvergenceWarning, stacklevel=4)
-    result.info["cache"] = operator.cache_info()
+    result.info["cache"] = problem.operator.cache_info()
     # A run stopped (time_limit) before averaging began has only its last iterate.
     return (result.x if result.average is None else result.average), result
 

@@ -25,8 +25,9 @@ import torch
 
 from ._data import csr_tensor
 from ._estimator import plain
+from ._validation import resolve_device
 
-__all__ = ["available_if", "check_svc_state", "svc_state", "restore_svc"]
+__all__ = ["available_if", "check_svc_state", "svc_state", "restore_svc", "from_state"]
 
 _REQUIRED = ("params", "classes", "gamma", "n_features_in", "support", "n_support", "n_iter",
              "support_vectors", "dual_coef", "intercept")
@@ -195,3 +196,28 @@ def restore_svc(model, state: dict, device=None) -> None:
     model.probA_ = None if state.get("prob_a") is None else state["prob_a"].numpy()
     model.probB_ = None if state.get("prob_b") is None else state["prob_b"].numpy()
     model.result_ = None
+
+
+def from_state(cls, state: dict, map_location=None):
+    """A fitted ``cls`` (:class:`~torchfw.SVC` or a subclass) from a state dict, checked first.
+
+    :meth:`SVC.from_state_dict <torchfw.SVC.from_state_dict>`: the state passes
+    :func:`check_svc_state`, the parameters build the estimator, :func:`restore_svc` sets the
+    fitted attributes (on ``map_location`` if given).
+    """
+    if not isinstance(state, dict) or state.get("format") != "torchfw.SVC":
+        raise ValueError("not a torchfw.SVC state dict")
+    check_svc_state(state)
+    params = dict(state["params"])
+    if len(state["classes"]) > 2:  # saved before one-vs-one existed: one-vs-rest
+        params.setdefault("multi_class", "ovr")
+    if isinstance(params.get("dtype"), str):
+        params["dtype"] = getattr(torch, params["dtype"].replace("torch.", ""))
+    model = cls(**params)
+    restore_svc(model, state, resolve_device(map_location)
+                if map_location is not None else None)
+    # The scheme the model was trained with ("auto" resolved); absent before "auto" existed.
+    model.multi_class_ = str(state.get("multi_class_", "ovr" if params.get(
+        "multi_class", "ovr") == "auto" else params.get("multi_class", "ovr")))
+    model._kernel = model._make_kernel()
+    return model

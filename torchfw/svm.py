@@ -39,7 +39,6 @@ from ._data import accuracy, as_labels, as_sample_weight, drop_zero_weight, take
 from ._estimator import BaseEstimator, check_is_fitted, load_state
 from ._svc_batched import fit_ovr_batched
 from ._svc_multiclass import (
-    MULTI_CLASS,
     binary_problems,
     ovo_to_ovr,
     ovo_vote,
@@ -47,15 +46,17 @@ from ._svc_multiclass import (
     restrict,
     scatter,
 )
+from ._svc_params import check_params
 from ._svc_start import initial_alpha
-from ._svc_state import available_if, check_svc_state, restore_svc, svc_state
+from ._svc_state import available_if, from_state, svc_state
 from ._svm_probability import fit_platt, platt_proba
 from ._threads import few_threads
-from ._validation import check_int_at_least, check_positive, resolve_device
+from ._validation import resolve_device
 from .heads import KernelSVMHead
 from .kernels import KERNELS, CallableKernel, SVMDualOperator, make_kernel
 from .oracles import Simplex
 from .solvers import make_solver, solver_names
+from .svm_problem import example_C, resolve_gamma
 
 __all__ = ["SVC", "SOLVERS", "ConvergenceWarning"]  # noqa: F822 (built on first use)
 
@@ -254,44 +255,8 @@ class SVC(BaseEstimator):
     # -- validation ----------------------------------------------------------------------------
 
     def _check_params(self) -> None:
-        if not (callable(self.kernel) or self._precomputed() or self.kernel in KERNELS):
-            raise ValueError(f"unknown kernel {self.kernel!r}; expected one of "
-                             f"{sorted(KERNELS) + ['precomputed']} or a callable")
-        if self.solver not in SOLVERS:
-            raise ValueError(f"unknown solver {self.solver!r}; expected one of {SOLVERS}")
-        check_positive("C", self.C)
-        if not (isinstance(self.tol, str) and self.tol == "auto"):
-            check_positive("tol", self.tol)
-        if not (isinstance(self.gamma, str) and self.gamma in ("scale", "auto")):
-            check_positive("gamma", self.gamma)
-        if self.max_iter is not None:
-            check_int_at_least("max_iter", self.max_iter, 1)
-        if self.sample_size is not None:
-            check_int_at_least("sample_size", self.sample_size, 1)
-        check_int_at_least("n_init", self.n_init, 1)
-        if not isinstance(self.probability, (bool, np.bool_)):
-            raise ValueError(f"probability must be True or False, got {self.probability!r}")
-        if self.multi_class not in MULTI_CLASS:
-            raise ValueError(f"multi_class must be one of {MULTI_CLASS}, got "
-                             f"{self.multi_class!r}")
-        if self.decision_function_shape not in ("ovr", "ovo"):
-            raise ValueError(f"decision_function_shape must be 'ovr' or 'ovo', got "
-                             f"{self.decision_function_shape!r}")
-        if self.decision_function_shape == "ovo" and self.multi_class == "ovr":
-            raise ValueError("decision_function_shape='ovo' needs multi_class='ovo' (a "
-                             "one-vs-rest model has one decision column per class)")
-        if not isinstance(self.break_ties, (bool, np.bool_)):
-            raise ValueError(f"break_ties must be True or False, got {self.break_ties!r}")
-        if self.break_ties and self.decision_function_shape == "ovo":
-            raise ValueError("break_ties=True needs decision_function_shape='ovr' (as in "
-                             "scikit-learn)")
-        if not (self.dense == "auto" or isinstance(self.dense, (bool, np.bool_))):
-            raise ValueError(f"dense must be 'auto', True or False, got {self.dense!r}")
-        if not isinstance(self.average, (bool, np.bool_)):
-            check_int_at_least("average", self.average, 0)
-        if self.dtype not in (None, torch.float32, torch.float64):
-            raise ValueError(f"dtype must be None, torch.float32 or torch.float64, got "
-                             f"{self.dtype!r}")
+        """Raise a ValueError naming the first invalid parameter (:mod:`torchfw._svc_params`)."""
+        check_params(self, SOLVERS)
 
     def _precomputed(self) -> bool:
         """Whether ``kernel="precomputed"`` (``X`` holds kernel values, not features)."""
@@ -310,44 +275,17 @@ class SVC(BaseEstimator):
         return make_kernel(self.kernel, self._gamma, self.degree, self.coef0)
 
     def _resolve_gamma(self, X: Tensor) -> float:
-        if self.gamma == "auto":
-            return 1.0 / X.shape[1]
-        if self.gamma == "scale":
-            if X.layout == torch.sparse_csr:
-                values = X.values().double()
-                n = X.shape[0] * X.shape[1]
-                mean = values.sum() / n
-                var = float((values * values).sum() / n - mean * mean)
-            else:
-                var = float(X.double().var(unbiased=False))
-            return 1.0 / (X.shape[1] * var) if var > 0 else 1.0
-        return float(self.gamma)
+        """``gamma`` as a number (:func:`torchfw.svm_problem.resolve_gamma`)."""
+        return resolve_gamma(self.gamma, X)
 
     def _example_C(self, y_encoded: np.ndarray, n_classes: int,
                    sample_weight: np.ndarray | None = None) -> Tensor | float:
-        """Per-example C: ``C`` times the class weight times the sample weight (if any)."""
-        if sample_weight is not None:
-            C = self._example_C(y_encoded, n_classes)
-            return torch.from_numpy(np.asarray(C, dtype=np.float64) * sample_weight)
-        if self.class_weight is None:
-            return float(self.C)
-        counts = np.bincount(y_encoded, minlength=n_classes)
-        if isinstance(self.class_weight, str):
-            if self.class_weight != "balanced":
-                raise ValueError(f"class_weight must be a dict or 'balanced', got "
-                                 f"{self.class_weight!r}")
-            weights = len(y_encoded) / (n_classes * counts)
-        elif isinstance(self.class_weight, dict):
-            weights = np.ones(n_classes)
-            index = {c: k for k, c in enumerate(self.classes_)}
-            for label, weight in self.class_weight.items():
-                if label not in index:
-                    raise ValueError(f"class_weight has label {label!r} not present in y")
-                weights[index[label]] = check_positive(f"class_weight[{label!r}]", weight)
-        else:
-            raise ValueError(f"class_weight must be a dict or 'balanced', got "
-                             f"{self.class_weight!r}")
-        return torch.from_numpy(self.C * weights[y_encoded])
+        """Per-example C: ``C`` times the class weight times the sample weight (if any).
+
+        :func:`torchfw.svm_problem.example_C` on the ``n_classes`` classes of ``classes_``.
+        """
+        return example_C(self.C, self.class_weight, y_encoded, self.classes_[:n_classes],
+                         sample_weight)
 
     # -- fitting -------------------------------------------------------------------------------
 
@@ -639,22 +577,7 @@ class SVC(BaseEstimator):
     @classmethod
     def from_state_dict(cls, state: dict, map_location=None) -> SVC:
         """A fitted model from :meth:`state_dict`'s output, checked field by field first."""
-        if not isinstance(state, dict) or state.get("format") != "torchfw.SVC":
-            raise ValueError("not a torchfw.SVC state dict")
-        check_svc_state(state)
-        params = dict(state["params"])
-        if len(state["classes"]) > 2:  # saved before one-vs-one existed: one-vs-rest
-            params.setdefault("multi_class", "ovr")
-        if isinstance(params.get("dtype"), str):
-            params["dtype"] = getattr(torch, params["dtype"].replace("torch.", ""))
-        model = cls(**params)
-        restore_svc(model, state, resolve_device(map_location)
-                    if map_location is not None else None)
-        # The scheme the model was trained with ("auto" resolved); absent before "auto" existed.
-        model.multi_class_ = str(state.get("multi_class_", "ovr" if params.get(
-            "multi_class", "ovr") == "auto" else params.get("multi_class", "ovr")))
-        model._kernel = model._make_kernel()
-        return model
+        return from_state(cls, state, map_location)
 
     def __sklearn_tags__(self):
         # As scikit-learn's SVC: a precomputed kernel's X is pairwise, so that its
