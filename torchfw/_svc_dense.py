@@ -7,19 +7,20 @@ tens of microseconds of Python per iteration around a few microseconds of arithm
 whole solve -- every iteration, the checks every ``check_every`` iterations and the stopping test
 -- in one compiled call.
 
-**Same iterates.** The matrix rows are computed by the very kernels that compute the lazy
-path's columns (:mod:`torchfw._kernel_cpu`, same summation order, same float32 exponential), so
-row ``i`` equals ``SVMDualOperator.column(i)`` bit for bit; the moves go through the host
-engine's update, selection and step kernels (:mod:`torchfw.optimizers._kernels`) with the
-arithmetic of :class:`~torchfw.optimizers._engine.QuadraticEngine` written out expression for
-expression; the start is the host engine's own (it is constructed, then handed over). The
-lazy path and this one therefore produce the same iterates, step counts and stopping iteration
+**Same iterates.** The matrix rows are computed (:mod:`torchfw._svc_matrix`) by the very
+kernels that compute the lazy path's columns (:mod:`torchfw._kernel_cpu`, same summation order,
+same float32 exponential), so row ``i`` equals ``SVMDualOperator.column(i)`` bit for bit; the
+moves go through the host engine's update, selection and step kernels
+(:mod:`torchfw.optimizers._kernels`) with the arithmetic of
+:class:`~torchfw.optimizers._engine.QuadraticEngine` written out expression for expression; the
+start is the host engine's own (it is constructed, then handed over). The lazy path and this
+one therefore produce the same iterates, step counts and stopping iteration
 (``tests/test_svc_dense.py`` compares them check by check for every solver).
 
 **Multiclass.** The problems of one-vs-rest share the data: :math:`\tilde K^{(k)} = D_k (K + 1)
 D_k + \operatorname{diag}(1/C)` with :math:`D_k = \operatorname{diag}(y^{(k)})`. The matrix
-:math:`K + 1` is computed once; each problem flips signs in place (exact), solves, and flips
-back. One-vs-one problems read sub-blocks of the same matrix.
+:math:`K + 1` is computed once; each problem reads its rows from it with its signs applied
+(exact; :func:`_row_py`). One-vs-one problems read their pair's entries of the same matrix.
 """
 
 from __future__ import annotations
@@ -32,8 +33,8 @@ import warnings
 import numpy as np
 import torch
 
-from . import _kernel_cpu as C
 from ._numba import njit as _njit  # None without numba
+from ._svc_matrix import plain_kernel_matrix, plain_problem
 from ._threads import one_thread
 from .optimizers import _kernels as K
 from .optimizers._engine import ZERO_TOL
@@ -47,90 +48,6 @@ COUNTERS = ("fw", "away", "drop", "pairwise", "swap_add", "swap_drop", "partan")
 
 # Status codes returned by the compiled loop.
 _CONVERGED, _MAX_ITER, _NONFINITE = 0, 1, 2
-
-
-# ---------------------------------------------------------------------------------------------
-# The matrix K + 1 (no labels, no diagonal term), row by row with the column kernels.
-# ---------------------------------------------------------------------------------------------
-
-def _dense_nonzeros(xfm, i, nzf, nzv):
-    """Nonzero features of example ``i`` of a feature-major ``xfm`` (``_row_nonzeros``)."""
-    n = 0
-    for f in range(xfm.shape[0]):
-        v = xfm[f, i]
-        if v != 0:
-            nzf[n] = f
-            nzv[n] = v
-            n += 1
-    return n
-
-
-def _rows_rbf_f32(xfm, crow, col, val, sparse, sq, gamma, ones, out, scratch, bits, nzf, nzv):
-    """Rows of ``K + 1`` for the RBF kernel in float32 (the lazy path's default)."""
-    for i in range(out.shape[0]):
-        if sparse:
-            lo = crow[i]
-            hi = crow[i + 1]
-            _dots(xfm, col[lo:hi], val[lo:hi], scratch)
-        else:
-            n = _nonzeros(xfm, i, nzf, nzv)
-            _dots(xfm, nzf[:n], nzv[:n], scratch)
-        _rbf_f32(scratch, sq, sq[i], gamma, ones, 1.0, out[i], bits)
-
-
-def _rows_argument(code, xfm, crow, col, val, sparse, sq, gamma, coef0, out, nzf, nzv):
-    """Rows of the kernel's argument (before the outer function), for the other cases."""
-    for i in range(out.shape[0]):
-        row = out[i]
-        if sparse:
-            lo = crow[i]
-            hi = crow[i + 1]
-            _dots(xfm, col[lo:hi], val[lo:hi], row)
-        else:
-            n = _nonzeros(xfm, i, nzf, nzv)
-            _dots(xfm, nzf[:n], nzv[:n], row)
-        _argument(code, row, sq, np.float64(sq[i]), gamma, coef0, row)
-
-
-def _rows_finish(code, degree, ones, out):
-    for i in range(out.shape[0]):
-        _finish(code, out[i], degree, ones, 1.0, 0.0, -1, out[i])
-
-
-def plain_kernel_matrix(op) -> np.ndarray:
-    r"""The ``(m, m)`` matrix :math:`K + 1` of an :class:`~torchfw.kernels.SVMDualOperator`.
-
-    Row ``i`` times :math:`y_i y`, plus :math:`1/C_i` at ``i``, is ``op.column(i)`` exactly: the
-    same compiled kernels in the same order (the labels only flip signs, exactly).
-    """
-    m = op.shape[0]
-    dtype = op._np_dtype
-    out = np.empty((m, m), dtype=dtype)
-    xfm = op._xfm_np
-    d = xfm.shape[0]
-    sparse = op.X.layout == torch.sparse_csr
-    if sparse:
-        crow, col, val = op._crow, op._col, op._val
-    else:
-        crow = np.zeros(1, dtype=np.int64)
-        col = np.zeros(0, dtype=np.int64)
-        val = np.zeros(0, dtype=dtype)
-    nzf = np.empty(d, dtype=np.int64)
-    nzv = np.empty(d, dtype=dtype)
-    ones = np.ones(m, dtype=dtype)
-    code = op.kernel.code
-    gamma, coef0 = float(op.kernel.gamma), float(op.kernel.coef0)
-    if code == C.RBF and dtype == np.float32:
-        scratch = np.empty(m, dtype=dtype)
-        bits = np.empty(m, dtype=np.int32)
-        rows_rbf_f32(xfm, crow, col, val, sparse, op._sq_np, gamma, ones, out, scratch, bits,
-                     nzf, nzv)
-        return out
-    rows_argument(code, xfm, crow, col, val, sparse, op._sq_np, gamma, coef0, out, nzf, nzv)
-    if code == C.RBF:
-        np.exp(out, out=out)  # as the lazy path: NumPy's exp, element by element
-    rows_finish(code, float(op.kernel.degree), ones, out)
-    return out
 
 
 # ---------------------------------------------------------------------------------------------
@@ -341,24 +258,16 @@ def _row_py(P, rows, y, inv_c, i, buf):
     return buf
 
 
-_dots = C.feature_major_dots
-_rbf_f32 = C.rbf_finish_f32
-_argument = C.kernel_argument
-_finish = C.finish_column
 _update = K.update
 _select = K.select
 _step = K._step_kernel
 _partner = K.second_order_partner
 _shift_update_on = K.shift_update_on
 _bounds_on = K.extrapolation_bounds_on
-_nonzeros = _njit(_dense_nonzeros)
 _row = _njit(_row_py)
 _store = _njit(_store_py)
 store_state = _store
 signed_row = _row
-rows_rbf_f32 = _njit(_rows_rbf_f32)
-rows_argument = _njit(_rows_argument)
-rows_finish = _njit(_rows_finish)
 solve_compiled = _njit(_solve)
 
 
@@ -498,7 +407,7 @@ def _fit_problems(model, X, problems, C_examples, kdtype, previous, gram=None):
     elif gram is None:
         # One operator over all examples, labels 1: its matrix K + 1 serves every problem (rows
         # and signs per problem), its diagonal K_ii + 1 + 1/C_i too (labels square away).
-        P, diag_np, inv_c_all = _plain_problem(model, X, C_all, kdtype)
+        P, diag_np, inv_c_all = plain_problem(model, X, C_all, kdtype)
     else:  # a precomputed or callable kernel: its Gram matrix is all there is
         from ._svc_custom import custom_matrix
 
@@ -522,7 +431,7 @@ def _fit_problems(model, X, problems, C_examples, kdtype, previous, gram=None):
         # The problem's matrix is read from P row by row, signs applied (_row_py).
         if per_problem:  # the pair's own K + 1, as the lazy path's operator on its rows
             Xk, Ck, _ = sub()
-            P_k, diag, inv_c = _plain_problem(model, Xk, Ck, kdtype)
+            P_k, diag, inv_c = plain_problem(model, Xk, Ck, kdtype)
             if P_k is None:
                 alpha, result = model._fit_binary(Xk, problem.y, Ck, kdtype, alpha0, k)
                 alphas.append(scatter(alpha, rows, m))
@@ -582,23 +491,6 @@ def _fit_problems(model, X, problems, C_examples, kdtype, previous, gram=None):
 
 
 _NO_ROWS = np.zeros(0, dtype=np.int64)
-
-
-def _plain_problem(model, X, C, kdtype):
-    """``(K + 1, diagonal K_ii + 1 + 1/C_i, 1/C)`` of the examples ``X``, or Nones.
-
-    From an operator with labels 1 (labels square away on the diagonal); its rows are the lazy
-    path's columns up to signs. ``(None, None, None)`` when the operator has no host storage
-    (``memory_budget``): the caller takes the lazy path.
-    """
-    from .kernels import SVMDualOperator
-
-    C = C if isinstance(C, float) else C.to(X.device)
-    op = SVMDualOperator(X, torch.ones(X.shape[0], dtype=torch.float64), model._kernel, C,
-                         dtype=kdtype, cache_size=model.cache_size)
-    if not op._host_ok:
-        return None, None, None
-    return plain_kernel_matrix(op), op.diagonal().to(torch.float64).numpy(), op._inv_c_np
 
 
 def _start(P, rows, y, inv_c, y_pm, alpha0, n_init, seed, *, keep_previous, max_atoms=None):

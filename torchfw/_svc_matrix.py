@@ -1,0 +1,127 @@
+r"""The matrix :math:`K + 1` of the compiled SVC path, row by row with the lazy path's kernels.
+
+The compiled whole solve (:mod:`torchfw._svc_dense`) reads every binary problem's matrix
+:math:`\tilde K = D_y (K + 1) D_y + \operatorname{diag}(1/C)` from one plain matrix :math:`K + 1`
+(no labels, no diagonal term), signs and :math:`1/C_i` applied as a row is read
+(:func:`torchfw._svc_dense._row_py`). This module computes that matrix. Its row ``i`` is built
+by the compiled column kernels of :mod:`torchfw._kernel_cpu` -- the feature-major dots, the
+kernel's argument and outer function, in the same order and precision (float32 RBF through the
+same exponential) -- that compute column ``i`` of :class:`~torchfw.kernels.SVMDualOperator` on
+the lazy path, so that both paths see the same bits.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from . import _kernel_cpu as C
+from ._numba import njit as _njit  # None without numba
+from .kernels import SVMDualOperator
+
+__all__ = ["plain_kernel_matrix", "plain_problem"]
+
+
+def _dense_nonzeros(xfm, i, nzf, nzv):
+    """Nonzero features of example ``i`` of a feature-major ``xfm`` (``_row_nonzeros``)."""
+    n = 0
+    for f in range(xfm.shape[0]):
+        v = xfm[f, i]
+        if v != 0:
+            nzf[n] = f
+            nzv[n] = v
+            n += 1
+    return n
+
+
+def _rows_rbf_f32(xfm, crow, col, val, sparse, sq, gamma, ones, out, scratch, bits, nzf, nzv):
+    """Rows of ``K + 1`` for the RBF kernel in float32 (the lazy path's default)."""
+    for i in range(out.shape[0]):
+        if sparse:
+            lo = crow[i]
+            hi = crow[i + 1]
+            _dots(xfm, col[lo:hi], val[lo:hi], scratch)
+        else:
+            n = _nonzeros(xfm, i, nzf, nzv)
+            _dots(xfm, nzf[:n], nzv[:n], scratch)
+        _rbf_f32(scratch, sq, sq[i], gamma, ones, 1.0, out[i], bits)
+
+
+def _rows_argument(code, xfm, crow, col, val, sparse, sq, gamma, coef0, out, nzf, nzv):
+    """Rows of the kernel's argument (before the outer function), for the other cases."""
+    for i in range(out.shape[0]):
+        row = out[i]
+        if sparse:
+            lo = crow[i]
+            hi = crow[i + 1]
+            _dots(xfm, col[lo:hi], val[lo:hi], row)
+        else:
+            n = _nonzeros(xfm, i, nzf, nzv)
+            _dots(xfm, nzf[:n], nzv[:n], row)
+        _argument(code, row, sq, np.float64(sq[i]), gamma, coef0, row)
+
+
+def _rows_finish(code, degree, ones, out):
+    for i in range(out.shape[0]):
+        _finish(code, out[i], degree, ones, 1.0, 0.0, -1, out[i])
+
+
+def plain_kernel_matrix(op) -> np.ndarray:
+    r"""The ``(m, m)`` matrix :math:`K + 1` of an :class:`~torchfw.kernels.SVMDualOperator`.
+
+    Row ``i`` times :math:`y_i y`, plus :math:`1/C_i` at ``i``, is ``op.column(i)`` exactly: the
+    same compiled kernels in the same order (the labels only flip signs, exactly).
+    """
+    m = op.shape[0]
+    dtype = op._np_dtype
+    out = np.empty((m, m), dtype=dtype)
+    xfm = op._xfm_np
+    d = xfm.shape[0]
+    sparse = op.X.layout == torch.sparse_csr
+    if sparse:
+        crow, col, val = op._crow, op._col, op._val
+    else:
+        crow = np.zeros(1, dtype=np.int64)
+        col = np.zeros(0, dtype=np.int64)
+        val = np.zeros(0, dtype=dtype)
+    nzf = np.empty(d, dtype=np.int64)
+    nzv = np.empty(d, dtype=dtype)
+    ones = np.ones(m, dtype=dtype)
+    code = op.kernel.code
+    gamma, coef0 = float(op.kernel.gamma), float(op.kernel.coef0)
+    if code == C.RBF and dtype == np.float32:
+        scratch = np.empty(m, dtype=dtype)
+        bits = np.empty(m, dtype=np.int32)
+        rows_rbf_f32(xfm, crow, col, val, sparse, op._sq_np, gamma, ones, out, scratch, bits,
+                     nzf, nzv)
+        return out
+    rows_argument(code, xfm, crow, col, val, sparse, op._sq_np, gamma, coef0, out, nzf, nzv)
+    if code == C.RBF:
+        np.exp(out, out=out)  # as the lazy path: NumPy's exp, element by element
+    rows_finish(code, float(op.kernel.degree), ones, out)
+    return out
+
+
+def plain_problem(model, X, C_examples, kdtype):
+    """``(K + 1, diagonal K_ii + 1 + 1/C_i, 1/C)`` of the examples ``X``, or Nones.
+
+    From an operator with labels 1 (labels square away on the diagonal); its rows are the lazy
+    path's columns up to signs. ``(None, None, None)`` when the operator has no host storage
+    (``memory_budget``): the caller takes the lazy path.
+    """
+    C_x = C_examples if isinstance(C_examples, float) else C_examples.to(X.device)
+    op = SVMDualOperator(X, torch.ones(X.shape[0], dtype=torch.float64), model._kernel, C_x,
+                         dtype=kdtype, cache_size=model.cache_size)
+    if not op._host_ok:
+        return None, None, None
+    return plain_kernel_matrix(op), op.diagonal().to(torch.float64).numpy(), op._inv_c_np
+
+
+_dots = C.feature_major_dots
+_rbf_f32 = C.rbf_finish_f32
+_argument = C.kernel_argument
+_finish = C.finish_column
+_nonzeros = _njit(_dense_nonzeros)
+rows_rbf_f32 = _njit(_rows_rbf_f32)
+rows_argument = _njit(_rows_argument)
+rows_finish = _njit(_rows_finish)
