@@ -162,6 +162,16 @@ def frank_wolfe_update(p: Tensor, d: Tensor, group: dict, state: dict) -> None:
 
     ``state["fw_gap"]`` receives :math:`\langle d_t, \theta_t - v_t\rangle`, one value per row
     (0 for a row without direction, NaN for a row with a non-finite direction).
+
+    A declared second implementation (:mod:`torchfw._second_implementations`) of the core's
+    :class:`~torchfw.FrankWolfe` step: the vertex :math:`v = \operatorname{lmo}(d)`, the move
+    :math:`\theta + \gamma (v - \theta)` and the gap :math:`\langle d, \theta - v\rangle` are the
+    core's, but written as batched tensor ops on the parameter's device (one step size and one
+    gap per row, no host read, traceable by ``torch.compile``) where the core's engines keep
+    host scalars per problem. With ``momentum=0``, ``rescale=None`` and the learning rate
+    :math:`2/(k+2)` at step :math:`k` it takes the iterates and gaps of
+    ``FrankWolfe(lmo, OpenLoop())`` on the same deterministic objective (the parity test in
+    ``tests/test_second_implementations.py``).
     """
     lmo: LMO = group["lmo"]
     shape = view_shape(p, group["per_row"])

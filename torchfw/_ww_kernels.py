@@ -33,6 +33,9 @@ import numpy as np
 # numba is optional at run time: without it the Python versions below run as they are.
 from ._numba import HAVE_NUMBA, njit, numba
 
+# The exact step of the FW block solver: the host-float ExactLineSearch of the core.
+from .optimizers._kernels import _step_kernel
+
 __all__ = ["HAVE_NUMBA", "METHOD_WALRUS", "METHOD_ITERATIVE", "METHOD_FW", "walrus_single",
            "iterative_single", "fw_single", "Workspace", "aligned_zeros"]
 
@@ -358,11 +361,16 @@ iterative_single = _jit(_iterative_py)
 # --------------------------------------------------------------------------------------------
 
 def _fw_py(v, m, C, b, steps, grad):
-    """``steps`` Frank-Wolfe steps on the block subproblem from ``b``; returns ``1^T b``.
+    r"""``steps`` Frank-Wolfe steps on the block subproblem from ``b``; returns ``1^T b``.
 
-    The box LMO puts a coordinate at 0 where the gradient is positive and at ``C`` otherwise
-    (torchfw's :class:`~torchfw.Box` convention); the exact step on the quadratic is
-    ``min(1, -<grad, d> / (||d||^2 + (1^T d)^2))`` since ``d^T (I + 11^T) d`` has that form.
+    A declared second implementation (:mod:`torchfw._second_implementations`) of
+    :meth:`torchfw.optimizers.bcd.BlockCoordinateDescent._fw_block` on this subproblem, compiled
+    and specialised to its Hessian :math:`H = I + 11^\top`: the box LMO puts a coordinate at 0
+    where the gradient is positive and at ``C`` otherwise (torchfw's :class:`~torchfw.Box`
+    convention), a step is taken unless the FW gap ``-<grad, d>`` is zero, and its size is the
+    shared exact step (``_kernels._step_kernel``, :class:`~torchfw.ExactLineSearch` on host
+    floats) on the curvature ``d^T (I + 11^T) d = ||d||^2 + (1^T d)^2``. Unlike the reference,
+    the gradient is recomputed from the clipped ``b`` (the same up to rounding).
     """
     s = 0.0
     for j in range(m):
@@ -380,10 +388,7 @@ def _fw_py(v, m, C, b, steps, grad):
             ds += d
         if gd >= 0.0:
             break  # the FW gap -<grad, d> is zero: b is optimal
-        curv = dd + ds * ds
-        lam = -gd / curv
-        if lam > 1.0:
-            lam = 1.0
+        lam = _step_kernel(gd, dd + ds * ds, 1.0)
         s = 0.0
         for j in range(m):
             d = (0.0 if grad[j] > 0.0 else C) - b[j]

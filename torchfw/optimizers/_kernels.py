@@ -20,6 +20,7 @@ import torch
 # numba is optional at run time: without it the torch kernels below are used.
 from .._numba import HAVE_NUMBA
 from .._numba import njit as _njit  # None without numba
+from ._moves import pair_curvature, toward_curvature
 
 __all__ = ["HAVE_NUMBA", "update", "select", "active_argmin", "extrapolation_bounds",
            "extrapolation_bounds_on", "shift_update_on",
@@ -229,26 +230,49 @@ DENSE_FW, DENSE_AWAY, DENSE_PAIRWISE = 0, 1, 2
 
 
 def _exact_step(slope, curvature, gamma_max):
-    """:class:`~torchfw.ExactLineSearch` on host floats (the same formula, branch for branch)."""
+    r""":class:`~torchfw.ExactLineSearch` on host floats, branch for branch.
+
+    A declared second implementation (:mod:`torchfw._second_implementations`) of
+    ``ExactLineSearch.step`` with host scalars, which numba cannot call (it takes a ``Line`` and
+    a :class:`~torchfw._scalars.Scalars`): :math:`\gamma = \operatorname{clip}_{[0,
+    \gamma_{\max}]}(-\text{slope} / \text{curvature})`, and on a flat line
+    (curvature :math:`\le 10^{-300}`) :math:`\gamma_{\max}` along a descent direction, else 0.
+    The clip is written as the host scalars' ``minimum(maximum(x, 0), gamma_max)``, so NaN and
+    ``-0.0`` come out as the reference's do (0 and 0).
+    """
     if curvature > 1e-300:
         gamma = -slope / curvature
     else:
         gamma = gamma_max if slope < 0.0 else 0.0
-    if gamma < 0.0:
-        gamma = 0.0
-    if gamma > gamma_max:
-        gamma = gamma_max
-    return gamma
+    gamma = gamma if gamma > 0.0 else 0.0
+    return gamma if gamma < gamma_max else gamma_max
+
+
+def _away_step_max(w_j):
+    """:func:`~torchfw.optimizers._moves.away_step_max` on host floats (numba cannot take its
+    ``ops``): :math:`w_j / (1 - w_j)`, 0 when :math:`w = e_j`. A declared second
+    implementation, like :func:`_exact_step`."""
+    return w_j / (1.0 - w_j if 1.0 - w_j > 1e-300 else 1e-300) if w_j < 1.0 else 0.0
 
 
 def _dense_block_py(variant, n_iter, H, diag, ct, has_ct, w, s, zero_tol, counts):
-    """``n_iter`` iterations of FW, away-step FW or pairwise FW on a dense quadratic.
+    r"""``n_iter`` iterations of FW, away-step FW or pairwise FW on a dense quadratic.
 
     ``H[k]`` is the vertex gradient of atom ``k`` (row ``k`` of :math:`\tilde Q` plus
-    :math:`\tilde c`), so a move costs one or two row reads and no operator call. Moves, step
-    sizes, snapping and step counts are those of :class:`~torchfw.optimizers._engine.
-    QuadraticEngine` with :class:`~torchfw.ExactLineSearch`; ``counts`` accumulates
-    ``[fw, away, drop, pairwise]``.
+    :math:`\tilde c`), so a move costs one or two row reads and no operator call. ``counts``
+    accumulates ``[fw, away, drop, pairwise]``.
+
+    A declared second implementation (:mod:`torchfw._second_implementations`) of
+    :class:`~torchfw.optimizers._engine.QuadraticEngine` with :class:`~torchfw.ExactLineSearch`
+    under :class:`~torchfw.FrankWolfe`, :class:`~torchfw.AwayStepFrankWolfe` and
+    :class:`~torchfw.PairwiseFrankWolfe`: the same choice of move (away when its slope
+    :math:`p - s_j` is below the FW slope :math:`s_i - p`), the same curvatures (the shared
+    :func:`~torchfw.optimizers._moves.toward_curvature` and
+    :func:`~torchfw.optimizers._moves.pair_curvature`, compiled), the same maximal steps, step
+    sizes, update kernel, snapping and step counts. What it writes out itself is the loop, the
+    variants' decisions and the two host-float twins :func:`_exact_step` and
+    :func:`_away_step_max`; ``tests/test_engine_parity.py`` (storage ``dense``) checks that it
+    takes the host engine's steps.
     """
     ct_i = 0.0
     ct_j = 0.0
@@ -265,7 +289,7 @@ def _dense_block_py(variant, n_iter, H, diag, ct, has_ct, w, s, zero_tol, counts
                 sj = si
                 ct_j = ct_i
             gamma_max = w[j]
-            curvature = diag[i] + diag[j] - 2.0 * (H[i, j] - ct_j)
+            curvature = _pair_curvature_kernel(diag[i], diag[j], H[i, j] - ct_j)
             gamma = _step_kernel(si - sj, curvature, gamma_max)
             # The host engine's update call for a pairwise move, rows of H for the columns.
             _update_kernel(w, s, 1.0, gamma, i, H[i], -gamma, j, H[j], 0.0, w, s, False,
@@ -279,14 +303,15 @@ def _dense_block_py(variant, n_iter, H, diag, ct, has_ct, w, s, zero_tol, counts
             wj = w[j]
             use_fw = si - p <= p - sj
         if use_fw:
-            gamma = _step_kernel(si - p, diag[i] - 2.0 * (si - ct_i) + q, 1.0)
+            gamma = _step_kernel(si - p, _toward_curvature_kernel(diag[i], si - ct_i, q), 1.0)
             a = 1.0 - gamma
             b = gamma
             k = i
             counts[0] += 1
         else:
-            gamma_max = wj / max(1.0 - wj, 1e-300) if wj < 1.0 else 0.0
-            gamma = _step_kernel(p - sj, diag[j] - 2.0 * (sj - ct_j) + q, gamma_max)
+            gamma_max = _away_max_kernel(wj)
+            gamma = _step_kernel(p - sj, _toward_curvature_kernel(diag[j], sj - ct_j, q),
+                                 gamma_max)
             a = 1.0 + gamma
             b = -gamma
             k = j
@@ -309,6 +334,10 @@ _tighten_kernel = _njit(_tighten) if HAVE_NUMBA else _tighten
 _update_kernel = update if HAVE_NUMBA else _update_py
 _select_kernel = select if HAVE_NUMBA else _select_py
 _step_kernel = _njit(_exact_step) if HAVE_NUMBA else _exact_step
+_away_max_kernel = _njit(_away_step_max) if HAVE_NUMBA else _away_step_max
+# The scalar algebra of _moves, compiled for the dense block (one formula for both).
+_toward_curvature_kernel = _njit(toward_curvature) if HAVE_NUMBA else toward_curvature
+_pair_curvature_kernel = _njit(pair_curvature) if HAVE_NUMBA else pair_curvature
 dense_block = _njit(_dense_block_py)
 
 

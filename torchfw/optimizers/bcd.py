@@ -42,12 +42,15 @@ import torch
 from torch import Tensor
 
 from .._validation import check_finite, check_int_at_least, check_nonnegative, check_positive
+from ..linesearch import ExactLineSearch, Line
 from ..oracles import Box
 from ..result import History, IterationInfo, Result, Status
 
 __all__ = ["BlockCoordinateDescent", "BlockProblem", "BlockQuadratic", "BoxQuadraticProblem"]
 
 _SOLVERS = ("exact", "fw")
+#: The block FW step's line search (stateless: one instance serves every run).
+_EXACT = ExactLineSearch()
 
 
 @dataclass
@@ -242,6 +245,16 @@ class BlockCoordinateDescent:
         return changed
 
     def _fw_block(self, blk: BlockQuadratic) -> Tensor:
+        r"""``fw_steps`` Frank-Wolfe steps on the block's quadratic model, from ``blk.x``.
+
+        Each step: the box vertex :math:`s = \operatorname{lmo}(g)`, the direction
+        :math:`d = s - x`, and, unless the FW gap :math:`-g^\top d` is zero (the block is
+        optimal), the step of :class:`~torchfw.ExactLineSearch` on
+        :math:`\phi(\lambda) = \lambda g^\top d + \tfrac12 \lambda^2 d^\top H d` over
+        :math:`[0, 1]`; the gradient follows as :math:`g + \lambda H d`. The reference of the
+        compiled Weston-Watkins block step :func:`torchfw._ww_kernels.fw_single`
+        (:mod:`torchfw._second_implementations`).
+        """
         x = blk.x.clone()
         g = blk.grad.clone()
         for _ in range(self.fw_steps):
@@ -250,8 +263,8 @@ class BlockCoordinateDescent:
             if gd >= 0.0:  # FW gap -<g, d> is zero: the block is optimal
                 break
             hd = blk.hess(d)
-            curv = float(d @ hd)
-            lam = 1.0 if curv <= 0.0 else min(1.0, -gd / curv)
+            line = Line(value=0.0, slope=gd, gamma_max=1.0, curvature=float(d @ hd))
+            lam = _EXACT.step(line, 0)
             x = blk.lmo.project(x + lam * d)  # projection only removes rounding
             g = g + lam * hd
         return x
