@@ -40,7 +40,11 @@ from torch import Tensor
 
 from . import _ww_kernels as _k
 from . import exceptions
-from ._data import accuracy, as_labels, as_matrix, csr_tensor, to_csr
+from ._csr import CSR as _CSR
+from ._csr import as_csr as _as_csr
+from ._csr import csr_matmul as _csr_matmul
+from ._csr import take_csr_rows as _take_rows
+from ._data import accuracy, as_labels, as_matrix, csr_tensor
 from ._estimator import BaseEstimator, check_is_fitted, load_state, plain
 from ._validation import check_int_at_least, check_positive, resolve_device
 from ._ww_problem import (  # noqa: F401 (the dual and its shrinking constants, re-exported)
@@ -66,90 +70,6 @@ def __getattr__(name: str):
     if name == "ConvergenceWarning":
         return exceptions.ConvergenceWarning
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
-# --------------------------------------------------------------------------------------------
-# Input conversion: everything becomes CSR arrays (int64 indptr/indices, float64 data) on the CPU.
-# --------------------------------------------------------------------------------------------
-
-class _CSR:
-    __slots__ = ("indptr", "indices", "data", "shape")
-
-    def __init__(self, indptr, indices, data, shape):
-        self.indptr = np.ascontiguousarray(indptr, dtype=np.int64)
-        self.indices = np.ascontiguousarray(indices, dtype=np.int64)
-        self.data = np.ascontiguousarray(data, dtype=np.float64)
-        self.shape = (int(shape[0]), int(shape[1]))
-
-
-def _dense_to_csr(a: np.ndarray) -> _CSR:
-    mask = a != 0
-    indptr = np.zeros(a.shape[0] + 1, dtype=np.int64)
-    np.cumsum(mask.sum(axis=1), out=indptr[1:])
-    rows, cols = np.nonzero(mask)
-    return _CSR(indptr, cols, a[rows, cols], a.shape)
-
-
-def _is_scipy_sparse(X) -> bool:
-    return type(X).__module__.startswith("scipy.sparse") and hasattr(X, "tocsr")
-
-
-def _as_csr(X, name: str = "X") -> _CSR:
-    """Convert X (NumPy, SciPy sparse, torch dense/COO/CSR, array-like) to checked CSR arrays."""
-    if isinstance(X, Tensor):
-        if X.layout == torch.sparse_coo:
-            X = to_csr(X.coalesce())
-        if X.layout == torch.sparse_csr:
-            if X.dim() != 2:
-                raise ValueError(f"{name} must be 2-d, got shape {tuple(X.shape)}")
-            csr = _CSR(X.crow_indices().cpu().numpy(), X.col_indices().cpu().numpy(),
-                       X.values().detach().cpu().to(torch.float64).numpy(), X.shape)
-        elif X.layout == torch.strided:
-            if X.is_complex():
-                raise TypeError(f"{name} must be real, got {X.dtype}")
-            a = X.detach().cpu().to(torch.float64).numpy()
-            if a.ndim != 2:
-                raise ValueError(f"{name} must be 2-d (n_samples, n_features), got shape "
-                                 f"{a.shape}")
-            _check_finite_array(name, a)
-            csr = _dense_to_csr(a)
-        else:
-            raise TypeError(f"{name}: unsupported tensor layout {X.layout}; pass a dense, COO "
-                            f"or CSR tensor")
-    elif _is_scipy_sparse(X):
-        S = X.tocsr(copy=True) if hasattr(X, "tocsr") else X
-        if S.ndim != 2:
-            raise ValueError(f"{name} must be 2-d, got shape {S.shape}")
-        S.sum_duplicates()
-        if not np.issubdtype(S.dtype, np.number) or np.issubdtype(S.dtype, np.complexfloating):
-            raise TypeError(f"{name} must hold real numbers, got dtype {S.dtype}")
-        csr = _CSR(S.indptr, S.indices, S.data, S.shape)
-    else:
-        try:
-            a = np.asarray(X, dtype=np.float64)
-        except (TypeError, ValueError) as exc:
-            raise TypeError(f"{name} must be a 2-d array of real numbers: {exc}") from None
-        if a.ndim != 2:
-            raise ValueError(f"{name} must be 2-d (n_samples, n_features), got shape {a.shape}")
-        _check_finite_array(name, a)
-        csr = _dense_to_csr(a)
-    n, d = csr.shape
-    if n == 0 or d == 0:
-        raise ValueError(f"{name} is empty (shape {csr.shape}); need at least one sample and "
-                         f"one feature")
-    _check_finite_array(name, csr.data)
-    if csr.indptr.shape[0] != n + 1 or csr.indptr[0] != 0 or csr.indptr[-1] != csr.data.shape[0] \
-            or (np.diff(csr.indptr) < 0).any():
-        raise ValueError(f"{name} is not a valid CSR matrix (bad row pointers)")
-    if csr.indices.size and (csr.indices.min() < 0 or csr.indices.max() >= d):
-        raise ValueError(f"{name} has column indices outside [0, {d}) ")
-    return csr
-
-
-def _check_finite_array(name: str, a: np.ndarray) -> None:
-    if a.size and not np.isfinite(a).all():
-        bad = int((~np.isfinite(a)).sum())
-        raise ValueError(f"{name} contains {bad} NaN or infinite value(s); expected finite values")
 
 
 def _labels(y, n: int) -> np.ndarray:
@@ -572,33 +492,6 @@ def _build_problem(csr: _CSR, y, C: float, *, exact_method: str = "walrus", eps:
     problem = WWDualProblem(used, y_idx[keep], classes.shape[0], C, exact_method=exact_method,
                             eps=eps, shrinking=shrinking)
     return WWProblem(problem, classes, n_zero, C)
-
-
-def _take_rows(csr: _CSR, keep: np.ndarray) -> _CSR:
-    lengths = np.diff(csr.indptr)
-    nnz_keep = np.repeat(keep, lengths)
-    indptr = np.zeros(int(keep.sum()) + 1, dtype=np.int64)
-    np.cumsum(lengths[keep], out=indptr[1:])
-    return _CSR(indptr, csr.indices[nnz_keep], csr.data[nnz_keep],
-                (indptr.shape[0] - 1, csr.shape[1]))
-
-
-def _csr_matmul_py(indptr, indices, data, W, out):
-    for i in range(indptr.shape[0] - 1):
-        for p in range(indptr[i], indptr[i + 1]):
-            xv = data[p]
-            row = W[indices[p]]
-            for c in range(W.shape[1]):
-                out[i, c] += xv * row[c]
-
-
-_csr_matmul_kernel = _k._jit(_csr_matmul_py)
-
-
-def _csr_matmul(csr: _CSR, W: np.ndarray) -> np.ndarray:
-    out = np.zeros((csr.shape[0], W.shape[1]))
-    _csr_matmul_kernel(csr.indptr, csr.indices, csr.data, W, out)
-    return out
 
 
 def _warn_if_no_numba() -> None:
