@@ -45,6 +45,14 @@ costs one reduction on top of the step and is kept for monitoring
 (:meth:`StochasticFrankWolfe.fw_gaps`). In the deterministic convex case it bounds the
 suboptimality; with stochastic directions it is a noisy stationarity measure.
 
+Which stochastic Frank-Wolfe: this is the *torch.optim* one (stochastic gradients of
+parameters, with momentum). The *streaming* stochastic Frank-Wolfe of seed 001 (Ouyang & Gray,
+SFW/MSFW: examples of a kernel SVM arrive one per iteration into a working set) is another
+algorithm: ``SVC(solver="sfw" | "msfw")`` or ``FrankWolfe(..., stream=True)`` (see
+:mod:`torchfw.solvers`). In the deterministic case (``momentum=0``, ``rescale=None``, learning
+rate :math:`2/(k+2)`) a step here is the core's ``FrankWolfe(lmo, OpenLoop())`` step, a declared
+second implementation (:mod:`torchfw._second_implementations`).
+
 References
 ----------
 S. Pokutta, C. Spiegel, M. Zimmer. "Deep Neural Network Training with Frank-Wolfe."
@@ -228,6 +236,10 @@ class StochasticFrankWolfe(torch.optim.Optimizer):
 
     *Feasibility.* Start from feasible parameters (:meth:`make_feasible`); the first step warns if
     a parameter is outside its set.
+
+    *Not the streaming SFW.* The streaming stochastic Frank-Wolfe of Ouyang & Gray (seed 001),
+    for kernel SVMs, is ``SVC(solver="sfw")`` / ``FrankWolfe(..., stream=True)``, a different
+    algorithm (:mod:`torchfw.solvers`).
 
     References
     ----------

@@ -16,8 +16,12 @@ Each entry is a :class:`SolverSpec`; :func:`make_solver` builds the optimizer::
 
 The methods: Frank-Wolfe (Frank & Wolfe 1956), away steps and pairwise steps (Wolfe 1970;
 Lacoste-Julien & Jaggi 2015), SWAP and its second-order choice of the away atom (seed 000),
-PARTAN (seed 002), the fully corrective variant, and the streaming stochastic FW without and with
-away steps of seed 001 (``stream=True``: one random example per iteration, in arrival order).
+PARTAN (seed 002), the fully corrective variant, and the *streaming* stochastic FW without and
+with away steps of seed 001 (Ouyang & Gray's SFW and MSFW, ``stream=True``: one random example
+per iteration, in arrival order, over a working set). The streaming solvers ``"sfw"``/``"msfw"``
+are not :class:`torchfw.optim.StochasticFrankWolfe`, the ``torch.optim`` optimizer of Pokutta,
+Spiegel & Zimmer (stochastic gradients of network weights, with momentum): two algorithms that
+share the words "stochastic Frank-Wolfe", which is why the descriptions below say "streaming".
 """
 
 from __future__ import annotations
@@ -84,7 +88,8 @@ class SolverSpec:
 
     @property
     def streaming(self) -> bool:
-        """Whether the name runs seed 001's streaming stochastic FW (``stream=True``)."""
+        """Whether the name runs seed 001's streaming stochastic FW (``stream=True``; not
+        :class:`torchfw.optim.StochasticFrankWolfe`)."""
         return bool(self.options.get("stream", False))
 
     def build(self, lmo: LMO, line_search: LineSearch | None = None,
@@ -111,9 +116,9 @@ SOLVERS: Mapping[str, SolverSpec] = MappingProxyType({spec.name: spec for spec i
     SolverSpec("fc", FullyCorrectiveFrankWolfe, estimators=_NO_LASSO,
                description="fully corrective Frank-Wolfe (CVM-like)"),
     SolverSpec("sfw", FrankWolfe, {"stream": True}, frozenset({"svc"}),
-               "streaming stochastic Frank-Wolfe (seed 001)"),
+               "streaming stochastic Frank-Wolfe, SFW (seed 001, Ouyang & Gray)"),
     SolverSpec("msfw", AwayStepFrankWolfe, {"stream": True}, frozenset({"svc"}),
-               "streaming stochastic Frank-Wolfe with away steps (seed 001)"),
+               "streaming stochastic Frank-Wolfe with away steps, MSFW (seed 001)"),
 )})
 
 
