@@ -82,7 +82,7 @@ SECOND_IMPLEMENTATIONS: tuple[SecondImplementation, ...] = (
     SecondImplementation(
         "torchfw._svc_dense._solve",
         "torchfw.optimizers._engine.QuadraticEngine",
-        "tests/test_svc_dense.py::test_every_iteration_matches_the_host_engine",
+        "tests/test_engine_parity_compiled.py::test_compiled_svc_storage_takes_the_host_steps",
         "SVC's whole solve in one compiled call when the m x m matrix fits cache_size: every "
         "variant's iteration, the checks and the stopping test"),
     SecondImplementation(
