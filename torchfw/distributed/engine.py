@@ -18,6 +18,7 @@ from .._column_cache import ColumnCache
 from .._scalars import HOST
 from ..optimizers import _kernels as K
 from ..optimizers._engine import ZERO_TOL, Coefficients, QuadraticEngine
+from ..optimizers._selection import select_host
 from ..oracles import Simplex
 from .operator import ShardedSVMDualOperator, _Atom
 
@@ -103,11 +104,10 @@ class DistributedQuadraticEngine(QuadraticEngine):
         if negative > 0 or abs(total - 1.0) > 1e-6:
             raise ValueError(f"w0 is not on the unit simplex over all ranks (sum {total:.9g})")
         n1 = n + 1  # + the ghost entry
-        self.w = torch.zeros(n1, dtype=torch.float64, device=device)
-        self.w[:n] = w0.to(device)
-        self.diag = torch.zeros(n1, dtype=torch.float64, device=device)
-        self.diag[:n] = torch.from_numpy(op.diagonal_local()).to(device)
-        self.t = 0.0
+        w = torch.zeros(n1, dtype=torch.float64, device=device)
+        w[:n] = w0.to(device)
+        diag = torch.zeros(n1, dtype=torch.float64, device=device)
+        diag[:n] = torch.from_numpy(op.diagonal_local()).to(device)
         # Column slices (with the ghost entry); the same slot count and the same requests on
         # every rank, so the cache holds the same atoms everywhere (whether to fetch is then a
         # shared decision).
@@ -121,27 +121,11 @@ class DistributedQuadraticEngine(QuadraticEngine):
         self._known: dict[int, tuple] = {}
         self._active_min = None
         self.fetches = 0
-        self.s = self._full_gradient(self.w[:n])
-        if self.keep_previous:
-            self.w_prev = self.w.clone()
-            self.s_prev = self.s.clone()
-        else:
-            self.w_prev = self.s_prev = None
-        self._views()
-        self._select()
-        if self.keep_previous:
-            self._set(W=self.p, p_prev=self.p, t_prev=0.0)
+        # The shared start: previous iterate, NumPy views (QuadraticEngine._numpy_views, of
+        # the local slice and its ghost entry), selection (round 1), PARTAN scalars.
+        self._start(w, self._full_gradient(w[:n]), diag)
 
     # -- state ---------------------------------------------------------------------------------
-
-    def _views(self) -> None:
-        if not self.use_numba:
-            return
-        self._w_np = self.w.numpy()
-        self._s_np = self.s.numpy()
-        # The previous iterate exists exactly with keep_previous.
-        self._wp_np = self.w_prev.numpy() if self.w_prev is not None else self._w_np
-        self._sp_np = self.s_prev.numpy() if self.s_prev is not None else self._s_np
 
     def _full_gradient(self, w: Tensor) -> Tensor:
         """:math:`s = \\tilde K w` on the local rows (collective: the support is gathered).
@@ -167,21 +151,16 @@ class DistributedQuadraticEngine(QuadraticEngine):
             s[:self.n_local] += cols.to(torch.float64) @ weights[start:start + chunk]
         return s
 
-    def _select(self) -> None:
+    def _reselect(self) -> None:
         """Local selection, then round 1: every rank learns the global candidates and ``p``."""
         n = self.n_local
-        if self.use_numba:
-            imin, smin, jmax, smax, p, _ = K.select(self._w_np[:n], self._s_np[:n],
-                                                    self._s_np[:n], False)
-        else:
-            imin, smin, jmax, smax, p, _ = (
-                v.item() for v in K.torch_select(self.w[:n], self.s[:n], None))
-            if smax == -_INF:
-                jmax = -1
+        vectors = (self._w_np, self._s_np) if self.use_numba else (self.w, self.s)
+        imin, smin, jmax, smax, p, _ = select_host(vectors[0][:n], vectors[1][:n],
+                                                   compiled=self.use_numba)
         packet = self._packet
         packet[0] = p
-        self._write_candidate(packet[1:1 + _REC], int(imin), smin)
-        self._write_candidate(packet[1 + _REC:1 + 2 * _REC], int(jmax), smax)
+        self._write_candidate(packet[1:1 + _REC], imin, smin)
+        self._write_candidate(packet[1 + _REC:1 + 2 * _REC], jmax, smax)
         if self.exchange == "gather":
             base = 1 + 2 * _REC
             self.op.write_features(int(imin), packet[base:base + self._flen])
@@ -279,7 +258,7 @@ class DistributedQuadraticEngine(QuadraticEngine):
         total = self.comm.sum([float(self.w[:n].sum())], op="refresh")[0]
         self.w[:n] /= total
         self.s.copy_(self._full_gradient(self.w[:n]))
-        self._select()
+        self._reselect()
 
     def value(self):
         return 0.5 * self.p
@@ -298,7 +277,7 @@ class DistributedQuadraticEngine(QuadraticEngine):
         self.w[:self.n_local].copy_(snap)
         self.w[self.n_local] = 0.0
         self.s.copy_(self._full_gradient(self.w[:self.n_local]))
-        self._select()
+        self._reselect()
 
     # -- features and columns ------------------------------------------------------------------
 
@@ -438,7 +417,7 @@ class DistributedQuadraticEngine(QuadraticEngine):
         for vec in (self.w, self.s, self.w_prev, self.s_prev):
             if vec is not None:
                 vec[ghost] = 0.0
-        self._select()
+        self._reselect()
 
 
 def _torch_bounds(w: Tensor, w_prev: Tensor, lam: float, i: int) -> tuple[float, float]:

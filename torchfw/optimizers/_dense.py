@@ -84,5 +84,4 @@ class DenseQuadraticEngine(QuadraticEngine):
         for name, count in zip(_COUNTERS, counts.tolist(), strict=True):
             if count:
                 self._counts[name] = self._counts.get(name, 0) + count
-        self._store_selection(K.select(self._w_np, self._s_np, self._ct_np,
-                                       self.ct is not None), host=True)
+        self._reselect()

@@ -40,6 +40,7 @@ from ._moves import (
     replace_gamma_max,
     toward_curvature,
 )
+from ._selection import select
 from ._state import EngineState
 
 __all__ = ["Coefficients", "Move", "QuadraticEngine", "GenericEngine", "EngineState", "ZERO_TOL",
@@ -216,11 +217,13 @@ class QuadraticEngine(EngineState):
         if self.keep_previous:
             # Atoms that ever had weight, in order of arrival: a superset of the supports of
             # w and w_prev (moves give weight only to their FW atom, and w_prev was once w).
+            # (Sized by the local vector: a sharded storage holds a slice of the N atoms.)
+            size = self.w.shape[0]
             nonzero = np.flatnonzero(K.as_numpy(self.w))
-            self._support = np.empty(self.N, dtype=np.int64)
+            self._support = np.empty(size, dtype=np.int64)
             self._support[:nonzero.size] = nonzero
             self._n_support = nonzero.size
-            self._in_support = np.zeros(self.N, dtype=np.bool_)
+            self._in_support = np.zeros(size, dtype=np.bool_)
             self._in_support[nonzero] = True
         self._w_np = K.as_numpy(self.w)
         self._s_np = K.as_numpy(self.s)
@@ -239,16 +242,25 @@ class QuadraticEngine(EngineState):
 
     def _refresh_scalars(self) -> None:
         """Recompute selections and reductions from the vectors (no update)."""
-        if self.use_numba and not self.ops.on_device:
-            # The compiled selection of the moves, also at the start: one summation order for
-            # p = w's, which the compiled SVC start (torchfw._svc_start) computes the same way.
-            sel = K.select(self._w_np, self._s_np, self._ct_np, self.ct is not None)
-        else:
-            sel = K.torch_select(self.w, self.s, self.ct)
-        self._store_selection(sel, host=not self.ops.on_device)
+        self._reselect()
         if self.keep_previous:
             # W = w' Q~ w_prev; at the start w_prev == w.
             self._set(W=self.p - self.t, p_prev=self.p, t_prev=self.t)
+
+    def _reselect(self) -> None:
+        """Storage: the selection of the next iteration from the vectors (sets ``i_min, s_min,
+        j_max, s_max, p, t, i_fw, s_fw``).
+
+        :func:`~torchfw.optimizers._selection.select` (PyTorch ops: device scalars, host
+        scalars without numba, and over ``(B, N)`` the batched storage), or on the host with
+        numba its compiled second implementation -- also at the start: one summation order for
+        ``p = w's``, which the compiled SVC start (``torchfw._svc_start``) computes the same way.
+        """
+        if self.use_numba:
+            sel = K.select(self._w_np, self._s_np, self._ct_np, self.ct is not None)
+        else:
+            sel = select(self.w, self.s, self.ct)
+        self._store_selection(sel, host=not self.ops.on_device)
 
     def _store_selection(self, sel, host: bool) -> None:
         imin, smin, jmax, smax, p, t = sel
@@ -507,8 +519,6 @@ class QuadraticEngine(EngineState):
                 K.update(self._w_np, self._s_np, co.a, co.b, co.i, K.as_numpy(h0),
                          co.c if use_h1 else 0.0, j, K.as_numpy(h1), co.d, self._wp_np,
                          self._sp_np, False, ZERO_TOL)
-            sel = K.select(self._w_np, self._s_np, self._ct_np, self.ct is not None)
-            self._store_selection(sel, host=True)
         else:
             pair_pass = (ops.on_device and self.pair_columns and self._identity_atoms
                          and co.j is not None)
@@ -527,8 +537,7 @@ class QuadraticEngine(EngineState):
                 assert self.w_prev is not None and self.s_prev is not None  # keep_previous
                 self.w, self.w_prev = self.w_prev, self.w
                 self.s, self.s_prev = self.s_prev, self.s
-            self._store_selection(K.torch_select(self.w, self.s, self.ct),
-                                  host=not ops.on_device)
+        self._reselect()
         if not ops.on_device:
             self._columns.clear()
 

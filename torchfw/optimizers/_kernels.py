@@ -7,7 +7,9 @@ run as compiled loops (numba): the update loops have no data-dependent branches 
 vectorize (a fused update-and-select loop measured 5x slower), no temporaries are allocated
 and no BLAS is called (its thread pool would fight for a small machine's cores). Everywhere
 else, and on the CPU when numba is missing, they run as PyTorch tensor ops that never read
-values back to the host.
+values back to the host. The selection's PyTorch form is the definition and lives in
+:mod:`torchfw.optimizers._selection` (one function over any batch of problems); :func:`select`
+here is its declared compiled second implementation.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ from ._moves import pair_curvature, toward_curvature
 __all__ = ["HAVE_NUMBA", "update", "select", "active_argmin", "extrapolation_bounds",
            "extrapolation_bounds_on", "shift_update_on",
            "dense_block", "DENSE_FW", "DENSE_AWAY", "DENSE_PAIRWISE",
-           "second_order_partner", "torch_update", "torch_select", "torch_active_argmin",
+           "second_order_partner", "torch_update", "torch_active_argmin",
            "torch_extrapolation_bounds", "torch_second_order_partner"]
 
 _INF = math.inf
@@ -99,7 +101,12 @@ def _shift_update_on_py(w, s, a, b, i0, h0, c, i1, h1, d, w_prev, s_prev, suppor
 
 
 def _select_py(w, s, ct, has_ct):
-    """Argmin of ``s``, argmax of ``s`` over active atoms (``w > 0``), ``<w, s>``, ``<w, ct>``."""
+    """Argmin of ``s``, argmax of ``s`` over active atoms (``w > 0``), ``<w, s>``, ``<w, ct>``.
+
+    The declared second implementation of :func:`torchfw.optimizers._selection.select` (the
+    definition, in PyTorch ops; ``tests/test_selection.py`` checks they agree): one pass, first
+    index on ties (strict comparisons), ``j = -1`` when no atom is active.
+    """
     imin = 0
     smin = _INF
     jmax = -1
@@ -388,59 +395,6 @@ def torch_update(w, s, a, b, i0, h0, c, i1, h1, d, w_prev, s_prev, shift, zero_t
         _scatter_add(w, i1, c)
     w.masked_fill_(w <= zero_tol, 0.0)
     return shift
-
-
-def _select_eager(w: torch.Tensor, s: torch.Tensor):
-    s_act_max = torch.where(w > 0, s, torch.full_like(s, -math.inf))
-    imin = torch.argmin(s).reshape(1)
-    jmax = torch.argmax(s_act_max).reshape(1)
-    return (imin, s.gather(0, imin), jmax, s_act_max.gather(0, jmax),
-            torch.dot(w, s).reshape(1))
-
-
-# Under torch.compile, inductor fuses the arg-reductions over all atoms with the update into a
-# single Triton reduction that runs in one program: measured 222 of 312 us per iteration at
-# m = 262k on an H100. As an opaque custom op, the selection runs ATen's parallel reductions.
-# The op is registered on first use with a non-CPU tensor: the first call of a torch.library
-# op imports torch's compiler stack (seconds in a fresh process), which a CPU fit never needs.
-_select_op = None
-
-
-def _custom_select_op():
-    global _select_op
-    if _select_op is not None:
-        return _select_op
-    if not hasattr(torch.library, "custom_op"):  # pragma: no cover - torch < 2.4
-        _select_op = _select_eager
-        return _select_op
-
-    @torch.library.custom_op("torchfw::select", mutates_args=())
-    def op(w: torch.Tensor, s: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor,
-                                                      torch.Tensor, torch.Tensor,
-                                                      torch.Tensor]:
-        return tuple(t.clone() for t in _select_eager(w, s))
-
-    @op.register_fake
-    def _(w, s):
-        index = s.new_empty(1, dtype=torch.int64)
-        value = s.new_empty(1)
-        return index, value, index.clone(), value.clone(), value.clone()
-
-    _select_op = op
-    return op
-
-
-def torch_select(w, s, ct):
-    """Tensor version of :func:`select` (no host reads).
-
-    CPU tensors take the plain ATen reductions (also under torch.compile, where inductor's
-    fused CPU loop is fine); other devices go through the custom op above.
-    """
-    select_fn = _select_eager if w.device.type == "cpu" else _custom_select_op()
-    imin, smin, jmax, smax, p = select_fn(w, s)
-    t = torch.dot(w, ct).reshape(1) if ct is not None else \
-        torch.zeros(1, dtype=s.dtype, device=s.device)
-    return imin, smin, jmax, smax, p, t
 
 
 def torch_active_argmin(w, s):

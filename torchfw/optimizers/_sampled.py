@@ -51,6 +51,7 @@ from .._scalars import HOST
 from ..linesearch import Line
 from ._engine import ZERO_TOL, Coefficients, Move, partan_move
 from ._kernel_rows import KernelRows
+from ._selection import active_max
 
 __all__ = ["SampledEngine", "DEFAULT_SAMPLE_SIZE"]
 
@@ -275,12 +276,13 @@ class SampledEngine:
         self._col_i = None
 
     def _select(self) -> None:
+        """The FW vertex from a fresh sample; the away atom over the slots (the selection's
+        away half, :func:`~torchfw.optimizers._selection.active_max`)."""
         self.resample()
         n = self.n
-        masked = torch.where(self.w[:n] > 0, self.g[:n],
-                             torch.full_like(self.g[:n], -math.inf))
-        j = int(torch.argmax(masked))
-        self.j_max, self.s_max = int(self.ex[j]), float(self.g[j])
+        j_slot, s_j = active_max(self.w[:n], self.g[:n])
+        j = int(j_slot)
+        self.j_max, self.s_max = (int(self.ex[j]), float(s_j)) if j >= 0 else (-1, -math.inf)
 
     # -- bookkeeping expected by the variants --------------------------------------------------
 

@@ -7,20 +7,26 @@ gap at each check, records them, and asks its rule; the rule answers a
 own parameters (``tol``, ``rtol``, ``max_iter``, ``time_limit``, ``callback``); other runs pass
 their own rule instead of patching the optimizer -- the sharded run
 (:func:`torchfw.distributed.minimize`) one whose time limit and callback are agreed on by all
-ranks, so that no rank stops alone.
+ranks, so that no rank stops alone; a batch of problems
+(:func:`~torchfw.optimizers.batched.minimize_batched`) :class:`BatchedStop`, which decides per
+problem and masks the problems that stopped.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from typing import TYPE_CHECKING
+
+import torch
+from torch import Tensor
 
 from ..result import IterationInfo, Status
 
 if TYPE_CHECKING:
     from typing import Self
 
-__all__ = ["StoppingRule"]
+__all__ = ["StoppingRule", "BatchedStop"]
 
 
 class StoppingRule:
@@ -54,6 +60,14 @@ class StoppingRule:
         return cls(tol=optimizer.tol, rtol=optimizer.rtol, max_iter=optimizer.max_iter,
                    time_limit=optimizer.time_limit, callback=optimizer.callback)
 
+    def measure(self, eng) -> tuple[float, float]:
+        """The value and the Frank-Wolfe gap at a check, as this rule decides on them."""
+        return float(eng.value()), float(eng.gap())
+
+    def finite(self, value, gap) -> bool:
+        """Whether the run may go on from this check (else it returns to the last one)."""
+        return math.isfinite(value) and math.isfinite(gap)
+
     def target(self, value: float) -> float:
         """The gap at which the run has converged."""
         return max(self.tol, self.rtol * abs(value))
@@ -84,3 +98,40 @@ class StoppingRule:
             return bool(self.callback(info))
         except StopIteration:
             return True
+
+
+class BatchedStop(StoppingRule):
+    r"""Per-problem stopping of ``B`` problems solved in lockstep (the batched storage).
+
+    Problem :math:`b` stops when :math:`g_b \le \max(\text{tol}, \text{rtol}\,|f_b|)`
+    (``CONVERGED``) or :math:`k_b \ge` ``max_iter``; from then on the engine gives it the
+    identity move (``engine.active``, which this rule writes at every check). The run stops when
+    every problem has, with ``CONVERGED`` if all converged and ``MAX_ITER`` otherwise. Values
+    and gaps stay ``(B,)`` tensors on the device: one host read per check (whether all stopped).
+    A problem whose value is not finite is not restored (there is no per-problem snapshot): it
+    runs on to its iteration budget and reports ``converged = False``.
+    """
+
+    def __init__(self, *, tol: float, rtol: float, max_iter: int):
+        super().__init__(tol=tol, rtol=rtol, max_iter=max_iter)
+
+    def measure(self, eng) -> tuple[Tensor, Tensor]:  # type: ignore[override]
+        return eng.value(), eng.gap()
+
+    def finite(self, value, gap) -> bool:
+        return True
+
+    def target(self, value: Tensor) -> Tensor:  # type: ignore[override]
+        return torch.clamp(self.rtol * value.abs(), min=self.tol)
+
+    def converged(self, value: Tensor, gap: Tensor) -> Tensor:
+        """Which problems have converged, shape ``(B,)``."""
+        return gap <= self.target(value)
+
+    def __call__(self, eng, k, value, gap, elapsed, steps) -> Status | None:
+        converged = self.converged(value, gap)
+        done = converged | (eng.k >= self.max_iter)
+        eng.active.copy_(~done)
+        if not bool(done.all()):
+            return None
+        return Status.CONVERGED if bool(converged.all()) else Status.MAX_ITER

@@ -84,7 +84,12 @@ class Storage(Protocol):
 
     # -- writes --------------------------------------------------------------------------------
     def _update(self, co: Coefficients) -> None:
-        """Apply the move to the vectors, then select (sets the scalars above)."""
+        """Apply the move to the vectors, then :meth:`_reselect`."""
+
+    def _reselect(self) -> None:
+        """The selection from the vectors (sets the scalars above): one definition,
+        :func:`torchfw.optimizers._selection.select`, or its compiled twin on the host; a
+        sharded storage adds its cross-rank round."""
 
     def _after_tick(self) -> None:
         """After a counted iteration (exact refresh, the next streamed atom, ...)."""

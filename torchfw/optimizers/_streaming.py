@@ -41,6 +41,7 @@ from ..objectives import Quadratic
 from ..oracles import LMO, Simplex
 from . import _kernels as K
 from ._engine import ZERO_TOL, Coefficients, QuadraticEngine
+from ._selection import select_host
 
 __all__ = ["StreamingEngine"]
 
@@ -116,9 +117,7 @@ class StreamingEngine(QuadraticEngine):
         self._admit(int(first), self._restricted_column(int(first), 0), weight=1.0)
         if keep_previous:
             self.wps[0], self.sps[0] = self.ws[0], self.ss[0]
-        self._refresh_selection()
-        if keep_previous:
-            self._set(W=self.p - self.t, p_prev=self.p, t_prev=self.t)
+        self._refresh_scalars()
         self._advance_stream()  # the first iteration already sees a streamed candidate
 
     # -- working set ---------------------------------------------------------------------------
@@ -190,19 +189,15 @@ class StreamingEngine(QuadraticEngine):
             # are unchanged, so no rescan is needed.
             self._set(i_min=atom, s_min=s_new, i_fw=atom, s_fw=s_new)
 
-    def _refresh_selection(self) -> None:
+    def _reselect(self) -> None:
+        """The selection over the working set's slots, stored by atom."""
         n = self.size
-        w, s = self.ws[:n], self.ss[:n]
-        has_ct = self._ct_full is not None
-        ct = self._ct_full[self.members[:n]] if self._ct_full is not None else s
-        if self.use_numba:
-            imin, smin, jmax, smax, p, t = K.select(w, s, ct, has_ct)
-        else:
-            imin, smin, jmax, smax, p, t = _select_numpy(w, s, ct if has_ct else None)
-        i_atom = int(self.members[int(imin)])
-        self._set(i_min=i_atom, s_min=float(smin), i_fw=i_atom, s_fw=float(smin),
-                  j_max=int(self.members[int(jmax)]) if jmax >= 0 else -1, s_max=float(smax),
-                  p=float(p), t=float(t))
+        ct = self._ct_full[self.members[:n]] if self._ct_full is not None else None
+        imin, smin, jmax, smax, p, t = select_host(self.ws[:n], self.ss[:n], ct,
+                                                   compiled=self.use_numba)
+        i_atom = int(self.members[imin])
+        self._set(i_min=i_atom, s_min=smin, i_fw=i_atom, s_fw=smin,
+                  j_max=int(self.members[jmax]) if jmax >= 0 else -1, s_max=smax, p=p, t=t)
 
     # -- accessors used by QuadraticEngine's moves ---------------------------------------------
 
@@ -294,7 +289,7 @@ class StreamingEngine(QuadraticEngine):
         n, w, s = snap
         self.ws[:n], self.ss[:n] = w, s
         self.ws[n:self.size] = 0.0
-        self._refresh_selection()
+        self._reselect()
 
     def refresh(self) -> None:  # pragma: no cover - nothing global to refresh
         pass
@@ -320,7 +315,7 @@ class StreamingEngine(QuadraticEngine):
                 co.c if use_h1 else 0.0, self._slot(j), h1, co.d, self.wps[:n], self.sps[:n],
                 self.keep_previous)
         self._columns.clear()
-        self._refresh_selection()
+        self._reselect()
 
     def _after_tick(self) -> None:
         self._accumulate_average()
@@ -348,14 +343,6 @@ def _update(use_numba, w, s, a, b, i0, h0, c, i1, h1, d, wp, sp, shift) -> None:
     if c != 0.0:
         w[i1] += c
     w[w <= ZERO_TOL] = 0.0
-
-
-def _select_numpy(w, s, ct):
-    imin = int(np.argmin(s))
-    masked = np.where(w > 0, s, -np.inf)
-    jmax = int(np.argmax(masked))
-    t = float(w @ ct) if ct is not None else 0.0
-    return imin, float(s[imin]), jmax, float(masked[jmax]), float(w @ s), t
 
 
 def _bounds_numpy(w, wp, lam, i):

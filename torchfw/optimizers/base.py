@@ -333,18 +333,53 @@ class ConstrainedOptimizer:
 
     def _run(self, eng, execution: str, *, rule: StoppingRule | None = None,
              verbose: bool | None = None) -> Result:
-        """The run loop: blocks of iterations between checks, the checks asking ``rule``.
+        """The run loop (:meth:`_loop`) and its :class:`~torchfw.Result`.
 
         ``rule`` defaults to the optimizer's own parameters (:meth:`StoppingRule.of`);
         ``verbose`` to ``self.verbose``.
         """
         rule = StoppingRule.of(self) if rule is None else rule
-        verbose = self.verbose if verbose is None else verbose
-        check_every = self.check_every or (10 if execution == "host" else 50)
+        status, history = self._loop(eng, execution, rule,
+                                     verbose=self.verbose if verbose is None else verbose)
+        gap = float(eng.gap())
+        best_gap = min([math.inf] + [g for v, g in zip(history.value, history.gap, strict=True)
+                                     if rule.finite(v, g)] + [gap])
+        return Result(x=eng.point().detach().clone(), value=float(eng.value()),
+                      gap=gap, n_iter=eng.iteration(), status=status,
+                      history=history,
+                      weights=None if eng.weights() is None else eng.weights().detach().clone(),
+                      best_gap=best_gap,
+                      **_tail_average(eng),
+                      info={"engine": type(eng).__name__, "execution": execution,
+                            "line_search": repr(self._ls)})
+
+    def _loop(self, eng, execution: str, rule: StoppingRule, *, verbose: bool = False,
+              check_every: int | None = None) -> tuple[Status, History]:
+        """Blocks of iterations between checks; at each check ``rule`` decides.
+
+        The one run loop of every storage: a single problem (:meth:`minimize`), a sharded one
+        (:func:`torchfw.distributed.minimize`) and a batch
+        (:func:`~torchfw.optimizers.batched.minimize_batched`, whose rule reads ``(B,)``
+        values and gaps and masks the problems that stopped). Returns the status and the
+        history of the checks; the engine holds the final state.
+
+        Parameters
+        ----------
+        eng : engine
+        execution : str
+            ``"host"``/``"device"`` (the variant's step in Python), ``"compile"``/``"graph"``
+            (compiled steps, CUDA-graph blocks), ``"dense"`` (one compiled call per block).
+        rule : StoppingRule
+        verbose : bool
+            Show the progress bar.
+        check_every : int, optional
+            Iterations between checks (default: ``self.check_every``, else 10 with host
+            scalars and 50 otherwise).
+        """
+        check_every = check_every or self.check_every or (10 if execution == "host" else 50)
         history = History()
         start = time.perf_counter()
         status = None
-        best_gap = math.inf
         snapshot = eng.snapshot()
         blocks = None
         bar = None
@@ -355,18 +390,16 @@ class ConstrainedOptimizer:
         try:
             while True:
                 k = eng.iteration()
-                value = float(eng.value())
-                gap = float(eng.gap())
+                value, gap = rule.measure(eng)
                 elapsed = time.perf_counter() - start
                 steps = eng.step_counts()
                 history.append(k, value, gap, elapsed, steps)
                 if bar is not None:
                     bar.update(k, gap, rule.target(value), f=f"{value:.6g}")
-                if not (math.isfinite(value) and math.isfinite(gap)):
+                if not rule.finite(value, gap):
                     eng.restore(snapshot)
                     status = Status.NONFINITE
                     break
-                best_gap = min(best_gap, gap)
                 status = rule(eng, k, value, gap, elapsed, steps)
                 if status is not None:
                     break
@@ -374,7 +407,7 @@ class ConstrainedOptimizer:
                 n = min(check_every, rule.max_iter - k)
                 if execution in ("compile", "graph"):
                     if blocks is None:
-                        blocks = CompiledBlocks(self, eng, self.check_every or 50,
+                        blocks = CompiledBlocks(self, eng, check_every,
                                                 use_graph=execution == "graph")
                     blocks.run(n)
                 elif execution == "dense":
@@ -385,14 +418,7 @@ class ConstrainedOptimizer:
         finally:
             if bar is not None:
                 bar.close()
-        return Result(x=eng.point().detach().clone(), value=float(eng.value()),
-                      gap=float(eng.gap()), n_iter=eng.iteration(), status=status,
-                      history=history,
-                      weights=None if eng.weights() is None else eng.weights().detach().clone(),
-                      best_gap=min(best_gap, float(eng.gap())),
-                      **_tail_average(eng),
-                      info={"engine": type(eng).__name__, "execution": execution,
-                            "line_search": repr(self._ls)})
+        return status, history
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(lmo={self.lmo!r}, line_search={self.line_search!r})"

@@ -25,8 +25,9 @@ from torch import Tensor
 
 from .._scalars import DEVICE
 from ..linesearch import ExactLineSearch, OpenLoop
-from ._compiled import CompiledBlocks
+from ..oracles import Simplex
 from ._engine import ZERO_TOL, Coefficients, QuadraticEngine
+from ._stopping import BatchedStop
 
 __all__ = ["BatchedQuadraticEngine", "BatchedResult", "minimize_batched"]
 
@@ -58,20 +59,21 @@ class BatchedQuadraticEngine(QuadraticEngine):
     def __init__(self, operator: BatchedOperator, w0: Tensor, *, keep_previous=False,
                  pair_columns=False):
         self.Q = operator
+        self.lmo = Simplex()
         self.B, self.n = w0.shape
         device = w0.device
         self.declare(ops=DEVICE, N=self.n, dtype=w0.dtype, device=device,
                      keep_previous=keep_previous, pair_columns=pair_columns)
-        self.diag = operator.diagonal_batched().to(self.dtype)
-        self.w = w0.clone()
-        self.s = operator.matvec_batched(self.w).to(self.dtype)
-        self.w_prev = self.w.clone() if keep_previous else None
-        self.s_prev = self.s.clone() if keep_previous else None
         self.active = torch.ones(self.B, dtype=torch.bool, device=device)
         self.k = torch.zeros(self.B, dtype=torch.int64, device=device)
-        self._refresh_scalars()
+        w = w0.clone()
+        # The selection (QuadraticEngine._reselect) is the single-problem one over (B, N).
+        self._start(w, self._full_gradient(w), operator.diagonal_batched().to(self.dtype))
 
-    # -- batched state and selection ----------------------------------------------------------
+    def _full_gradient(self, w: Tensor) -> Tensor:
+        return self.Q.matvec_batched(w).to(self.dtype)
+
+    # -- batched state -------------------------------------------------------------------------
 
     def _set(self, **values) -> None:
         for name, value in values.items():
@@ -83,19 +85,6 @@ class BatchedQuadraticEngine(QuadraticEngine):
             else:
                 setattr(self, name, torch.full((self.B,), float(value), dtype=self.dtype,
                                                device=self.w.device))
-
-    def _select(self):
-        s_act = torch.where(self.w > 0, self.s, torch.full_like(self.s, -math.inf))
-        imin = torch.argmin(self.s, dim=1)
-        jmax = torch.argmax(s_act, dim=1)
-        p = (self.w * self.s).sum(1)
-        return (imin, self.s.gather(1, imin[:, None])[:, 0], jmax,
-                s_act.gather(1, jmax[:, None])[:, 0], p, torch.zeros_like(p))
-
-    def _refresh_scalars(self) -> None:
-        self._store_selection(self._select(), host=False)
-        if self.keep_previous:
-            self._set(W=self.p - self.t, p_prev=self.p, t_prev=self.t)
 
     def count(self, name: str, cond=True) -> None:
         inc = torch.as_tensor(cond, device=self.w.device)
@@ -124,17 +113,6 @@ class BatchedQuadraticEngine(QuadraticEngine):
 
     def vertex_gradient(self, k) -> Tensor:
         return self.Q.columns_batched(k)
-
-    def point(self) -> Tensor:
-        return self.w
-
-    def snapshot(self):
-        return self.w.clone()
-
-    def restore(self, snap) -> None:
-        self.w.copy_(snap)
-        self.s.copy_(self.Q.matvec_batched(self.w).to(self.dtype))
-        self._refresh_scalars()
 
     def active_min(self):
         raise ValueError("batched problems support FW, away, pairwise, SWAP and PARTAN (no "
@@ -205,7 +183,7 @@ class BatchedQuadraticEngine(QuadraticEngine):
         new_w = torch.where(new_w <= ZERO_TOL, torch.zeros_like(new_w), new_w)
         self.w.copy_(new_w)
         self.s.copy_(new_s)
-        self._store_selection(self._select(), host=False)
+        self._reselect()
 
 
 @dataclass
@@ -248,26 +226,16 @@ def minimize_batched(optimizer, operator, w0: Tensor, *, tol: float = 1e-300,
                                     pair_columns=optimizer.uses_pairs)
     if use_graph is None:
         use_graph = w0.is_cuda
+    rule = BatchedStop(tol=tol, rtol=rtol, max_iter=max_iter)
     start = time.perf_counter()
-    history = []
-    blocks = CompiledBlocks(optimizer, engine, check_every, use_graph=True) if use_graph \
-        else None
-    while True:
-        gap = engine.gap()
-        value = engine.value()
-        done = (gap <= torch.clamp(rtol * value.abs(), min=tol)) | (engine.k >= max_iter)
-        engine.active.copy_(~done)
-        history.append((engine.iteration(), value.cpu(), gap.cpu(),
-                        time.perf_counter() - start))
-        if bool(done.all()):
-            break
-        if blocks is None:
-            for _ in range(check_every):
-                optimizer._step(engine)
-        else:
-            blocks.run(check_every)
-    return BatchedResult(x=engine.w.clone(), value=engine.value(), gap=engine.gap(),
-                         n_iter=engine.k.clone(), converged=engine.gap() <= torch.clamp(
-                             rtol * engine.value().abs(), min=tol),
-                         history=history, steps=engine.step_counts(),
-                         time=time.perf_counter() - start)
+    # The optimizer's own run loop; "graph" runs compiled blocks captured as CUDA graphs,
+    # "device" the variant's eager step.
+    _, history = optimizer._loop(engine, "graph" if use_graph else "device", rule,
+                                 check_every=check_every)
+    value, gap = rule.measure(engine)
+    return BatchedResult(x=engine.w.clone(), value=value, gap=gap, n_iter=engine.k.clone(),
+                         converged=rule.converged(value, gap),
+                         history=[(k, v.cpu(), g.cpu(), t) for k, v, g, t in zip(
+                             history.iteration, history.value, history.gap, history.time,
+                             strict=True)],
+                         steps=engine.step_counts(), time=time.perf_counter() - start)
