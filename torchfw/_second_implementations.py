@@ -40,7 +40,8 @@ class SecondImplementation:
     Attributes
     ----------
     twin : str
-        Dotted path of the second implementation (a compiled kernel's dispatcher is fine).
+        Dotted path of the second implementation: for a compiled kernel, the Python function it
+        is compiled from (which exists with or without numba).
     reference : str
         Dotted path of the code it mirrors (a class stands for its iteration).
     parity_test : str
@@ -63,7 +64,7 @@ _NO_OBJECTS = ("numba compiles host floats and arrays only: it cannot take the L
 #: Every declared second implementation of the package.
 SECOND_IMPLEMENTATIONS: tuple[SecondImplementation, ...] = (
     SecondImplementation(
-        "torchfw.optimizers._kernels.dense_block",
+        "torchfw.optimizers._kernels._dense_block_py",
         "torchfw.optimizers._engine.QuadraticEngine",
         "tests/test_engine_parity.py::test_storage_takes_the_host_steps",
         "execution='dense': a whole block of FW, away or pairwise iterations in one compiled "
