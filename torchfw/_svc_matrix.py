@@ -34,16 +34,21 @@ def _dense_nonzeros(xfm, i, nzf, nzv):
     return n
 
 
+def _example_dots(xfm, crow, col, val, sparse, i, out, nzf, nzv):
+    """``out[j] = <x_i, x_j>`` for all ``j``: the dots of column ``i`` on the lazy path."""
+    if sparse:
+        lo = crow[i]
+        hi = crow[i + 1]
+        _dots(xfm, col[lo:hi], val[lo:hi], out)
+    else:
+        n = _nonzeros(xfm, i, nzf, nzv)
+        _dots(xfm, nzf[:n], nzv[:n], out)
+
+
 def _rows_rbf_f32(xfm, crow, col, val, sparse, sq, gamma, ones, out, scratch, bits, nzf, nzv):
     """Rows of ``K + 1`` for the RBF kernel in float32 (the lazy path's default)."""
     for i in range(out.shape[0]):
-        if sparse:
-            lo = crow[i]
-            hi = crow[i + 1]
-            _dots(xfm, col[lo:hi], val[lo:hi], scratch)
-        else:
-            n = _nonzeros(xfm, i, nzf, nzv)
-            _dots(xfm, nzf[:n], nzv[:n], scratch)
+        _example_row_dots(xfm, crow, col, val, sparse, i, scratch, nzf, nzv)
         _rbf_f32(scratch, sq, sq[i], gamma, ones, 1.0, out[i], bits)
 
 
@@ -51,13 +56,7 @@ def _rows_argument(code, xfm, crow, col, val, sparse, sq, gamma, coef0, out, nzf
     """Rows of the kernel's argument (before the outer function), for the other cases."""
     for i in range(out.shape[0]):
         row = out[i]
-        if sparse:
-            lo = crow[i]
-            hi = crow[i + 1]
-            _dots(xfm, col[lo:hi], val[lo:hi], row)
-        else:
-            n = _nonzeros(xfm, i, nzf, nzv)
-            _dots(xfm, nzf[:n], nzv[:n], row)
+        _example_row_dots(xfm, crow, col, val, sparse, i, row, nzf, nzv)
         _argument(code, row, sq, np.float64(sq[i]), gamma, coef0, row)
 
 
@@ -122,6 +121,7 @@ _rbf_f32 = C.rbf_finish_f32
 _argument = C.kernel_argument
 _finish = C.finish_column
 _nonzeros = _njit(_dense_nonzeros)
+_example_row_dots = _njit(_example_dots)
 rows_rbf_f32 = _njit(_rows_rbf_f32)
 rows_argument = _njit(_rows_argument)
 rows_finish = _njit(_rows_finish)
