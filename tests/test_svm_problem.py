@@ -235,3 +235,19 @@ def test_exported_lazily_from_torchfw():
     code = ("import sys, torchfw; assert 'torchfw.svm_problem' not in sys.modules; "
             "torchfw.svm_dual_problem; assert 'torchfw.svm_problem' in sys.modules")
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+@pytest.mark.filterwarnings("ignore:Sparse CSR tensor support is in beta")
+def test_sparse_and_tensor_inputs_build_the_same_problem():
+    import scipy.sparse as sp
+
+    X, y = _data(m=50, seed=6)
+    X[np.abs(X) < 0.7] = 0.0
+    alpha = _simplex_point(X.shape[0], seed=2)
+    values = []
+    for Xin in (X, sp.csr_matrix(X), torch.from_numpy(X), torch.from_numpy(X).to_sparse_csr()):
+        problem = svm_dual_problem(Xin, y, gamma=0.5, dtype=torch.float64)
+        values.append(float(problem.objective.value(alpha)))
+        model = problem.to_model(alpha)
+        assert model.decision_function(Xin).shape == (X.shape[0],)
+    np.testing.assert_allclose(values, values[0], rtol=1e-12)
