@@ -71,6 +71,12 @@ SECOND_IMPLEMENTATIONS: tuple[SecondImplementation, ...] = (
         "call; on a few hundred atoms the host engine's interpreter work per iteration costs "
         "more than the arithmetic"),
     SecondImplementation(
+        "torchfw.optimizers._kernels._select_py",
+        "torchfw.optimizers._selection.select",
+        "tests/test_selection.py::test_the_compiled_kernel_is_the_torch_selection",
+        "the host engine's selection as one compiled pass over NumPy arrays: no temporaries, "
+        "no BLAS thread pool (the definition is PyTorch ops over any batch of problems)"),
+    SecondImplementation(
         "torchfw.optimizers._kernels._exact_step",
         "torchfw.linesearch.ExactLineSearch.step",
         "tests/test_second_implementations.py::test_exact_step_is_the_line_search",
