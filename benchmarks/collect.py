@@ -47,6 +47,13 @@ SECTIONS = [
      "and SciPy's LAPACK bindings, ~0.6 s here) before its fit. Measured on the 2-CPU machine "
      "(load average in the table).",
      ["svm_small.md"]),
+    ("Probabilities: calibration against scikit-learn",
+     "`SVC(probability=True)` (Platt sigmoids on 5-fold out-of-fold decision values, as "
+     "LIBSVM's `-b 1`) against scikit-learn's `SVC(probability=True)` with the same `C` and "
+     "`gamma`: test log-loss, Brier score and accuracy on a9a and digits, in one run "
+     "(`benchmarks/svc_probability.py`). Issue 19's target: log-loss within 5% of "
+     "scikit-learn's.",
+     ["svc_probability.md"]),
     ("The command line end to end",
      "`python -m torchfw train` then `predict` on a 3,000-line LIBSVM file, each in a fresh "
      "process timed from outside, against the same with LIBSVM's own Python bindings "
