@@ -18,12 +18,22 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
+from test_engine_parity import (
+    ATOL,
+    CHECK_EVERY,
+    F64,
+    MAX_ITER,
+    TOL,
+    VARIANTS,
+    _nonzero,
+    _spread_start,
+    _svm_data,
+    needs_numba,
+    run_host,
+)
 
 import torchfw as tf
 from torchfw.kernels import SVMDualOperator, make_kernel
-
-from test_engine_parity import (ATOL, CHECK_EVERY, F64, MAX_ITER, TOL, VARIANTS, _nonzero,
-                                _spread_start, _svm_data, needs_numba, run_host)
 
 dense = pytest.importorskip("torchfw._svc_dense")
 
@@ -34,7 +44,10 @@ NOT_COMPILED = {"FC": "the compiled SVC loop has FW, away, pairwise, SWAP(-2o) a
 
 
 def _compiled_run(variant):
-    """The registry's SVM problem 0 on the compiled storage: (history, n_iter, status, counts, w)."""
+    """The registry's SVM problem 0 on the compiled storage.
+
+    Returns ``(history, n_iter, status, steps, w)``.
+    """
     from torchfw._scalars import HOST
     from torchfw.optimizers._engine import QuadraticEngine
 

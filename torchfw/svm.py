@@ -122,8 +122,9 @@ class SVC(BaseEstimator):
     solver : str, default "swap"
         ``"fw"`` (Frank-Wolfe), ``"away"`` (away steps, MFW), ``"pairwise"``, ``"swap"`` (SWAP,
         seed 000), ``"swap2"`` (SWAP-2o), ``"partan"`` (PARTAN, seed 002), ``"fc"`` (fully
-        corrective, CVM-like), ``"sfw"`` / ``"msfw"`` (streaming stochastic FW without / with away
-        steps, seed 001).
+        corrective, CVM-like), ``"sfw"`` / ``"msfw"`` (streaming stochastic FW, SFW / MSFW:
+        without / with away steps, seed 001, Ouyang & Gray; not the ``torch.optim`` optimizer
+        :class:`torchfw.optim.StochasticFrankWolfe`).
     tol : float or "auto", default "auto"
         Stop when the dual gap is at most ``tol`` times the margin :math:`\rho` (see the module
         docstring). ``"auto"``: 0.1 on fewer than 1,000 training examples, 0.3 from there on
