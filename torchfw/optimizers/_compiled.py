@@ -1,7 +1,7 @@
 """Compiled iterations: ``torch.compile`` of one step, CUDA-graph capture of whole blocks.
 
-One concern, written once for every run loop (:class:`~torchfw.optimizers.ConstrainedOptimizer`
-and :func:`~torchfw.optimizers.batched.minimize_batched`): with device scalars an iteration is a
+One concern, for the one run loop (``ConstrainedOptimizer._loop``, which also runs
+:func:`~torchfw.optimizers.batched.minimize_batched`): with device scalars an iteration is a
 fixed sequence of tensor ops with no host read, so it can be fused (``torch.compile``) and a
 block of fused iterations captured once as a CUDA graph and replayed.
 """

@@ -215,8 +215,16 @@ def minimize_batched(optimizer, operator, w0: Tensor, *, tol: float = 1e-300,
         Initial weights, each row on the unit simplex.
     tol, rtol : float
         Problem ``b`` stops when ``gap_b <= max(tol, rtol * |f_b|)``.
+    max_iter : int
+        Problem ``b`` also stops at ``k_b = max_iter`` (the last block is cut there).
+    check_every : int
+        Iterations between checks.
     use_graph : bool, optional
         Capture blocks of compiled iterations as CUDA graphs (default: on CUDA).
+
+    The run is the optimizer's own loop (``ConstrainedOptimizer._loop``) with the stopping rule
+    :class:`~torchfw.optimizers._stopping.BatchedStop`, which masks the problems that stopped
+    (they get the identity move) and ends the run when all have stopped.
     """
     line_search = optimizer.line_search or ExactLineSearch()
     if not isinstance(line_search, (ExactLineSearch, OpenLoop)):
