@@ -519,6 +519,10 @@ class QuadraticEngine(EngineState):
                 K.update(self._w_np, self._s_np, co.a, co.b, co.i, K.as_numpy(h0),
                          co.c if use_h1 else 0.0, j, K.as_numpy(h1), co.d, self._wp_np,
                          self._sp_np, False, ZERO_TOL)
+            # _reselect's compiled branch, inline: the host path of the Lasso runs a few
+            # microseconds per iteration, where one more call frame shows.
+            self._store_selection(K.select(self._w_np, self._s_np, self._ct_np,
+                                           self.ct is not None), host=True)
         else:
             pair_pass = (ops.on_device and self.pair_columns and self._identity_atoms
                          and co.j is not None)
@@ -537,7 +541,7 @@ class QuadraticEngine(EngineState):
                 assert self.w_prev is not None and self.s_prev is not None  # keep_previous
                 self.w, self.w_prev = self.w_prev, self.w
                 self.s, self.s_prev = self.s_prev, self.s
-        self._reselect()
+            self._reselect()
         if not ops.on_device:
             self._columns.clear()
 

@@ -342,8 +342,9 @@ class ConstrainedOptimizer:
         status, history = self._loop(eng, execution, rule,
                                      verbose=self.verbose if verbose is None else verbose)
         gap = float(eng.gap())
-        best_gap = min([math.inf] + [g for v, g in zip(history.value, history.gap, strict=True)
-                                     if rule.finite(v, g)] + [gap])
+        # Every check before a non-finite one was finite (the loop stops at the first).
+        checked = history.gap[:-1] if status is Status.NONFINITE else history.gap
+        best_gap = min(math.inf, gap, *checked)
         return Result(x=eng.point().detach().clone(), value=float(eng.value()),
                       gap=gap, n_iter=eng.iteration(), status=status,
                       history=history,
