@@ -80,9 +80,9 @@ for y in ((X[:, 0] > 0).astype(int), np.arange(120) % 3):
             model = torchfw.SVC(solver=solver, dense=dense).fit(X, y)
             model.predict(X)
             model.decision_function(X)
-from torchfw.optimizers import _kernels
+from torchfw.optimizers import _selection
 new = sorted(set(sys.modules) - before)
-print(json.dumps({"new": new, "op": _kernels._select_op is not None}))
+print(json.dumps({"new": new, "op": _selection._reduce_op is not None}))
 """)
     compiler = [m for m in result["new"] if m.split(".")[0] == "sympy" or any(
         m.startswith(p) for p in ("torch._dynamo", "torch._inductor", "torch._functorch",
