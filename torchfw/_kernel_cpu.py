@@ -10,8 +10,6 @@ Exponentials run through NumPy's vectorized ``exp``; everything else is fused he
 
 from __future__ import annotations
 
-from functools import partial
-
 import numpy as np
 
 from . import _kernel_formulas as _formulas
@@ -152,13 +150,12 @@ def _all_in_uint8(values):
 if HAVE_NUMBA:
     all_in_uint8 = njit(_all_in_uint8)
     combine_rows = njit(_combine_rows)  # no fastmath: one summation order on both paths
-    _jit = partial(njit, fastmath=True)
-    feature_major_dots = _jit(_feature_major_dots)
-    feature_major_dots_rows = _jit(_feature_major_dots_rows)
-    feature_major_dots_prefix = _jit(_feature_major_dots_prefix)
-    kernel_argument = _jit(_kernel_argument)
-    finish_column = _jit(_finish_column)
-    rbf_finish_f32 = _jit(_rbf_finish_f32)
+    # The column loops, compiled with fastmath: LLVM may reassociate their sums.
+    (feature_major_dots, feature_major_dots_rows, feature_major_dots_prefix, kernel_argument,
+     finish_column, rbf_finish_f32) = (
+        njit(fn, fastmath=True)
+        for fn in (_feature_major_dots, _feature_major_dots_rows, _feature_major_dots_prefix,
+                   _kernel_argument, _finish_column, _rbf_finish_f32))
 else:  # pragma: no cover
     feature_major_dots = feature_major_dots_rows = kernel_argument = finish_column = None
     feature_major_dots_prefix = None
