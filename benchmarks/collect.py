@@ -45,8 +45,10 @@ SECTIONS = [
      "one split of iris a single test example is 2.2 points. In a fresh process torchfw pays "
      "`import torch` and numba's start-up (its first compiled call loads numba's registries "
      "and SciPy's LAPACK bindings, ~0.6 s here) before its fit. Measured on the 2-CPU machine "
-     "(load average in the table).",
-     ["svm_small.md"]),
+     "(load average in the table). The same command on two machines of the same 2-CPU class "
+     "gives different ratios: scikit-learn's `SVC` runs about twice as fast on the Intel Xeon "
+     "(AVX-512) as on the AMD EPYC, torchfw's fits about as fast on both.",
+     ["svm_small.md", "svm_small_xeon.md"]),
     ("Probabilities: calibration against scikit-learn",
      "`SVC(probability=True)` (Platt sigmoids on 5-fold out-of-fold decision values, as "
      "LIBSVM's `-b 1`) against scikit-learn's `SVC(probability=True)` with the same `C` and "
