@@ -1,4 +1,5 @@
-"""What a benchmark ran on: the CPU model, read once from ``/proc/cpuinfo``."""
+"""What a benchmark ran on: the CPU model (read once from ``/proc/cpuinfo``) and the header
+line and command line its report opens with."""
 
 from __future__ import annotations
 
@@ -17,3 +18,13 @@ def cpu_model() -> str:
     except OSError:
         pass
     return platform.processor() or "unknown CPU"
+
+
+def machine_header(meta: dict, command: str) -> list[str]:
+    """The report lines naming the machine, its load at the start and the command that ran.
+
+    ``meta`` holds ``cpu``, ``cores`` and ``load_average_start`` (the 1, 5, 15-minute loads).
+    """
+    load = ", ".join(f"{x:.2f}" for x in meta["load_average_start"])
+    return [f"Machine: {meta['cpu']}, {meta['cores']} cores (shared); load average at start: "
+            f"{load}.", "", f"Command: `{command}`", ""]

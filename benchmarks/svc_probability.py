@@ -29,7 +29,7 @@ import warnings
 from pathlib import Path
 
 import numpy as np
-from _machine import cpu_model  # benchmarks/ is sys.path[0] for these scripts
+from _machine import cpu_model, machine_header  # benchmarks/ is sys.path[0] for these scripts
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _data import load_libsvm  # noqa: E402
@@ -116,11 +116,7 @@ def main(argv=None):
     lines = [
         "# SVC(probability=True): log-loss against scikit-learn's SVC(probability=True)",
         "",
-        f"Machine: {meta['cpu']}, {meta['cores']} cores (shared); load average at start: "
-        f"{', '.join(f'{x:.2f}' for x in meta['load_average_start'])}.",
-        "",
-        f"Command: `{command}`",
-        "",
+        *machine_header(meta, command),
         "Both: Platt sigmoids on 5-fold out-of-fold decision values, same C and gamma, "
         "random_state=0; test set scores. Target: torchfw's log-loss <= 1.05 x scikit-learn's.",
         "",

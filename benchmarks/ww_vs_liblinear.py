@@ -46,7 +46,7 @@ import time
 from pathlib import Path
 
 import numpy as np
-from _machine import cpu_model  # benchmarks/ is sys.path[0] for these scripts
+from _machine import cpu_model, machine_header  # benchmarks/ is sys.path[0] for these scripts
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -429,11 +429,7 @@ def write_unscaled(meta, rows, command):
     lines = [
         "# Weston-Watkins SVM on unscaled data: shrinking vs none vs LIBLINEAR -s 4",
         "",
-        f"Machine: {meta['cpu']}, {meta['cores']} cores (shared); load average at start: "
-        f"{', '.join(f'{x:.2f}' for x in meta['load_average_start'])}.",
-        "",
-        f"Command: `{command}`",
-        "",
+        *machine_header(meta, command),
         "`WestonWatkinsSVC(C, random_state=0)` (tol 0.0009, max_iter 1000, "
         "check_every=\"auto\") with `shrinking=True` (default) and `False`; LIBLINEAR "
         "`-s 4 -c C` (Crammer-Singer, eps 0.1, its own cap of 100,000 iterations; a different "
