@@ -25,16 +25,13 @@ D_k + \operatorname{diag}(1/C)` with :math:`D_k = \operatorname{diag}(y^{(k)})`.
 
 from __future__ import annotations
 
-import functools
 import math
-import time
-import warnings
 
 import numpy as np
 import torch
 
 from ._numba import njit as _njit  # None without numba
-from ._svc_matrix import plain_kernel_matrix, plain_problem
+from ._svc_matrix import plain_kernel_matrix
 from ._threads import one_thread
 from .optimizers import _kernels as K
 from .optimizers._engine import ZERO_TOL
@@ -381,113 +378,10 @@ def fit_problems(model, X, problems, C_examples, kdtype, previous, gram=None):
     thread pool costs more than the tensor work it would share (iris 0.47 s -> 0.08 s per fit
     on a busy 2-core machine).
     """
+    from ._svc_fit import fit_all
+
     with one_thread():
-        return _fit_problems(model, X, problems, C_examples, kdtype, previous, gram)
-
-
-def _fit_problems(model, X, problems, C_examples, kdtype, previous, gram=None):
-    from ._scalars import HOST
-    from ._svc_multiclass import restrict, scatter
-    from .kernels import ORDERED_MATVEC_MAX, SVMDualOperator
-    from .objectives import Quadratic
-    from .optimizers._engine import QuadraticEngine
-    from .oracles import Simplex
-    from .result import Result, Status
-
-    variant = VARIANTS[model.solver]
-    m = X.shape[0]
-    C_all = C_examples if isinstance(C_examples, float) else C_examples.to(X.device)
-    rtol = 2.0 * model._stop_tol()
-    # One-vs-one pairs whose matrices fit when all examples' does not: one matrix per pair.
-    per_problem = gram is None and not _fits(model, m) and \
-        all(p.rows is not None for p in problems)
-    max_atoms = ORDERED_MATVEC_MAX
-    if per_problem:
-        P = diag_np = inv_c_all = None
-    elif gram is None:
-        # One operator over all examples, labels 1: its matrix K + 1 serves every problem (rows
-        # and signs per problem), its diagonal K_ii + 1 + 1/C_i too (labels square away).
-        P, diag_np, inv_c_all = plain_problem(model, X, C_all, kdtype)
-    else:  # a precomputed or callable kernel: its Gram matrix is all there is
-        from ._svc_custom import custom_matrix
-
-        P, diag_np, inv_c_all = custom_matrix(gram, C_all, kdtype)
-        # No operator to build a large warm start from: sum it from the rows of P.
-        max_atoms = m
-    alphas, results = [], []
-    for k, problem in enumerate(problems):
-        t0 = time.perf_counter()
-        rows = problem.rows
-        prev = None if previous is None else previous[k]
-        alpha0 = prev if rows is None or prev is None else prev[torch.from_numpy(rows)]
-        # The pair's rows of X (and its C) only where a fallback builds an operator from them.
-        sub = functools.partial(restrict, X, C_examples, None, rows)
-        if P is None and not per_problem:  # no feature-major copy (memory_budget): lazy path
-            Xk, Ck, _ = sub()
-            alpha, result = model._fit_binary(Xk, problem.y, Ck, kdtype, alpha0, k)
-            alphas.append(scatter(alpha, rows, m))
-            results.append(result)
-            continue
-        # The problem's matrix is read from P row by row, signs applied (_row_py).
-        if per_problem:  # the pair's own K + 1, as the lazy path's operator on its rows
-            Xk, Ck, _ = sub()
-            P_k, diag, inv_c = plain_problem(model, Xk, Ck, kdtype)
-            if P_k is None:
-                alpha, result = model._fit_binary(Xk, problem.y, Ck, kdtype, alpha0, k)
-                alphas.append(scatter(alpha, rows, m))
-                results.append(result)
-                continue
-            P, pair_rows = P_k, _NO_ROWS
-        else:
-            pair_rows = _NO_ROWS if rows is None else rows
-            inv_c = inv_c_all if rows is None else inv_c_all[rows]
-            diag = diag_np if rows is None else diag_np[rows]
-        y = problem.y.astype(P.dtype)
-        # The lazy path's budget: 100 iterations per example of the problem (a pair's own).
-        max_iter = model.max_iter if model.max_iter is not None else 100 * y.shape[0]
-        seed = None if model.random_state is None else int(model.random_state) + k
-        start = _start(P, pair_rows, y, inv_c, problem.y, alpha0, model.n_init, seed,
-                       keep_previous=variant == 5, max_atoms=max_atoms)
-        if start is None:  # a start of many atoms: through an operator, as the lazy path
-            Xk, Ck, _ = sub()
-            op = SVMDualOperator(Xk, torch.from_numpy(problem.y), model._kernel,
-                                 Ck if isinstance(Ck, float) else Ck.to(X.device),
-                                 dtype=kdtype, cache_size=model.cache_size)
-            engine = QuadraticEngine(Quadratic(op), Simplex(), alpha0.detach(), ops=HOST,
-                                     keep_previous=variant == 5,
-                                     pair_columns=variant in (2, 3, 4))
-            start = Start.of_engine(engine)
-        n_iter, status, hist, hist_counts = solve(
-            variant, P, pair_rows, y, inv_c, diag, start, max_iter=max_iter, tol=1e-300,
-            rtol=rtol, check_every=CHECK_EVERY)
-        if status == _NONFINITE and gram is not None:
-            raise ValueError(f"SVC: the solve on the given kernel matrix reached non-finite "
-                             f"values (problem {k}); check that the kernel's values are of "
-                             f"a reasonable scale")
-        if status == _NONFINITE:  # the lazy path restores the last finite iterate: use it
-            Xk, Ck, _ = sub()
-            alpha, result = model._fit_binary(Xk, problem.y, Ck, kdtype, alpha0, k)
-            alphas.append(scatter(alpha, rows, m))
-            results.append(result)
-            continue
-        value, gap = start.value(), start.gap()
-        w = torch.from_numpy(start.w)
-        result = Result(x=w, value=value, gap=gap, n_iter=n_iter,
-                        status=Status.CONVERGED if status == _CONVERGED else Status.MAX_ITER,
-                        history=_history(hist, hist_counts, time.perf_counter() - t0),
-                        weights=w.clone(), best_gap=min(float(hist[:, 2].min()), gap),
-                        info={"engine": "compiled whole solve", "execution": "dense",
-                              "matrix_bytes": int(P.nbytes)})
-        if result.status == Status.MAX_ITER:
-            from .svm import ConvergenceWarning
-
-            warnings.warn(f"SVC solver {model.solver!r} stopped on {result.status} after "
-                          f"{n_iter} iterations with relative gap "
-                          f"{gap / max(2 * value, 1e-300):.3g} > tol={model._stop_tol()}",
-                          ConvergenceWarning, stacklevel=4)
-        alphas.append(scatter(result.x, rows, m))
-        results.append(result)
-    return alphas, results
+        return fit_all(model, X, problems, C_examples, kdtype, previous, gram)
 
 
 _NO_ROWS = np.zeros(0, dtype=np.int64)
@@ -496,39 +390,38 @@ _NO_ROWS = np.zeros(0, dtype=np.int64)
 def _start(P, rows, y, inv_c, y_pm, alpha0, n_init, seed, *, keep_previous, max_atoms=None):
     """The lazy path's start of the problem read from ``P`` (:func:`_row_py`), or None.
 
-    ``alpha0`` is a warm start (or None: the initial subset's exact solution). None is returned
-    when the start has more than ``max_atoms`` nonzeros (default: as many as the lazy path's
-    ordered sum takes, :data:`torchfw.kernels.ORDERED_MATVEC_MAX`; a large warm start): the
-    caller then builds the start from an operator, as the lazy path does.
+    ``alpha0`` is a warm start (or None: the exact solution on the initial subset, drawn from
+    ``y_pm``, ``n_init`` and ``seed`` by :func:`torchfw._svc_start.initial_subset`); the rest
+    is :func:`start_from`'s.
     """
-    from ._svc_start import initial_subset, start_state, subset_weights
+    from ._svc_start import initial_subset
+
+    return start_from(P, rows, y, inv_c,
+                      None if alpha0 is None else alpha0.detach().to(torch.float64).numpy(),
+                      initial_subset(y_pm, n_init, seed) if alpha0 is None else None,
+                      keep_previous=keep_previous, max_atoms=max_atoms)
+
+
+def start_from(P, rows, y, inv_c, w0, subset, *, keep_previous, max_atoms=None):
+    """The lazy path's start from the weights ``w0`` (float64) or, when None, from the exact
+    solution on the examples ``subset``; None above ``max_atoms`` nonzeros.
+
+    ``max_atoms`` defaults to as many as the lazy path's ordered sum takes
+    (:data:`torchfw.kernels.ORDERED_MATVEC_MAX`); above (a large warm start), the caller builds
+    the start from an operator, as the lazy path does. Compiled code on the start's own
+    vectors and a read of ``P`` only: it may run on a worker thread.
+    """
+    from ._svc_start import start_state, subset_weights
     from .kernels import ORDERED_MATVEC_MAX
 
     if max_atoms is None:
         max_atoms = ORDERED_MATVEC_MAX
-
     start = Start(y.shape[0], keep_previous)
-    if alpha0 is None:
-        subset_weights(P, rows, y, inv_c, initial_subset(y_pm, n_init, seed), start.w)
+    if w0 is None:
+        subset_weights(P, rows, y, inv_c, subset, start.w)
     else:
-        start.w[:] = alpha0.detach().to(torch.float64).numpy()
+        start.w[:] = w0
     if start_state(P, rows, y, inv_c, start.w, start.s, max_atoms, keep_previous,
                    start.wp, start.sp, start.support, start.state) < 0:
         return None
     return start
-
-
-def _history(hist, hist_counts, elapsed):
-    """The :class:`~torchfw.result.History` of a compiled solve from its check arrays.
-
-    The compiled loop has no clock: the last check carries the solve's total time.
-    """
-    from .result import History
-
-    n = hist.shape[0]
-    times = [math.nan] * n
-    times[-1] = elapsed
-    steps = [{name: c for name, c in zip(COUNTERS, row, strict=True) if c}
-             for row in hist_counts.tolist()]
-    return History(iteration=hist[:, 0].astype(np.int64).tolist(), value=hist[:, 1].tolist(),
-                   gap=hist[:, 2].tolist(), time=times, steps=steps)

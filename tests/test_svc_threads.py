@@ -1,0 +1,172 @@
+"""The compiled SVC path on several threads gives the one-thread fit bit for bit (issue 16).
+
+The matrix rows are computed in blocks on a thread pool and the binary problems solved on it
+(torchfw._svc_matrix, torchfw._svc_fit). Whatever the number of threads, every row and every
+problem is computed by the same code on the same data, and the results, warnings and their
+order are collected in problem order: these tests force the pool on small problems (the work
+thresholds set to 0, three threads whatever the machine's cores) and compare with one thread.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import warnings
+
+import numpy as np
+import pytest
+import torch
+
+import torchfw as tf
+from torchfw import _svc_dense as D
+from torchfw import _svc_fit, _svc_matrix, _threads
+from torchfw.kernels import SVMDualOperator, make_kernel
+
+pytestmark = pytest.mark.skipif(not D.K.HAVE_NUMBA, reason="the compiled path needs numba")
+
+
+@pytest.fixture
+def threads(monkeypatch):
+    """``threads(n)``: the compiled path may use ``n`` threads from any size of work on."""
+    monkeypatch.setattr(_svc_matrix, "PARALLEL_ENTRIES", 0.0)
+    monkeypatch.setattr(_svc_fit, "PARALLEL_WORK", 0.0)
+    used = []
+
+    def spy(fn, items, n):  # record the thread counts the fit asks for
+        used.append(n)
+        return _threads.parallel_map(fn, items, n)
+
+    monkeypatch.setattr(_svc_matrix, "parallel_map", spy)
+    monkeypatch.setattr(_svc_fit, "parallel_map", spy)
+
+    def set_threads(n):
+        monkeypatch.setattr(_threads, "allowed_threads", lambda: n)
+        used.clear()
+        return used
+
+    return set_threads
+
+
+def _data(m, classes, seed=0):
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(m, 5))
+    score = X[:, 0] + 0.5 * X[:, 1] + 0.6 * rng.normal(size=m)
+    y = np.digitize(score, np.quantile(score, np.linspace(0, 1, classes + 1)[1:-1]))
+    return X, y
+
+
+def _fit(X, y, **kw):
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        model = tf.SVC(random_state=0, **kw).fit(X, y)
+    return model, [str(w.message) for w in caught]
+
+
+def _assert_identical(a, b):
+    assert torch.equal(a.dual_coef_, b.dual_coef_)
+    assert torch.equal(a.intercept_, b.intercept_)
+    assert np.array_equal(np.asarray(a.n_iter_), np.asarray(b.n_iter_))
+    assert np.array_equal(np.asarray(a.support_), np.asarray(b.support_))
+    ra = a.result_ if isinstance(a.result_, list) else [a.result_]
+    rb = b.result_ if isinstance(b.result_, list) else [b.result_]
+    for x, z in zip(ra, rb, strict=True):
+        assert x.info["execution"] == "dense"
+        assert x.history.value == z.history.value and x.history.gap == z.history.gap
+        assert x.history.steps == z.history.steps
+
+
+@pytest.mark.parametrize(("classes", "kw"), [
+    (2, {}),
+    (2, {"solver": "partan", "class_weight": "balanced"}),
+    (5, {"multi_class": "ovr"}),
+    (5, {"multi_class": "ovo", "solver": "swap2"}),
+    (4, {"multi_class": "ovr", "solver": "away", "kernel": "poly", "dtype": torch.float64}),
+])
+def test_several_threads_fit_the_one_thread_fit_bit_for_bit(threads, classes, kw):
+    X, y = _data(300, classes)
+    used = threads(1)
+    one, _ = _fit(X, y, **kw)
+    assert used and set(used) == {1}
+    used = threads(3)
+    three, _ = _fit(X, y, **kw)
+    n_problems = 1 if classes == 2 else len(one.result_)
+    # The matrix in three blocks; the problems on min(3, their number) threads.
+    assert used[0] == 3 and (n_problems == 1 or used[1] == min(3, n_problems))
+    _assert_identical(one, three)
+
+
+def test_warm_start_and_warnings_in_problem_order(threads):
+    X, y = _data(240, 4, seed=1)
+    kw = dict(multi_class="ovr", solver="fw", max_iter=15)  # every problem stops at max_iter
+    fits = {}
+    for n in (1, 3):
+        threads(n)
+        model, messages = _fit(X, y, warm_start=True, **kw)
+        assert len(messages) == 4  # one ConvergenceWarning per problem
+        alphas = [a.clone() for a in model._alphas]
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            model.set_params(max_iter=40).fit(X, y)  # from the previous dual vectors
+        fits[n] = (model, messages, alphas)
+    _assert_identical(fits[1][0], fits[3][0])
+    assert fits[1][1] == fits[3][1]  # the same warnings, in the same order
+    assert all(torch.equal(a, b) for a, b in zip(fits[1][2], fits[3][2], strict=True))
+
+
+@pytest.mark.parametrize("kernel", ["rbf", "linear", "poly", "sigmoid"])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("sparse", [False, True])
+def test_matrix_in_blocks_is_the_matrix(threads, kernel, dtype, sparse):
+    rng = np.random.default_rng(3)
+    X = rng.normal(size=(37, 6))
+    X[rng.random(X.shape) < 0.3] = 0
+    Xt = torch.tensor(X, dtype=dtype)
+    if sparse:
+        Xt = Xt.to_sparse_csr()
+    op = SVMDualOperator(Xt, torch.ones(37, dtype=torch.float64),
+                         make_kernel(kernel, 0.3, 3, 0.5), 1.0, dtype=dtype)
+    threads(1)
+    one = D.plain_kernel_matrix(op)
+    used = threads(4)
+    four = D.plain_kernel_matrix(op)
+    assert used == [4]
+    assert np.array_equal(one, four)
+
+
+def test_thread_count_follows_torch_setting():
+    before = torch.get_num_threads()
+    try:
+        torch.set_num_threads(1)
+        assert _threads.allowed_threads() == 1
+        assert _threads.workers(10, 1e12, 1.0) == 1
+        torch.set_num_threads(2)
+        cores = min(2, len(os.sched_getaffinity(0)))
+        with _threads.one_thread():  # as inside a fit: torch lowered, the user's setting read
+            assert torch.get_num_threads() == 1
+            with _threads.one_thread():
+                assert _threads.allowed_threads() == cores
+        assert _threads.workers(10, 1.0, 2.0) == 1  # small work: one thread
+        assert _threads.workers(1, 1e12, 1.0) == 1  # one piece: one thread
+    finally:
+        torch.set_num_threads(before)
+
+
+def test_omp_num_threads_one_gives_one_thread():
+    code = ("import torch; from torchfw._threads import allowed_threads, one_thread\n"
+            "with one_thread():\n    print(allowed_threads())")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         env={**os.environ, "OMP_NUM_THREADS": "1"}, check=True)
+    assert out.stdout.strip() == "1"
+
+
+def test_parallel_map_keeps_order_and_raises_the_first_error():
+    assert _threads.parallel_map(lambda v: v * v, range(20), 3) == [v * v for v in range(20)]
+
+    def fail(v):
+        if v in (5, 9):
+            raise ValueError(f"item {v}")
+        return v
+
+    with pytest.raises(ValueError, match="item 5"):
+        _threads.parallel_map(fail, range(12), 3)

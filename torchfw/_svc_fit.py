@@ -1,0 +1,266 @@
+r"""The binary problems of one :class:`~torchfw.SVC` fit on the compiled whole solve, on threads.
+
+:func:`torchfw._svc_dense.fit_problems` hands the problems here. One matrix :math:`K + 1`
+(:mod:`torchfw._svc_matrix`) serves them all: each one-vs-rest problem and one-vs-one pair reads
+its signed rows from it and writes only its own vectors, so the problems are independent solves
+and the compiled code releases the GIL. They are prepared on the calling thread in problem order
+(labels, the random start subsets -- numba's generator is per thread), started and solved on a
+small thread pool (:func:`torchfw._threads.parallel_map`, when the work pays for the hand-off:
+:data:`PARALLEL_WORK`), and finished on the calling thread in problem order: the fallbacks that
+go through torch (a start of many atoms, a non-finite solve), the results and the warnings. The
+fit is therefore the one-thread fit bit for bit, whatever the number of threads
+(``tests/test_svc_threads.py``).
+
+One-vs-one pairs that each get their own matrix (the matrix of all examples over
+``cache_size``), and fits whose operator has no host storage, are solved one after the other.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import time
+import warnings
+
+import numpy as np
+import torch
+
+from ._svc_dense import (
+    _CONVERGED,
+    _NO_ROWS,
+    _NONFINITE,
+    CHECK_EVERY,
+    COUNTERS,
+    VARIANTS,
+    Start,
+    _fits,
+    solve,
+    start_from,
+)
+from ._svc_matrix import plain_problem
+from ._threads import parallel_map, workers
+
+__all__ = ["fit_all", "PARALLEL_WORK"]
+
+
+def fit_all(model, X, problems, C_examples, kdtype, previous, gram=None):
+    """:func:`torchfw._svc_dense.fit_problems` (which calls it on one torch thread)."""
+    from ._svc_multiclass import restrict, scatter
+    from .kernels import ORDERED_MATVEC_MAX
+
+    variant = VARIANTS[model.solver]
+    m = X.shape[0]
+    C_all = C_examples if isinstance(C_examples, float) else C_examples.to(X.device)
+    rtol = 2.0 * model._stop_tol()
+    # One-vs-one pairs whose matrices fit when all examples' does not: one matrix per pair.
+    per_problem = gram is None and not _fits(model, m) and \
+        all(p.rows is not None for p in problems)
+    max_atoms = ORDERED_MATVEC_MAX
+    if per_problem:
+        P = diag_np = inv_c_all = None
+    elif gram is None:
+        # One operator over all examples, labels 1: its matrix K + 1 serves every problem (rows
+        # and signs per problem), its diagonal K_ii + 1 + 1/C_i too (labels square away).
+        P, diag_np, inv_c_all = plain_problem(model, X, C_all, kdtype)
+    else:  # a precomputed or callable kernel: its Gram matrix is all there is
+        from ._svc_custom import custom_matrix
+
+        P, diag_np, inv_c_all = custom_matrix(gram, C_all, kdtype)
+        # No operator to build a large warm start from: sum it from the rows of P.
+        max_atoms = m
+    if per_problem or P is None:
+        return _fit_one_by_one(model, X, problems, C_examples, kdtype, previous, variant, rtol,
+                               per_problem)
+    # Every problem reads the shared P: prepared here in problem order (the random start
+    # subsets drawn as on one thread), started and solved on the pool (_start_and_solve: only
+    # compiled code and private vectors), finished here in problem order (fallbacks through
+    # torch, results, warnings), so the fit is the one-thread fit bit for bit.
+    jobs = []
+    for k, problem in enumerate(problems):
+        rows = problem.rows
+        prev = None if previous is None else previous[k]
+        alpha0 = prev if rows is None or prev is None else prev[torch.from_numpy(rows)]
+        y = problem.y.astype(P.dtype)
+        seed = None if model.random_state is None else int(model.random_state) + k
+        jobs.append(_Job(
+            k, problem, alpha0, _NO_ROWS if rows is None else rows, y,
+            inv_c_all if rows is None else inv_c_all[rows],
+            diag_np if rows is None else diag_np[rows],
+            # The lazy path's budget: 100 iterations per example of the problem (a pair's).
+            model.max_iter if model.max_iter is not None else 100 * y.shape[0], model.n_init,
+            seed))
+    threads = workers(len(jobs), sum(float(j.y.shape[0]) ** 2 for j in jobs), PARALLEL_WORK)
+    solved = parallel_map(functools.partial(_start_and_solve, P, variant, rtol, max_atoms),
+                          jobs, threads)
+    alphas, results = [], []
+    for job, (start, outcome, elapsed) in zip(jobs, solved, strict=True):
+        problem, rows, k = job.problem, job.problem.rows, job.k
+        sub = functools.partial(restrict, X, C_examples, None, rows)
+        if start is None:  # a start of many atoms: through an operator, as the lazy path
+            t0 = time.perf_counter()
+            start = _operator_start(model, X, sub, job, kdtype, variant)
+            outcome = _solve_job(P, variant, rtol, job, start)
+            elapsed = time.perf_counter() - t0
+        if outcome[1] == _NONFINITE and gram is not None:
+            raise ValueError(f"SVC: the solve on the given kernel matrix reached non-finite "
+                             f"values (problem {k}); check that the kernel's values are of "
+                             f"a reasonable scale")
+        if outcome[1] == _NONFINITE:  # the lazy path restores the last finite iterate: use it
+            Xk, Ck, _ = sub()
+            alpha, result = model._fit_binary(Xk, problem.y, Ck, kdtype, job.alpha0, k)
+        else:
+            alpha, result = _result(model, start, outcome, elapsed, P)
+        alphas.append(scatter(alpha, rows, m))
+        results.append(result)
+    return alphas, results
+
+
+#: Sum over the problems of (examples)^2 -- their solves' work, roughly -- from which they are
+#: solved on several threads: below, the hand-off to a thread (~0.05 ms) costs about what
+#: the solves take (iris, 3 problems of 105 examples: 3e4 and 0.3 ms of solves).
+PARALLEL_WORK = 1e6
+
+
+class _Job:
+    """One problem's inputs to :func:`_start_and_solve`, prepared on the calling thread.
+
+    ``w0`` is the warm start as a float64 array, else ``subset`` the random start subset
+    (drawn here, in problem order: numba's generator is per thread).
+    """
+
+    __slots__ = ("k", "problem", "alpha0", "rows", "y", "inv_c", "diag", "max_iter", "w0",
+                 "subset")
+
+    def __init__(self, k, problem, alpha0, rows, y, inv_c, diag, max_iter, n_init, seed):
+        from ._svc_start import initial_subset
+
+        self.k, self.problem, self.alpha0, self.rows = k, problem, alpha0, rows
+        self.y, self.inv_c, self.diag, self.max_iter = y, inv_c, diag, max_iter
+        self.w0 = None if alpha0 is None else alpha0.detach().to(torch.float64).numpy()
+        self.subset = initial_subset(problem.y, n_init, seed) \
+            if alpha0 is None else None
+
+
+def _start_and_solve(P, variant, rtol, max_atoms, job):
+    """``(start, (n_iter, status, hist, hist_counts), seconds)`` of a job; ``(None, None, _)``
+    when its start needs an operator (:func:`_start`).
+
+    Safe on a worker thread: it reads the shared ``P`` and writes only the job's own vectors,
+    in compiled code (and small NumPy allocations).
+    """
+    t0 = time.perf_counter()
+    start = start_from(P, job.rows, job.y, job.inv_c, job.w0, job.subset,
+                       keep_previous=variant == 5, max_atoms=max_atoms)
+    if start is None:
+        return None, None, 0.0
+    outcome = _solve_job(P, variant, rtol, job, start)
+    return start, outcome, time.perf_counter() - t0
+
+
+def _operator_start(model, X, sub, job, kdtype, variant) -> Start:
+    """The start of a job built by the host engine on an operator of the problem's examples
+    (``sub()``: their rows and C), as the lazy path builds it (a warm start of many atoms)."""
+    from ._scalars import HOST
+    from .kernels import SVMDualOperator
+    from .objectives import Quadratic
+    from .optimizers._engine import QuadraticEngine
+    from .oracles import Simplex
+
+    Xk, Ck, _ = sub()
+    op = SVMDualOperator(Xk, torch.from_numpy(job.problem.y), model._kernel,
+                         Ck if isinstance(Ck, float) else Ck.to(X.device),
+                         dtype=kdtype, cache_size=model.cache_size)
+    engine = QuadraticEngine(Quadratic(op), Simplex(), job.alpha0.detach(), ops=HOST,
+                             keep_previous=variant == 5, pair_columns=variant in (2, 3, 4))
+    return Start.of_engine(engine)
+
+
+def _solve_job(P, variant, rtol, job, start):
+    """:func:`solve` of a job from ``start``; its history arrays copied (the buffers sized for
+    ``max_iter`` are let go)."""
+    n_iter, status, hist, hist_counts = solve(
+        variant, P, job.rows, job.y, job.inv_c, job.diag, start, max_iter=job.max_iter,
+        tol=1e-300, rtol=rtol, check_every=CHECK_EVERY)
+    return n_iter, status, hist.copy(), hist_counts.copy()
+
+
+def _result(model, start, outcome, elapsed, P):
+    """The dual vector and :class:`~torchfw.result.Result` of a finite compiled solve; warns
+    (:class:`~torchfw.svm.ConvergenceWarning`) when it stopped at ``max_iter``."""
+    from .result import Result, Status
+
+    n_iter, status, hist, hist_counts = outcome
+    value, gap = start.value(), start.gap()
+    w = torch.from_numpy(start.w)
+    result = Result(x=w, value=value, gap=gap, n_iter=n_iter,
+                    status=Status.CONVERGED if status == _CONVERGED else Status.MAX_ITER,
+                    history=_history(hist, hist_counts, elapsed),
+                    weights=w.clone(), best_gap=min(float(hist[:, 2].min()), gap),
+                    info={"engine": "compiled whole solve", "execution": "dense",
+                          "matrix_bytes": int(P.nbytes)})
+    if result.status == Status.MAX_ITER:
+        from .svm import ConvergenceWarning
+
+        warnings.warn(f"SVC solver {model.solver!r} stopped on {result.status} after "
+                      f"{n_iter} iterations with relative gap "
+                      f"{gap / max(2 * value, 1e-300):.3g} > tol={model._stop_tol()}",
+                      ConvergenceWarning, stacklevel=5)
+    return result.x, result
+
+
+def _fit_one_by_one(model, X, problems, C_examples, kdtype, previous, variant, rtol,
+                    own_matrix):
+    """The problems one after the other: each with its own matrix (``own_matrix``: one-vs-one
+    pairs whose matrices fit ``cache_size`` when all examples' does not), else -- or where an
+    operator has no host storage (``memory_budget``) -- on the lazy path."""
+    from ._svc_multiclass import restrict, scatter
+    from .kernels import ORDERED_MATVEC_MAX
+
+    m = X.shape[0]
+    alphas, results = [], []
+    for k, problem in enumerate(problems):
+        t0 = time.perf_counter()
+        rows = problem.rows
+        prev = None if previous is None else previous[k]
+        alpha0 = prev if rows is None or prev is None else prev[torch.from_numpy(rows)]
+        sub = functools.partial(restrict, X, C_examples, None, rows)
+        Xk, Ck, _ = sub()
+        P, diag, inv_c = plain_problem(model, Xk, Ck, kdtype) if own_matrix else \
+            (None, None, None)
+        if P is None:
+            alpha, result = model._fit_binary(Xk, problem.y, Ck, kdtype, alpha0, k)
+            alphas.append(scatter(alpha, rows, m))
+            results.append(result)
+            continue
+        y = problem.y.astype(P.dtype)
+        seed = None if model.random_state is None else int(model.random_state) + k
+        job = _Job(k, problem, alpha0, _NO_ROWS, y, inv_c, diag,
+                   model.max_iter if model.max_iter is not None else 100 * y.shape[0],
+                   model.n_init, seed)
+        start, outcome, _ = _start_and_solve(P, variant, rtol, ORDERED_MATVEC_MAX, job)
+        if start is None:  # a start of many atoms: through an operator, as the lazy path
+            start = _operator_start(model, X, sub, job, kdtype, variant)
+            outcome = _solve_job(P, variant, rtol, job, start)
+        if outcome[1] == _NONFINITE:  # the lazy path restores the last finite iterate
+            alpha, result = model._fit_binary(Xk, problem.y, Ck, kdtype, alpha0, k)
+        else:
+            alpha, result = _result(model, start, outcome, time.perf_counter() - t0, P)
+        alphas.append(scatter(alpha, rows, m))
+        results.append(result)
+    return alphas, results
+
+
+def _history(hist, hist_counts, elapsed):
+    """The :class:`~torchfw.result.History` of a compiled solve from its check arrays.
+
+    The compiled loop has no clock: the last check carries the solve's total time.
+    """
+    from .result import History
+
+    n = hist.shape[0]
+    times = [math.nan] * n
+    times[-1] = elapsed
+    steps = [{name: c for name, c in zip(COUNTERS, row, strict=True) if c}
+             for row in hist_counts.tolist()]
+    return History(iteration=hist[:, 0].astype(np.int64).tolist(), value=hist[:, 1].tolist(),
+                   gap=hist[:, 2].tolist(), time=times, steps=steps)
