@@ -33,9 +33,9 @@ def threads(monkeypatch):
     monkeypatch.setattr(_svc_fit, "PARALLEL_WORK", 0.0)
     used = []
 
-    def spy(fn, items, n):  # record the thread counts the fit asks for
+    def spy(fn, items, n, **kw):  # record the thread counts the fit asks for
         used.append(n)
-        return _threads.parallel_map(fn, items, n)
+        return _threads.parallel_map(fn, items, n, **kw)
 
     monkeypatch.setattr(_svc_matrix, "parallel_map", spy)
     monkeypatch.setattr(_svc_fit, "parallel_map", spy)
@@ -93,6 +93,23 @@ def test_several_threads_fit_the_one_thread_fit_bit_for_bit(threads, classes, kw
     n_problems = 1 if classes == 2 else len(one.result_)
     # The matrix in three blocks; the problems on min(3, their number) threads.
     assert used[0] == 3 and (n_problems == 1 or used[1] == min(3, n_problems))
+    _assert_identical(one, three)
+
+
+@pytest.mark.parametrize("solver", ["pairwise", "partan"])
+def test_pairs_with_their_own_matrices_on_threads(threads, solver):
+    # cache_size too small for the 300 x 300 matrix (0.34 MB) but holding two pairs' (4 classes:
+    # pairs of ~150, 0.09 MB each): each pair's matrix, start and solve go to the pool, on at
+    # most two threads (the matrices in flight fit cache_size together).
+    X, y = _data(300, 4, seed=2)
+    kw = dict(multi_class="ovo", solver=solver, cache_size=0.2)
+    threads(1)
+    one, _ = _fit(X, y, **kw)
+    used = threads(3)
+    three, _ = _fit(X, y, **kw)
+    assert used[0] == 2 and set(used[1:]) == {1}  # each pair's rows on its worker alone
+    pair_bytes = [r.info["matrix_bytes"] for r in one.result_]
+    assert set(pair_bytes) == {150 * 150 * 4}  # each pair its own matrix
     _assert_identical(one, three)
 
 

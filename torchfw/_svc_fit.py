@@ -37,7 +37,7 @@ from ._svc_dense import (
     solve,
     start_from,
 )
-from ._svc_matrix import plain_problem
+from ._svc_matrix import plain_kernel_matrix, plain_operator, plain_problem
 from ._threads import parallel_map, workers
 
 __all__ = ["fit_all", "PARALLEL_WORK"]
@@ -109,36 +109,41 @@ def fit_all(model, X, problems, C_examples, kdtype, previous, gram=None):
             Xk, Ck, _ = sub()
             alpha, result = model._fit_binary(Xk, problem.y, Ck, kdtype, job.alpha0, k)
         else:
-            alpha, result = _result(model, start, outcome, elapsed, P)
+            alpha, result = _result(model, start, outcome, elapsed, P.nbytes)
         alphas.append(scatter(alpha, rows, m))
         results.append(result)
     return alphas, results
 
 
 #: Sum over the problems of (examples)^2 -- their solves' work, roughly -- from which they are
-#: solved on several threads: below, the hand-off to a thread (~0.05 ms) costs about what
-#: the solves take (iris, 3 problems of 105 examples: 3e4 and 0.3 ms of solves).
-PARALLEL_WORK = 1e6
+#: solved on several threads: below, the hand-off costs about what it saves. Fits measured on a
+#: 2-core Xeon, one thread vs two (one-vs-rest): iris (3e4) 0.90 vs 1.10 ms, 3 classes of 400
+#: (2.4e5) 2.23 vs 2.16 ms, of 800 (9.4e5) 6.1 vs 4.7 ms, of 1,500 (3.3e6) 10.5 vs 7.6 ms.
+PARALLEL_WORK = 3e5
 
 
 class _Job:
     """One problem's inputs to :func:`_start_and_solve`, prepared on the calling thread.
 
     ``w0`` is the warm start as a float64 array, else ``subset`` the random start subset
-    (drawn here, in problem order: numba's generator is per thread).
+    (drawn here, in problem order: numba's generator is per thread); ``y`` None marks a problem
+    for the lazy path.
     """
 
     __slots__ = ("k", "problem", "alpha0", "rows", "y", "inv_c", "diag", "max_iter", "w0",
-                 "subset")
+                 "subset", "op")
 
     def __init__(self, k, problem, alpha0, rows, y, inv_c, diag, max_iter, n_init, seed):
         from ._svc_start import initial_subset
 
         self.k, self.problem, self.alpha0, self.rows = k, problem, alpha0, rows
         self.y, self.inv_c, self.diag, self.max_iter = y, inv_c, diag, max_iter
-        self.w0 = None if alpha0 is None else alpha0.detach().to(torch.float64).numpy()
+        self.op = None  # a problem's own operator (_fit_one_by_one)
+        # Nothing drawn for a problem left to the lazy path (y None): it draws its own.
+        self.w0 = None if alpha0 is None or y is None else \
+            alpha0.detach().to(torch.float64).numpy()
         self.subset = initial_subset(problem.y, n_init, seed) \
-            if alpha0 is None else None
+            if alpha0 is None and y is not None else None
 
 
 def _start_and_solve(P, variant, rtol, max_atoms, job):
@@ -184,7 +189,7 @@ def _solve_job(P, variant, rtol, job, start):
     return n_iter, status, hist.copy(), hist_counts.copy()
 
 
-def _result(model, start, outcome, elapsed, P):
+def _result(model, start, outcome, elapsed, matrix_bytes):
     """The dual vector and :class:`~torchfw.result.Result` of a finite compiled solve; warns
     (:class:`~torchfw.svm.ConvergenceWarning`) when it stopped at ``max_iter``."""
     from .result import Result, Status
@@ -197,7 +202,7 @@ def _result(model, start, outcome, elapsed, P):
                     history=_history(hist, hist_counts, elapsed),
                     weights=w.clone(), best_gap=min(float(hist[:, 2].min()), gap),
                     info={"engine": "compiled whole solve", "execution": "dense",
-                          "matrix_bytes": int(P.nbytes)})
+                          "matrix_bytes": int(matrix_bytes)})
     if result.status == Status.MAX_ITER:
         from .svm import ConvergenceWarning
 
@@ -210,44 +215,89 @@ def _result(model, start, outcome, elapsed, P):
 
 def _fit_one_by_one(model, X, problems, C_examples, kdtype, previous, variant, rtol,
                     own_matrix):
-    """The problems one after the other: each with its own matrix (``own_matrix``: one-vs-one
-    pairs whose matrices fit ``cache_size`` when all examples' does not), else -- or where an
-    operator has no host storage (``memory_budget``) -- on the lazy path."""
+    """The problems each with its own matrix (``own_matrix``: one-vs-one pairs whose matrices
+    fit ``cache_size`` when all examples' does not), else -- or where an operator has no host
+    storage (``memory_budget``) -- on the lazy path, one after the other.
+
+    A pair's operator is built here (torch), its matrix, start and solve run on the pool
+    (:func:`_own_matrix_solve`); at most ``threads + 1`` pairs are in flight, and as many
+    matrices as threads fit ``cache_size`` together (the budget each pair's alone fits).
+    """
     from ._svc_multiclass import restrict, scatter
-    from .kernels import ORDERED_MATVEC_MAX
 
     m = X.shape[0]
+    threads = 1
+    if own_matrix:
+        sizes = [float(p.rows.shape[0]) for p in problems]
+        matrix_bytes = max(sizes) ** 2 * (8 if kdtype == torch.float64 else 4)
+        threads = min(workers(len(problems), sum(n * n for n in sizes), PARALLEL_WORK),
+                      max(1, int(float(model.cache_size) * 2**20 // matrix_bytes)))
+
+    def prepared():  # on the calling thread, in problem order
+        for k, problem in enumerate(problems):
+            rows = problem.rows
+            prev = None if previous is None else previous[k]
+            alpha0 = prev if rows is None or prev is None else prev[torch.from_numpy(rows)]
+            op = None
+            if own_matrix:
+                Xk, Ck, _ = restrict(X, C_examples, None, rows)
+                op = plain_operator(model, Xk, Ck, kdtype)
+            if op is None:  # the lazy path, below
+                yield _Job(k, problem, alpha0, None, None, None, None, None, None, None)
+                continue
+            y = problem.y.astype(op._np_dtype)
+            seed = None if model.random_state is None else int(model.random_state) + k
+            job = _Job(k, problem, alpha0, _NO_ROWS, y, op._inv_c_np,
+                       op.diagonal().to(torch.float64).numpy(),
+                       model.max_iter if model.max_iter is not None else 100 * y.shape[0],
+                       model.n_init, seed)
+            job.op = op
+            yield job
+
+    solved = parallel_map(functools.partial(_own_matrix_solve, variant, rtol, threads > 1),
+                          prepared(), threads, ahead=threads + 1)
     alphas, results = [], []
-    for k, problem in enumerate(problems):
-        t0 = time.perf_counter()
-        rows = problem.rows
-        prev = None if previous is None else previous[k]
-        alpha0 = prev if rows is None or prev is None else prev[torch.from_numpy(rows)]
+    for job, start, outcome, elapsed, P, matrix_bytes in solved:
+        problem, rows, k = job.problem, job.problem.rows, job.k
         sub = functools.partial(restrict, X, C_examples, None, rows)
-        Xk, Ck, _ = sub()
-        P, diag, inv_c = plain_problem(model, Xk, Ck, kdtype) if own_matrix else \
-            (None, None, None)
-        if P is None:
-            alpha, result = model._fit_binary(Xk, problem.y, Ck, kdtype, alpha0, k)
-            alphas.append(scatter(alpha, rows, m))
-            results.append(result)
-            continue
-        y = problem.y.astype(P.dtype)
-        seed = None if model.random_state is None else int(model.random_state) + k
-        job = _Job(k, problem, alpha0, _NO_ROWS, y, inv_c, diag,
-                   model.max_iter if model.max_iter is not None else 100 * y.shape[0],
-                   model.n_init, seed)
-        start, outcome, _ = _start_and_solve(P, variant, rtol, ORDERED_MATVEC_MAX, job)
-        if start is None:  # a start of many atoms: through an operator, as the lazy path
-            start = _operator_start(model, X, sub, job, kdtype, variant)
-            outcome = _solve_job(P, variant, rtol, job, start)
-        if outcome[1] == _NONFINITE:  # the lazy path restores the last finite iterate
-            alpha, result = model._fit_binary(Xk, problem.y, Ck, kdtype, alpha0, k)
+        if job.y is None:  # no host storage: the lazy path
+            Xk, Ck, _ = sub()
+            alpha, result = model._fit_binary(Xk, problem.y, Ck, kdtype, job.alpha0, k)
         else:
-            alpha, result = _result(model, start, outcome, time.perf_counter() - t0, P)
+            if start is None:  # a start of many atoms: through an operator, as the lazy path
+                t0 = time.perf_counter()
+                start = _operator_start(model, X, sub, job, kdtype, variant)
+                outcome = _solve_job(P, variant, rtol, job, start)
+                elapsed += time.perf_counter() - t0
+            if outcome[1] == _NONFINITE:  # the lazy path restores the last finite iterate
+                Xk, Ck, _ = sub()
+                alpha, result = model._fit_binary(Xk, problem.y, Ck, kdtype, job.alpha0, k)
+            else:
+                alpha, result = _result(model, start, outcome, elapsed, matrix_bytes)
         alphas.append(scatter(alpha, rows, m))
         results.append(result)
     return alphas, results
+
+
+def _own_matrix_solve(variant, rtol, on_pool, job):
+    """``(job, start, outcome, seconds, P, matrix bytes)`` of a problem with its own matrix.
+
+    The matrix of ``job.op`` (on this thread alone when ``on_pool``: no pool inside the pool),
+    then :func:`torchfw._svc_dense.start_from` and the solve; the operator and the matrix are
+    let go as soon as done, except ``P`` when the start must come from an operator (``start``
+    None). A job without operator (``y`` None) is returned as is, for the lazy path.
+    """
+    if job.y is None:
+        return job, None, None, 0.0, None, 0
+    t0 = time.perf_counter()
+    P = plain_kernel_matrix(job.op, threads=1 if on_pool else None)
+    job.op = None
+    start = start_from(P, job.rows, job.y, job.inv_c, job.w0, job.subset,
+                       keep_previous=variant == 5)
+    if start is None:
+        return job, None, None, time.perf_counter() - t0, P, P.nbytes
+    outcome = _solve_job(P, variant, rtol, job, start)
+    return job, start, outcome, time.perf_counter() - t0, None, P.nbytes
 
 
 def _history(hist, hist_counts, elapsed):

@@ -24,7 +24,7 @@ from ._numba import njit as _njit  # None without numba
 from ._threads import parallel_map, workers
 from .kernels import SVMDualOperator
 
-__all__ = ["plain_kernel_matrix", "plain_problem"]
+__all__ = ["plain_kernel_matrix", "plain_problem", "plain_operator"]
 
 
 def _dense_nonzeros(xfm, i, nzf, nzv):
@@ -72,13 +72,13 @@ def _rows_finish(code, degree, ones, out, lo, hi):
         _finish(code, out[i], degree, ones, 1.0, 0.0, -1, out[i])
 
 
-def plain_kernel_matrix(op) -> np.ndarray:
+def plain_kernel_matrix(op, threads: int | None = None) -> np.ndarray:
     r"""The ``(m, m)`` matrix :math:`K + 1` of an :class:`~torchfw.kernels.SVMDualOperator`.
 
     Row ``i`` times :math:`y_i y`, plus :math:`1/C_i` at ``i``, is ``op.column(i)`` exactly: the
     same compiled kernels in the same order (the labels only flip signs, exactly). From
-    :data:`PARALLEL_ENTRIES` entries on, blocks of rows go to several threads
-    (:func:`torchfw._threads.workers`).
+    :data:`PARALLEL_ENTRIES` on, blocks of rows go to several threads
+    (:func:`torchfw._threads.workers`), or to ``threads`` when given (1 on a worker thread).
     """
     m = op.shape[0]
     dtype = op._np_dtype
@@ -115,31 +115,42 @@ def plain_kernel_matrix(op) -> np.ndarray:
             np.exp(out[lo:hi], out=out[lo:hi])  # as the lazy path: NumPy's exp, elementwise
         rows_finish(code, degree, ones, out, lo, hi)
 
-    threads = workers(m, float(m) * m * max(d, 1), PARALLEL_ENTRIES)
+    if threads is None:
+        threads = workers(m, float(m) * m * (d + 8), PARALLEL_ENTRIES)
     edges = [m * b // threads for b in range(threads + 1)]
     parallel_map(block, zip(edges[:-1], edges[1:], strict=True), threads)
     return out
 
 
-#: Multiply-adds (``m * m * features``) of the matrix from which its rows are computed on
-#: several threads: below, handing blocks to a thread costs more than it saves (measured on a
-#: 2-core Xeon: breast_cancer, 398 x 30, ~5e6, 0.3 ms of rows on one thread).
-PARALLEL_ENTRIES = 2e6
+#: Work of the matrix, ``m * m * (features + 8)`` (the dots, plus about 8 for the kernel's
+#: outer function per entry), from which its rows are computed on several threads: below, the
+#: hand-off to a thread (~0.05 ms) costs more than it saves. Measured on a 2-core Xeon, one
+#: thread vs two: 200 x 20 (1.1e6) 0.11 vs 0.17 ms, 500 x 3 (2.8e6) 0.27 vs 0.26 ms,
+#: 400 x 30 (6.1e6) 0.46 vs 0.41 ms, 1,000 x 3 (1.1e7) 0.99 vs 0.65 ms, 5,600 x 20 70 vs 41 ms.
+PARALLEL_ENTRIES = 3e6
 
 
 def plain_problem(model, X, C_examples, kdtype):
     """``(K + 1, diagonal K_ii + 1 + 1/C_i, 1/C)`` of the examples ``X``, or Nones.
 
-    From an operator with labels 1 (labels square away on the diagonal); its rows are the lazy
-    path's columns up to signs. ``(None, None, None)`` when the operator has no host storage
-    (``memory_budget``): the caller takes the lazy path.
+    From :func:`plain_operator`; its rows are the lazy path's columns up to signs.
+    ``(None, None, None)`` when the operator has no host storage (``memory_budget``): the
+    caller takes the lazy path.
     """
+    op = plain_operator(model, X, C_examples, kdtype)
+    if op is None:
+        return None, None, None
+    return plain_kernel_matrix(op), op.diagonal().to(torch.float64).numpy(), op._inv_c_np
+
+
+def plain_operator(model, X, C_examples, kdtype):
+    """The operator with labels 1 on the examples ``X`` (labels square away on the diagonal)
+    whose matrix is ``K + 1``, or None without host storage. Built with torch: on the calling
+    thread, before :func:`plain_kernel_matrix` (compiled code only) may run on another."""
     C_x = C_examples if isinstance(C_examples, float) else C_examples.to(X.device)
     op = SVMDualOperator(X, torch.ones(X.shape[0], dtype=torch.float64), model._kernel, C_x,
                          dtype=kdtype, cache_size=model.cache_size)
-    if not op._host_ok:
-        return None, None, None
-    return plain_kernel_matrix(op), op.diagonal().to(torch.float64).numpy(), op._inv_c_np
+    return op if op._host_ok else None
 
 
 _dots = C.feature_major_dots

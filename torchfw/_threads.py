@@ -18,7 +18,7 @@ thread) as the user left it before :func:`one_thread` lowered it.
 from __future__ import annotations
 
 import os
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from contextlib import contextmanager
 
 import torch
@@ -103,21 +103,33 @@ def workers(pieces: int, work: float, min_work: float) -> int:
 _pools: dict[int, ThreadPoolExecutor] = {}
 
 
-def parallel_map(fn, items, threads: int) -> list:
+def parallel_map(fn, items, threads: int, *, ahead: int | None = None) -> list:
     """``[fn(item) for item in items]``, on ``threads`` threads when more than one.
 
     The results are in the order of ``items`` whatever order the threads finish in, and the
     first exception raised (in that order) propagates, so a caller sees what the loop would
     give. ``fn`` must not touch state another item touches: only compiled code releasing the
-    GIL gains from the threads.
+    GIL gains from the threads. ``items`` may be a generator, run on the calling thread (e.g.
+    building what needs torch); with ``ahead``, it is advanced only while fewer than ``ahead``
+    items are unfinished, which bounds the memory of the items in flight.
     """
-    items = list(items)
-    if threads <= 1 or len(items) <= 1:
+    if threads <= 1:
         return [fn(item) for item in items]
     pool = _pools.get(threads)
     if pool is None:
         pool = _pools[threads] = ThreadPoolExecutor(threads, thread_name_prefix="torchfw")
-    return list(pool.map(fn, items))
+    futures: list[Future] = []
+    unfinished: set[Future] = set()
+    try:
+        for item in items:
+            if ahead is not None and len(unfinished) >= ahead:
+                unfinished = wait(unfinished, return_when=FIRST_COMPLETED).not_done
+            futures.append(pool.submit(fn, item))
+            unfinished.add(futures[-1])
+        return [future.result() for future in futures]
+    finally:  # after an error, what has not started does not start
+        for future in futures:
+            future.cancel()
 
 
 def _forget_pools() -> None:
