@@ -373,10 +373,11 @@ def fit_problems(model, X, problems, C_examples, kdtype, previous, gram=None):
     (:func:`_row_py`; a one-vs-one pair its examples' entries) -- or, for one-vs-one when the
     matrix of all examples exceeds ``cache_size`` but the pairs' do not, one matrix per pair.
     Each problem starts from the lazy path's start (:func:`_start`), so that its iterates are
-    those of the lazy path. Torch runs on one thread meanwhile
-    (:mod:`torchfw._threads`): the compiled loops are single-threaded, and around them torch's
-    thread pool costs more than the tensor work it would share (iris 0.47 s -> 0.08 s per fit
-    on a busy 2-core machine).
+    those of the lazy path. Torch runs on one thread meanwhile (:mod:`torchfw._threads`):
+    around the compiled code its thread pool costs more than the tensor work it would share
+    (iris 0.47 s -> 0.08 s per fit on a busy 2-core machine); the compiled matrix and solves
+    use the cores through Python threads instead (:mod:`torchfw._svc_fit`), with the same
+    results bit for bit.
     """
     from ._svc_fit import fit_all
 

@@ -124,10 +124,11 @@ def plain_kernel_matrix(op, threads: int | None = None) -> np.ndarray:
 
 #: Work of the matrix, ``m * m * (features + 8)`` (the dots, plus about 8 for the kernel's
 #: outer function per entry), from which its rows are computed on several threads: below, the
-#: hand-off to a thread (~0.05 ms) costs more than it saves. Measured on a 2-core Xeon, one
-#: thread vs two: 200 x 20 (1.1e6) 0.11 vs 0.17 ms, 500 x 3 (2.8e6) 0.27 vs 0.26 ms,
-#: 400 x 30 (6.1e6) 0.46 vs 0.41 ms, 1,000 x 3 (1.1e7) 0.99 vs 0.65 ms, 5,600 x 20 70 vs 41 ms.
-PARALLEL_ENTRIES = 3e6
+#: hand-off to a thread (~0.05 ms) costs about what it saves. Measured on a 2-core Xeon, one
+#: thread vs two, the matrix alone: 200 x 20 (1.1e6) 0.11 vs 0.17 ms, 500 x 3 (2.8e6) 0.27 vs
+#: 0.26 ms, 400 x 30 (6.1e6) 0.46 vs 0.41 ms, 1,000 x 3 (1.1e7) 0.99 vs 0.65 ms, 5,600 x 20
+#: 70 vs 41 ms; within a fit, breast cancer (398 x 30, 6.0e6) 1.56 ms vs 1.82 ms: hence 1e7.
+PARALLEL_ENTRIES = 1e7
 
 
 def plain_problem(model, X, C_examples, kdtype):
