@@ -18,6 +18,11 @@ against the engine's moves; the numbers they act on live in one of several *stor
   implementations);
 * ``sharded`` -- :func:`torchfw.distributed.minimize` with two gloo ranks (one spawned process
   group for all variants), compared with the host run of the same problem.
+* ``sampled`` -- the sampled storage of seed 002's randomized FW
+  (:class:`~torchfw.optimizers._sampled.SampledEngine`, state over the slots of the active set)
+  with a sample of every example, step by step and through
+  :func:`~torchfw.optimizers._sampled_run.minimize_sampled`, compared with the host run checked
+  at every iteration (the sampled stopping test runs at every iteration).
 
 Like ``OptimizerInfo`` in PyTorch's test suite, a registry lists each variant with the storages it
 applies to (and why it does not apply elsewhere); one test runs the product. "Same steps" means:
@@ -337,6 +342,66 @@ def test_streaming_storage_two_implementations_agree(variant, monkeypatch):
         assert got.average[1] == pytest.approx(ref.average[1], rel=1e-11)
 
 
+# -- sampled (seed 002's randomized FW over slots) ---------------------------------------------
+
+SAMPLED = [v for v in VARIANTS if v.name != "FC"]  # FC's face moves have no sampled form
+
+
+def _sampled_storage(variant: VariantInfo, x0: torch.Tensor):
+    """The sampled storage of the registry's SVM problem with a sample of every example."""
+    from torchfw.optimizers._kernel_rows import KernelRows
+    from torchfw.optimizers._sampled import SampledEngine
+
+    X, Y = _svm_data()
+    rows = KernelRows(X, Y[0], make_kernel("rbf", 0.5), 1.0, dtype=F64)
+    support = torch.nonzero(x0).squeeze(1)
+    return rows, SampledEngine(rows, support, x0[support], sample_size=M,
+                               keep_previous=variant.cls.keeps_previous)
+
+
+@needs_numba
+@pytest.mark.parametrize("variant", SAMPLED, ids=[v.name for v in SAMPLED])
+def test_sampled_storage_takes_the_host_steps(variant):
+    # With sample_size >= m the sample is every example, in order: the FW atom is the argmin
+    # of the full (freshly computed) gradient and the sampled gap is the exact one, so the
+    # sampled storage must take the host engine's steps. Its stopping test runs at every
+    # iteration: the host run checks at every iteration too. The gradient on the slots and the
+    # FW atom's score are computed in another order than the host's (a kernel block product,
+    # the selection's dot product for p), so the agreement is to rounding.
+    from torchfw.optimizers._sampled_run import minimize_sampled
+
+    objective, lmo, x0 = _svm_problem()
+    ref = _run(variant, "svm", execution="host", check_every=1)
+    assert ref.n_iter >= 20
+    # Iteration by iteration: the same iterate and value after every step.
+    _, eng = _sampled_storage(variant, x0)
+    opt = variant.make(lmo)
+    opt._ls = tf.ExactLineSearch()
+    for k in range(ref.n_iter + 1):
+        point = ref.points[k] if k < ref.n_iter else ref.x
+        label = f"{variant.name} sampled, iteration {k}"
+        torch.testing.assert_close(eng.weights(), point, rtol=0, atol=ATOL, msg=label)
+        assert eng.value() == pytest.approx(ref.values[k], rel=1e-11, abs=1e-12), label
+        if k < ref.n_iter:
+            opt._step(eng)
+    assert _nonzero(eng.step_counts()) == _nonzero(ref.steps)
+    # Through minimize_sampled (the one run loop with SampledStop): the same stop, counters,
+    # final iterate, and history values every check_every iterations.
+    rows, _ = _sampled_storage(variant, x0)
+    support = torch.nonzero(x0).squeeze(1)
+    res = minimize_sampled(variant.make(lmo), rows, support, x0[support], sample_size=M,
+                           tol=TOL, max_iter=MAX_ITER, check_every=CHECK_EVERY)
+    assert str(res.status) == ref.status and res.n_iter == ref.n_iter, variant.name
+    assert _nonzero(res.steps) == _nonzero(ref.steps), variant.name
+    assert res.info["samples"] == 1 + res.n_iter  # the start's, one per step, no confirmation
+    torch.testing.assert_close(res.x, ref.x, rtol=0, atol=ATOL)
+    iterations = res.history.iteration[:-1]  # the last entry is the certified end
+    assert iterations == list(range(0, ref.n_iter + 1, CHECK_EVERY)), variant.name
+    np.testing.assert_allclose(res.history.value[:-1], [ref.values[k] for k in iterations],
+                               rtol=1e-11, atol=1e-12)
+    assert res.info["exact_gap"] == pytest.approx(res.info["sampled_gap"], abs=1e-12)
+
+
 # -- sharded (two gloo ranks) -----------------------------------------------------------------
 
 WORLD = 2
@@ -419,11 +484,12 @@ def _storage_classes():
     from torchfw.distributed.engine import DistributedQuadraticEngine
     from torchfw.optimizers._dense import DenseQuadraticEngine
     from torchfw.optimizers._engine import QuadraticEngine
+    from torchfw.optimizers._sampled import SampledEngine
     from torchfw.optimizers._streaming import StreamingEngine
     from torchfw.optimizers.batched import BatchedQuadraticEngine
 
     return [QuadraticEngine, DenseQuadraticEngine, StreamingEngine, BatchedQuadraticEngine,
-            DistributedQuadraticEngine]
+            DistributedQuadraticEngine, SampledEngine]
 
 
 @pytest.mark.parametrize("cls", _storage_classes(), ids=lambda c: c.__name__)

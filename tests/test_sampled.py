@@ -176,6 +176,85 @@ def minimize_sampled_with_rng(opt, storage, support, weights, rng, threshold):
         mod.np.random.default_rng = real
 
 
+def test_a_complete_sample_is_every_example_in_order_and_needs_no_confirmation():
+    """sample_size >= m: no random draw, the sampled gap is the exact gap, nothing to confirm."""
+    storage, _, full = _problem(seed=2)
+    rng = _ScriptedRng([])
+    eng = SampledEngine(storage, *_start(240), sample_size=240, rng=rng)
+    opt = tf.AwayStepFrankWolfe(tf.Simplex(), tf.ExactLineSearch())
+    opt._ls = tf.ExactLineSearch()
+    for _ in range(30):
+        opt._step(eng)
+        g = full @ eng.weights()
+        assert eng.i_fw == int(torch.argmin(g))
+        assert eng.gap() == pytest.approx(float(eng.weights() @ g - g.min()), abs=1e-12)
+    assert rng.calls == 0 and eng.complete_sample
+    res = minimize_sampled(tf.PairwiseFrankWolfe(tf.Simplex(), tf.ExactLineSearch()), storage,
+                           *_start(240), sample_size=1000, tol=1e-8, max_iter=3000)
+    assert res.status == Status.CONVERGED
+    assert "confirmation_sample" not in res.steps
+    assert res.info["samples"] == 1 + res.n_iter
+    assert res.info["exact_gap"] == pytest.approx(res.info["sampled_gap"], abs=1e-13)
+
+
+@pytest.mark.parametrize("cls, reused", [(tf.PairwiseFrankWolfe, True),
+                                         (tf.AwayStepFrankWolfe, True),
+                                         (tf.PartanFrankWolfe, False)])  # PARTAN: no drops
+def test_restore_returns_to_the_snapshot_after_slots_were_reused(cls, reused):
+    """A snapshot names its slots' examples; slots freed and reused since are rebuilt."""
+    storage, _, full = _problem(seed=4)
+    eng = SampledEngine(storage, *_start(240, k=80), sample_size=30,
+                        rng=np.random.default_rng(5), keep_previous=cls.keeps_previous)
+    opt = cls(tf.Simplex(), tf.ExactLineSearch())
+    opt._ls = tf.ExactLineSearch()
+    for _ in range(10):
+        opt._step(eng)
+    snap = eng.snapshot()
+    before = eng.weights()
+    for _ in range(60):
+        opt._step(eng)
+    n0 = snap[0].numel()
+    # (with the drops of these runs, some slot now holds another example)
+    assert bool((eng.ex[:n0] != snap[0]).any()) == reused
+    eng.restore(snap)
+    torch.testing.assert_close(eng.weights(), before, rtol=0, atol=1e-15)
+
+    def assert_exact(atol):
+        alpha = eng.weights()
+        g = full @ alpha
+        live = eng.ex[:eng.n] >= 0
+        torch.testing.assert_close(eng.g[:eng.n][live], g[eng.ex[:eng.n][live]], rtol=0,
+                                   atol=atol)
+        assert eng.p == pytest.approx(float(alpha @ g), abs=atol)
+        if cls.keeps_previous:
+            prev = torch.zeros(240, dtype=torch.float64)
+            prev[eng.ex[:eng.n][live]] = eng.w_prev[:eng.n][live]
+            assert eng.W == pytest.approx(float(prev @ g), abs=atol)
+
+    assert_exact(1e-12)
+    assert eng.gap() == pytest.approx(eng.p - float((full @ eng.weights())[eng.i_fw]),
+                                      abs=1e-12)
+    for _ in range(20):  # and the run goes on from there with exact recursions
+        opt._step(eng)
+    assert_exact(1e-11)
+
+
+def test_the_stop_is_tested_every_iteration_and_recorded_every_check():
+    storage, _, _ = _problem(seed=6)
+    res = minimize_sampled(tf.SwapFrankWolfe(tf.Simplex(), tf.ExactLineSearch()), storage,
+                           *_start(240), sample_size=240, tol=1e-7, max_iter=3000,
+                           check_every=7)
+    assert res.status == Status.CONVERGED
+    assert res.history.iteration[:-1] == list(range(0, res.n_iter + 1, 7))
+    assert res.history.iteration[-1] == res.n_iter
+    times = res.history.time
+    assert times == sorted(times) and times[0] > 0.0  # seconds since the call (set-up in)
+    late = minimize_sampled(tf.FrankWolfe(tf.Simplex(), tf.ExactLineSearch()), storage,
+                            *_start(240), time_limit=1e-9, random_state=0)
+    assert late.status == Status.TIME_LIMIT and late.n_iter == 0
+    assert late.info["exact_gap"] is None  # a clock: no certifying pass after it
+
+
 def test_cost_of_an_iteration_does_not_touch_m():
     """The state is over slots: a run on 20x the data keeps the same number of slots."""
     storage, _, _ = _problem(m=240)

@@ -6,22 +6,33 @@ The L2-SVM dual :math:`\min_{\alpha\in\Delta_m} \tfrac12\alpha^\top\tilde K\alph
 
 1. draws a uniform sample :math:`\mathcal S` of ``sample_size`` examples (194 by default: the
    sampled minimizer is then among the best 2% of all examples with probability 0.98,
-   Schölkopf & Smola Thm 6.33);
+   Schölkopf & Smola Thm 6.33; with ``sample_size >= m`` the sample is every example, in
+   order, and the run is the deterministic FW);
 2. computes :math:`g_i = \sum_{j\in I}\alpha_j\tilde K_{ji}` **only for** :math:`i\in\mathcal S`,
    from the active set :math:`I = \{j: \alpha_j > 0\}` -- :math:`|\mathcal S|\,|I|` kernel
    values, one small matrix product;
 3. takes the FW vertex :math:`i_{\mathcal S} = \arg\min_{i\in\mathcal S} g_i` (seed 002 eq. 10)
    and lets the variant (FW, away/MFW, pairwise, SWAP, PARTAN) choose its move as usual.
 
-The state is kept over *slots* (the examples that ever entered the active set and still carry
-weight in :math:`\alpha` or, for PARTAN, :math:`\alpha_{k-1}`): their rows of ``X``, their
-weights, and their gradients :math:`g_I, g^{prev}_I` (the away atom of MFW/SWAP is the argmax of
-:math:`g` over :math:`I`). Moves update :math:`g_I` by the column :math:`\tilde K_{I,i}` of each
-atom they touch (:math:`|I|` kernel values) and the scalars :math:`p = \alpha^\top\tilde K\alpha
-= 2f`, :math:`W = \alpha^\top\tilde K\alpha_{prev}` by the closed-form recursion of seed 002's
-appendix (written for a general move :math:`\alpha' = a\alpha + b e_i + c e_j + d\alpha_{prev}`)
-in float64. Every ``refresh_every`` iterations :math:`g_I`, :math:`p` and :math:`W` are recomputed
-exactly from the kernel block of the slots (re-synchronization). Nothing of size ``m`` is touched
+**A storage of the one engine.** :class:`SampledEngine` is a storage of
+:class:`~torchfw.optimizers._engine.QuadraticEngine` (the protocol of
+:mod:`torchfw.optimizers._storage`): the moves, their exact lines, the away-step maximum and
+PARTAN's line and cross term :math:`W` are the engine's (:mod:`torchfw.optimizers._moves`,
+written once); this module says only where the numbers live. The state is kept over *slots*
+(the examples that ever entered the active set and still carry weight in :math:`\alpha` or, for
+PARTAN, :math:`\alpha_{k-1}`): their rows of ``X``, their weights, and their gradients
+:math:`g_I, g^{prev}_I` (the away atom of MFW/SWAP is the argmax of :math:`g` over :math:`I`).
+The FW atom of a sample has no slot until a move needs its column: its score, diagonal and
+weight (0) come from the sample, and the accessors give it a slot on first use. Moves update
+:math:`g_I` by the column :math:`\tilde K_{I,i}` of each atom they touch (:math:`|I|` kernel
+values), in float64; :math:`W = \alpha^\top\tilde K\alpha_{prev}` follows the engine's recursion
+(seed 002's appendix, :func:`~torchfw.optimizers._moves.cross_after`) and :math:`p =
+\alpha^\top\tilde K\alpha = 2f` is the selection's :math:`\alpha_I^\top g_I` over the slots (as
+for every storage: one dot product of :math:`|I|` terms, which accumulates no error of its own
+where the closed-form expansion of :math:`\alpha'^\top\tilde K\alpha'` adds rounding at every
+move). Every ``refresh_every`` iterations :math:`g_I`, :math:`g^{prev}_I`, :math:`p` and
+:math:`W` are recomputed exactly from the kernel block of the slots (re-synchronization, the
+storage's ``_after_tick``). Nothing of size ``m`` is touched
 in an iteration: the cost is :math:`O(|\mathcal S|\,|I|\,d)`, independent of ``m``, and the
 memory is ``X`` plus :math:`O(|I|\,d)` plus the block cache.
 
@@ -35,7 +46,8 @@ still small next to the sample's :math:`|\mathcal S|\,|I|\,d`).
 sampling is repeated twice in case :math:`\Delta_{\mathcal S}\le\varepsilon`"; we read it as:
 when a sample passes the test, draw **two further independent samples**, and stop only if both
 pass too (three passing samples in a row at the same iterate). A failing confirmation sample is
-not wasted: its vertex is the one the next move uses. When ``m |I|`` kernel values are
+not wasted: its vertex is the one the next move uses. A complete sample (``sample_size >= m``)
+needs no confirmation: its gap is the exact one. When ``m |I|`` kernel values are
 affordable (``certify``), one full pass at the end computes the exact gap of the returned model.
 """
 
@@ -48,8 +60,8 @@ import torch
 from torch import Tensor
 
 from .._scalars import HOST
-from ..linesearch import Line
-from ._engine import ZERO_TOL, Coefficients, Move, partan_move
+from . import _kernels as K
+from ._engine import ZERO_TOL, Coefficients, QuadraticEngine
 from ._kernel_rows import KernelRows
 from ._selection import active_max
 
@@ -59,22 +71,21 @@ __all__ = ["SampledEngine", "DEFAULT_SAMPLE_SIZE"]
 DEFAULT_SAMPLE_SIZE = 194
 
 
-class SampledEngine:
-    """Engine of the randomized FW over :class:`KernelRows` (host scalars).
+class SampledEngine(QuadraticEngine):
+    """Storage of the randomized FW over :class:`KernelRows` (host scalars).
 
-    Implements the moves the variants' ``_step`` hooks use (``toward``, ``away``, ``pairwise``,
-    ``second_order_partner``, ``extrapolation``, ``apply``, ``choose``, ``count``) with the same
-    meaning as :class:`~torchfw.optimizers._engine.QuadraticEngine`, except that the FW vertex is
-    the best of a random sample and :meth:`gap` is the sampled gap. Atom indices in moves are
-    example indices.
+    The moves (``toward``, ``away``, ``pairwise``, ``extrapolation``, ``apply``) are
+    :class:`~torchfw.optimizers._engine.QuadraticEngine`'s; this class answers the storage
+    protocol over slots, except that the FW vertex is the best of a random sample and
+    :meth:`gap` is the sampled gap. Atom indices in moves are example indices. The dual has no
+    linear term (``t = 0``, ``ct = None``) and no constant.
     """
 
-    ops = HOST
-    atomic = True
     #: The sampled gap only lower-bounds the true gap.
     certifies_gap = False
 
-    # Slot buffers (capacity ``cap``; see :meth:`_alloc`) and float64 scalars.
+    # Slot buffers (capacity ``cap``; see :meth:`_alloc`) and float64 scalars. ``n`` is the
+    # number of slots in use (the high-water mark), not the problem's dimension (``N``).
     ex: Tensor
     Xs: Tensor
     sq: Tensor
@@ -88,23 +99,24 @@ class SampledEngine:
     cache: Tensor | None
     _col_i: Tensor | None
     cap: int
-    p: float
-    p_prev: float
-    W: float
+    n: int
+    _idx: Tensor
 
     def __init__(self, storage: KernelRows, support: Tensor, weights: Tensor, *,
                  sample_size: int = DEFAULT_SAMPLE_SIZE, rng=None, keep_previous: bool = False,
                  cache_bytes: float = 200 * 2**20, refresh_every: int = 500):
         self.st = storage
-        self.sample_size = int(sample_size)
-        self.rng = rng if rng is not None else np.random.default_rng()
-        self.keep_previous = keep_previous
-        self.cache_bytes = float(cache_bytes)
-        self.refresh_every = int(refresh_every)
-        self.k = 0
-        self._counts: dict[str, int] = {}
-        self.n_samples_drawn = 0
         dev, f64 = storage.device, torch.float64
+        self.declare(ops=HOST, N=storage.m, dtype=f64, device=dev, keep_previous=keep_previous,
+                     pair_columns=True, refresh_every=int(refresh_every))
+        self.sample_size = int(sample_size)
+        #: With a sample of every example the draw is the whole set, in order (no randomness:
+        #: the sampled gap is the exact one and the run is the deterministic FW).
+        self.complete_sample = self.sample_size >= storage.m
+        self._all = torch.arange(storage.m, device=dev) if self.complete_sample else None
+        self.rng = rng if rng is not None else np.random.default_rng()
+        self.cache_bytes = float(cache_bytes)
+        self.n_samples_drawn = 0
         support = support.to(device=dev, dtype=torch.int64)
         weights = weights.to(device=dev, dtype=f64)
         keep = weights > 0
@@ -120,8 +132,9 @@ class SampledEngine:
             self._new_slot(e, compute_column=False)
         self.w[:self.n] = weights / weights.sum()
         self._full_block()
+        self.t = self.t_prev = 0.0
         self.resync(initial=True)
-        self._select()
+        self._reselect()
 
     # -- slot storage --------------------------------------------------------------------------
 
@@ -163,11 +176,7 @@ class SampledEngine:
                     self._full_block()
             r = self.n
             self.n += 1
-        idx = torch.tensor([e], device=self.st.device)
-        rows, sq, y, inv_c = self.st.rows(idx)
-        self.Xs[r], self.sq[r], self.ys[r], self.invc[r] = rows[0], sq[0], y[0], inv_c[0]
-        self.kd[r] = self.st.kernel.diagonal(sq)[0].to(torch.float64) + 1.0 + inv_c[0]
-        self.ex[r] = e
+        self._fill_slot(slice(r, r + 1), torch.tensor([e], device=self.st.device))
         self.w[r] = 0.0
         self.w_prev[r] = 0.0
         self.slot_of[e] = r
@@ -176,6 +185,13 @@ class SampledEngine:
             self.cache[:self.n, r] = col.to(self.cache.dtype)
             self.cache[r, :self.n] = col.to(self.cache.dtype)
         return r
+
+    def _fill_slot(self, r, examples: Tensor) -> None:
+        """Rows, norms, labels, ``1/C`` and diagonal of ``examples`` into slots ``r``."""
+        rows, sq, y, inv_c = self.st.rows(examples)
+        self.Xs[r], self.sq[r], self.ys[r], self.invc[r] = rows, sq, y, inv_c
+        self.kd[r] = self.st.kernel.diagonal(sq).to(torch.float64) + 1.0 + inv_c
+        self.ex[r] = examples
 
     def _free_zero_slots(self) -> None:
         n = self.n
@@ -242,7 +258,7 @@ class SampledEngine:
             self.p_prev = float(self.w_prev[:n] @ self.g_prev[:n])
             self.W = float(self.w[:n] @ self.g_prev[:n])
 
-    # -- the sampled gradient ------------------------------------------------------------------
+    # -- the sampled gradient and the selection ------------------------------------------------
 
     def sampled_gradient(self, idx: Tensor) -> Tensor:
         r""":math:`g_i = (\tilde K\alpha)_i` for the examples ``idx``, from the slots (float64)."""
@@ -264,87 +280,76 @@ class SampledEngine:
 
     def resample(self) -> None:
         """Draw a fresh sample at the current iterate (FW vertex and sampled gap)."""
-        idx = torch.from_numpy(self.rng.integers(0, self.st.m, self.sample_size)).to(
-            self.st.device)
+        if self._all is not None:
+            self._idx = self._all
+        else:
+            self._idx = torch.from_numpy(self.rng.integers(0, self.st.m, self.sample_size)).to(
+                self.st.device)
+        self.n_samples_drawn += 1
+        self._fw_from_sample()
+
+    def _fw_from_sample(self) -> None:
+        """The FW vertex :math:`\\arg\\min_{i\\in\\mathcal S} g_i` of the current sample."""
+        idx = self._idx
         g = self.sampled_gradient(idx)
         best = int(torch.argmin(g))
-        self.i_fw, self.s_fw = int(idx[best]), float(g[best])
+        i_fw, s_fw = int(idx[best]), float(g[best])
         sq, inv_c = self._last_rows
         self.d_fw = float(self.st.kernel.diagonal(sq[best:best + 1])[0]) + 1.0 \
             + float(inv_c[best])
-        self.n_samples_drawn += 1
         self._col_i = None
+        # The sampled minimum stands for the minimum: gap() = p - s_min is the sampled gap.
+        self._set(i_fw=i_fw, s_fw=s_fw, i_min=i_fw, s_min=s_fw)
 
-    def _select(self) -> None:
-        """The FW vertex from a fresh sample; the away atom over the slots (the selection's
-        away half, :func:`~torchfw.optimizers._selection.active_max`)."""
-        self.resample()
+    def _select_slots(self) -> None:
+        """The away half of the selection over the slots
+        (:func:`~torchfw.optimizers._selection.active_max`) and :math:`p = w_I^\\top g_I`."""
         n = self.n
-        j_slot, s_j = active_max(self.w[:n], self.g[:n])
+        w, g = self.w[:n], self.g[:n]
+        j_slot, s_j = active_max(w, g)
         j = int(j_slot)
-        self.j_max, self.s_max = (int(self.ex[j]), float(s_j)) if j >= 0 else (-1, -math.inf)
+        self._set(j_max=int(self.ex[j]) if j >= 0 else -1,
+                  s_max=float(s_j) if j >= 0 else -math.inf, p=float(torch.dot(w, g)), t=0.0)
 
-    # -- bookkeeping expected by the variants --------------------------------------------------
+    def _reselect(self) -> None:
+        """Storage: a fresh sample (FW atom) and the away atom and ``p`` over the slots."""
+        self.resample()
+        self._select_slots()
 
-    def count(self, name: str, cond=True) -> None:
-        if cond:
-            self._counts[name] = self._counts.get(name, 0) + 1
+    # -- storage protocol: entries -------------------------------------------------------------
 
-    def step_counts(self) -> dict[str, int]:
-        return dict(self._counts)
+    def _slot(self, e) -> int:
+        """Slot of example ``e``; the sample's FW atom gets one on first use."""
+        r = self.slot_of.get(e)
+        if r is None:
+            if e != self.i_fw:
+                raise KeyError(f"example {e} is neither a slot nor the FW atom")
+            self._fw_column()
+            r = self.slot_of[e]
+        return r
 
-    def iteration(self) -> int:
-        return self.k
+    # The slot first: giving the FW atom one may grow (reallocate) the buffers.
+    def _s(self, k):
+        r = self._slot(k)
+        return float(self.g[r])
 
-    def choose(self, cond, if_true, if_false) -> Coefficients:
-        return if_true() if cond else if_false()
+    def _w(self, k):
+        r = self.slot_of.get(k)
+        return 0.0 if r is None else float(self.w[r])
 
-    def value(self) -> float:
-        return 0.5 * self.p
-
-    def gap(self) -> float:
-        r"""The sampled gap :math:`\Delta_{\mathcal S} = 2f - g_{i_{\mathcal S}}`."""
-        return self.p - self.s_fw
-
-    def n_active(self) -> int:
-        return int((self.w[:self.n] > 0).sum())
-
-    def support(self) -> tuple[Tensor, Tensor]:
-        """Active examples and their weights."""
-        act = self.w[:self.n] > 0
-        return self.ex[:self.n][act].clone(), self.w[:self.n][act].clone()
-
-    def weights(self) -> Tensor:
-        """The dense ``(m,)`` weights (one ``O(m)`` allocation: for the returned model only)."""
-        idx, w = self.support()
-        out = torch.zeros(self.st.m, dtype=torch.float64, device=self.st.device)
-        out[idx] = w
-        return out
-
-    point = weights
-
-    def snapshot(self):
-        n = self.n
-        return (n, {k: getattr(self, k)[:n].clone() for k in ("ex", "w", "w_prev", "g",
-                                                              "g_prev")},
-                self.p, getattr(self, "p_prev", None), getattr(self, "W", None))
-
-    def restore(self, snap) -> None:
-        n, vecs, p, p_prev, W = snap
-        for k, v in vecs.items():
-            getattr(self, k)[:n] = v
-        if self.n > n:
-            self.w[n:self.n] = 0.0
-            self.w_prev[n:self.n] = 0.0
-        self.p, self.p_prev, self.W = p, p_prev, W
-
-    # -- scalars of atoms ----------------------------------------------------------------------
-
-    def _diag(self, e: int) -> float:
-        r""":math:`\tilde K_{ee}` (the FW vertex's from its sample, a slot's from its cache)."""
-        if e == self.i_fw:
+    def _diag(self, k):
+        r""":math:`\tilde K_{kk}` (the FW vertex's from its sample, a slot's from its cache)."""
+        if k == self.i_fw:
             return self.d_fw
-        return float(self.kd[self.slot_of[e]])
+        return float(self.kd[self.slot_of[k]])
+
+    def _previous_score(self, k):
+        r = self._slot(k)
+        return float(self.g_prev[r])
+
+    def _pair_entry(self, i, j):
+        h = self.vertex_gradient(i)
+        return float(h[self._slot(j)])
 
     def _fw_column(self) -> Tensor:
         """Column of the FW vertex over the slots (allocating its slot)."""
@@ -361,134 +366,109 @@ class SampledEngine:
         assert self._col_i is not None
         return self._col_i
 
-    def _score(self, e: int) -> float:
-        return float(self.g[self.slot_of[e]])
+    # -- storage protocol: columns, selections, bounds ------------------------------------------
 
-    # -- moves ---------------------------------------------------------------------------------
+    def vertex_gradient(self, k) -> Tensor:
+        """Column :math:`\\tilde K_{I,k}` over the slots (float64)."""
+        return self._fw_column() if k == self.i_fw else self.column(self.slot_of[k])
 
-    def _line(self, slope, curvature, gamma_max) -> Line:
-        value = self.value()
-        return Line(value=value, slope=slope, gamma_max=gamma_max, curvature=curvature,
-                    phi=lambda g: value + g * slope + 0.5 * g * g * curvature, ops=HOST)
-
-    def toward(self, restricted: bool = False) -> Move:
-        if restricted:
-            raise ValueError("the sampled engine has no restricted (fully corrective) moves")
-        i, si = self.i_fw, self.s_fw
-        curvature = self._diag(i) - 2.0 * si + self.p
-        line = self._line(si - self.p, curvature, 1.0)
-        return Move("fw", line, lambda g: Coefficients(a=1.0 - g, b=g, i=i))
-
-    def away(self) -> Move:
-        j, sj = self.j_max, self.s_max
-        wj = float(self.w[self.slot_of[j]])
-        curvature = self._diag(j) - 2.0 * sj + self.p
-        gamma_max = wj / max(1.0 - wj, 1e-300) if wj < 1.0 else 0.0
-        line = self._line(self.p - sj, curvature, gamma_max)
-        return Move("away", line, lambda g: Coefficients(a=1.0 + g, b=-g, i=j))
-
-    def pairwise(self, restricted: bool = False, partner=None) -> Move:
-        if restricted:
-            raise ValueError("the sampled engine has no restricted (fully corrective) moves")
-        i, si = self.i_fw, self.s_fw
-        j = self.j_max if partner is None else partner
-        sj = self._score(j)
-        col = self._fw_column()
-        q_ij = float(col[self.slot_of[j]])
-        curvature = self._diag(i) + self._diag(j) - 2.0 * q_ij
-        line = self._line(si - sj, curvature, float(self.w[self.slot_of[j]]))
-        return Move("pairwise", line, lambda g: Coefficients(a=1.0, b=g, i=i, c=-g, j=j))
+    def active_min(self):
+        n = self.n
+        best, value, _ = K.torch_active_argmin(self.w[:n], self.g[:n])
+        return int(self.ex[int(best)]), float(value)
 
     def second_order_partner(self):
         """SWAP-2o partner over the active slots (largest second-order pairwise gain)."""
+        i = self.i_fw
         col = self._fw_column()
         n = self.n
-        i, si = self.i_fw, self.s_fw
-        dii = self._diag(i)
-        q = (dii + self.kd[:n] - 2.0 * col).clamp_min(1e-300)
-        diff = self.g[:n] - si
-        ok = (self.w[:n] > 0) & (diff > 0) & (self.ex[:n] != i)
-        if not bool(ok.any()):
-            return self.j_max
-        gain = torch.where(ok, diff * diff / q, torch.full_like(diff, -1.0))
-        return int(self.ex[int(torch.argmax(gain))])
+        r = int(K.torch_second_order_partner(self.w[:n], self.g[:n], col, self.kd[:n], None,
+                                             self.slot_of[i], self.s_fw, self._diag(i)))
+        return int(self.ex[r]) if r >= 0 else self.j_max
 
-    def extrapolation(self, fw: Move, lam) -> Move:
-        """PARTAN move (seed 002 eqs 13-15 in the minimization convention)."""
-        i = fw.coefficients(0.0).i
-        col = self._fw_column()
-        r = self.slot_of[i]
-        f_t = fw.line.value + lam * fw.line.slope + 0.5 * lam * lam * fw.line.curvature
-        p_t = 2.0 * f_t
-        cross = (1.0 - lam) * self.W + lam * float(self.g_prev[r])  # w~' K w_prev
-        slope = p_t - cross
-        curvature = p_t - 2.0 * cross + self.p_prev
+    def _extrapolation_bounds(self, lam, i):
+        r = self._slot(i)  # first: the FW atom's slot (it may extend the slots)
+        lo, hi = K.torch_extrapolation_bounds(self.w[:self.n], self.w_prev[:self.n], lam, r)
+        return float(lo), float(hi)
+
+    # -- storage protocol: writes --------------------------------------------------------------
+
+    def _update(self, co: Coefficients) -> None:
+        r""":math:`\alpha \leftarrow a\alpha + b e_i + c e_j + d\alpha_{prev}` over the slots,
+        :math:`g_I` by the same combination of columns (float64), then a new sample."""
+        h_i = self.vertex_gradient(co.i)  # first: may give the FW atom its slot
+        use_j = co.j is not None and co.c != 0.0
+        h_j = self.vertex_gradient(co.j) if use_j else None
         n = self.n
-        wt = self.w[:n] * (1.0 - lam)
-        wt[r] += lam
-        delta = wt - self.w_prev[:n]
-        neg, pos = delta < 0, delta > 0
-        hi = float((wt[neg] / (-delta[neg])).min()) if bool(neg.any()) else math.inf
-        lo = float((-wt[pos] / delta[pos]).max()) if bool(pos.any()) else -math.inf
-        del col
-        noise = 1e-11 * (abs(p_t) + 2.0 * abs(cross) + abs(self.p_prev))
-        return partan_move(f_t, slope, curvature, noise, lo, hi, lam, i, HOST)
-
-    # -- update --------------------------------------------------------------------------------
-
-    def apply(self, co: Coefficients, tick: bool = True) -> None:
-        r"""Apply :math:`\alpha \leftarrow a\alpha + b e_i + c e_j + d\alpha_{prev}`.
-
-        :math:`g_I` follows the same combination of columns; :math:`p` and :math:`W` by the
-        closed-form expansion of :math:`\alpha'^\top\tilde K\alpha'` (float64).
-        """
-        a, b, c, d = float(co.a), float(co.b), float(co.c), float(co.d)
-        if co.i == self.i_fw:
-            col_i = self._fw_column()
-        else:
-            col_i = self.column(self.slot_of[co.i])
         ri = self.slot_of[co.i]
-        n = self.n
-        gi, kii = float(self.g[ri]), float(col_i[ri])
-        gpi = float(self.g_prev[ri]) if self.keep_previous else 0.0
-        use_j = co.j is not None and c != 0.0
-        if use_j:
-            rj = self.slot_of[co.j]
-            col_j = self.column(rj)
-            gj, kjj, kij = float(self.g[rj]), float(col_j[rj]), float(col_i[rj])
-            gpj = float(self.g_prev[rj]) if self.keep_previous else 0.0
-        else:
-            gj = kjj = kij = gpj = 0.0
-        p, W = self.p, getattr(self, "W", 0.0)
-        p_prev = getattr(self, "p_prev", 0.0)
-        # p' = a'Ka' with a' = a w + b e_i + c e_j + d w_prev (all cross terms known).
-        p_new = (a * a * p + b * b * kii + c * c * kjj + d * d * p_prev
-                 + 2.0 * (a * b * gi + a * c * gj + a * d * W + b * c * kij
-                          + b * d * gpi + c * d * gpj))
-        W_new = a * p + b * gi + c * gj + d * W  # a'K a (old iterate)
-        g_new = a * self.g[:n] + b * col_i
-        w_new = a * self.w[:n]
-        w_new[ri] += b
-        if use_j:
-            g_new += c * col_j
-            w_new[rj] += c
-        if d != 0.0:
-            g_new += d * self.g_prev[:n]
-            w_new += d * self.w_prev[:n]
-        w_new[w_new <= ZERO_TOL] = 0.0
-        if self.keep_previous:
-            self.g_prev[:n] = self.g[:n]
-            self.w_prev[:n] = self.w[:n]
-            self.p_prev, self.W = p, W_new
-        self.g[:n] = g_new
-        self.w[:n] = w_new
-        self.p = p_new
+        rj = self.slot_of[co.j] if use_j else ri
+        if K.torch_update(self.w[:n], self.g[:n], float(co.a), float(co.b), ri, h_i,
+                          float(co.c), rj, h_j, float(co.d), self.w_prev[:n], self.g_prev[:n],
+                          self.keep_previous, ZERO_TOL):
+            # The new iterate was written over the previous one: swap the buffers (beyond
+            # n both hold zero weights).
+            self.w, self.w_prev = self.w_prev, self.w
+            self.g, self.g_prev = self.g_prev, self.g
         self._free_zero_slots()
-        if tick:
-            self.k += 1
-            if self.refresh_every and self.k % self.refresh_every == 0:
-                self.resync()
-        self._select()
+        self._reselect()
+
+    def _after_tick(self) -> None:
+        """Re-synchronize every ``refresh_every`` iterations (seed 002: periodic exact values)."""
+        if self.refresh_every and self.k % self.refresh_every == 0:
+            self.refresh()
+
+    # -- storage protocol: whole state ---------------------------------------------------------
+
+    def refresh(self) -> None:
+        """Exact :math:`g_I, g^{prev}_I, p, W` (:meth:`resync`), and the current sample's FW
+        atom again at the re-synchronized iterate (no new draw: the random stream is that of
+        a run without the re-synchronization)."""
+        self.resync()
+        self._fw_from_sample()
+        self._select_slots()
+
+    def n_active(self) -> int:
+        return int((self.w[:self.n] > 0).sum())
+
+    def support(self) -> tuple[Tensor, Tensor]:
+        """Active examples and their weights."""
+        act = self.w[:self.n] > 0
+        return self.ex[:self.n][act].clone(), self.w[:self.n][act].clone()
+
+    def weights(self) -> Tensor:
+        """The dense ``(m,)`` weights (one ``O(m)`` allocation: for the returned model only)."""
+        idx, w = self.support()
+        out = torch.zeros(self.st.m, dtype=torch.float64, device=self.st.device)
+        out[idx] = w
+        return out
+
+    def point(self) -> Tensor:
+        return self.weights()
+
+    def snapshot(self):
+        n = self.n
+        return self.ex[:n].clone(), self.w[:n].clone(), self.w_prev[:n].clone()
+
+    def restore(self, snap) -> None:
+        """Return to a snapshot: its slots (rows fetched again: a slot freed since may hold
+        another example), their kernel block, exact gradients, and the selection."""
+        ex, w, w_prev = snap
+        n = ex.numel()
+        self.ex[:self.n] = -1
+        self.w[:self.n] = 0.0
+        self.w_prev[:self.n] = 0.0
+        self.n = n
+        live = torch.nonzero(ex >= 0).squeeze(1)
+        self._fill_slot(live, ex[live])
+        self.w[:n], self.w_prev[:n] = w, w_prev
+        self.slot_of = {int(ex[r]): int(r) for r in live.tolist()}
+        self.free = torch.nonzero(ex < 0).squeeze(1).tolist()
+        self._full_block()
+        self.resync()
+        self._fw_from_sample()
+        self._select_slots()
+
+    # -- certificate ---------------------------------------------------------------------------
 
     def exact_gap(self) -> tuple[float, int]:
         r"""One full pass: the exact gap :math:`2f - \min_i g_i` and its argmin (``m |I|``)."""

@@ -1,32 +1,76 @@
-"""The run loop of the sampled storage: seed 002's stopping rule with its safeguard.
+"""The run of the sampled storage: seed 002's stopping rule with its safeguard, on the one loop.
 
 :func:`minimize_sampled` drives a variant's unchanged ``_step`` over
-:class:`~torchfw.optimizers._sampled.SampledEngine` (see that module for the algorithm, the
-recursions and our reading of "the sampling is repeated twice").
+:class:`~torchfw.optimizers._sampled.SampledEngine` through the run loop every storage uses
+(:meth:`~torchfw.optimizers.ConstrainedOptimizer._loop`), deciding at every iteration with
+:class:`SampledStop` (see :mod:`torchfw.optimizers._sampled` for the algorithm, the recursions
+and our reading of "the sampling is repeated twice").
 """
 
 from __future__ import annotations
 
-import math
 import time
 
 import numpy as np
 from torch import Tensor
 
 from ..linesearch import ExactLineSearch
-from ..result import History, Result, Status
+from ..result import Result, Status
 from ._kernel_rows import KernelRows
 from ._sampled import DEFAULT_SAMPLE_SIZE, SampledEngine
+from ._stopping import StoppingRule
 from .away import AwayStepFrankWolfe, PairwiseFrankWolfe
 from .frank_wolfe import FrankWolfe
 from .partan import PartanFrankWolfe
 from .swap import SwapFrankWolfe
 
-__all__ = ["minimize_sampled"]
+__all__ = ["minimize_sampled", "SampledStop"]
 
 
 _VARIANTS = (FrankWolfe, AwayStepFrankWolfe, PairwiseFrankWolfe, SwapFrankWolfe,
              PartanFrankWolfe)
+
+
+class SampledStop(StoppingRule):
+    r"""Seed 002's stopping rule on the sampled gap, asked at every iteration.
+
+    Stops with ``CONVERGED`` when the sampled gap :math:`\Delta_{\mathcal S} \le
+    \max(\text{tol}, \text{rtol}\,|f|)` and ``confirmations`` further independent samples at
+    the same iterate pass the same test (the safeguard; each counted as a
+    ``confirmation_sample`` step). A sample that fails leaves its FW vertex to the next move. A
+    complete sample (every example) is its own certificate and is not confirmed. Then the
+    iteration budget and the clock, as :class:`StoppingRule`. The run records a check in its
+    history every ``record_every`` iterations.
+    """
+
+    def __init__(self, *, tol: float, rtol: float, max_iter: int,
+                 time_limit: float | None = None, confirmations: int = 2,
+                 record_every: int = 50):
+        super().__init__(tol=tol, rtol=rtol, max_iter=max_iter, time_limit=time_limit)
+        self.confirmations = int(confirmations)
+        self.record_every = int(record_every)
+
+    def records(self, k: int) -> bool:
+        return k % self.record_every == 0
+
+    def confirmed(self, eng: SampledEngine, threshold: float) -> bool:
+        """Whether ``confirmations`` fresh samples pass too (stops at the first that fails)."""
+        if eng.complete_sample:
+            return True
+        for _ in range(self.confirmations):
+            eng.resample()
+            eng.count("confirmation_sample")
+            if eng.gap() > threshold:
+                return False
+        return True
+
+    def __call__(self, eng, k, value, gap, elapsed, steps) -> Status | None:
+        threshold = self.target(value)
+        if gap <= threshold and self.confirmed(eng, threshold):
+            return Status.CONVERGED
+        if k >= self.max_iter:
+            return Status.MAX_ITER
+        return self.user_stop(eng, k, value, gap, elapsed, steps)
 
 
 def minimize_sampled(optimizer, storage: KernelRows, support: Tensor, weights: Tensor, *,
@@ -46,12 +90,13 @@ def minimize_sampled(optimizer, storage: KernelRows, support: Tensor, weights: T
     support, weights : Tensor
         Initial point: examples and their weights (normalized to the simplex).
     sample_size : int
-        :math:`|\mathcal S|` (seed 002: 194).
+        :math:`|\mathcal S|` (seed 002: 194); ``>= m`` samples every example (deterministic).
     tol, rtol : float
         Stop when the sampled gap is at most ``max(tol, rtol * f)`` in ``1 + confirmations``
-        independent samples in a row (see the module docstring).
+        independent samples in a row (see :class:`SampledStop`).
     max_iter, time_limit
-        Budgets (the clock is read every iteration).
+        Budgets (the clock is read every iteration and counts from this call, engine set-up
+        included).
     cache_size : float
         Budget in MB of the slots' kernel block.
     refresh_every : int
@@ -61,6 +106,8 @@ def minimize_sampled(optimizer, storage: KernelRows, support: Tensor, weights: T
     certify : bool, optional
         Compute the exact gap of the returned point with one full pass. Default: when
         ``m * |I| <= certify_budget`` kernel values and no ``time_limit`` is set.
+    check_every : int
+        Iterations between history records (the stopping test runs at every iteration).
 
     Returns
     -------
@@ -76,6 +123,8 @@ def minimize_sampled(optimizer, storage: KernelRows, support: Tensor, weights: T
         raise ValueError("the sampled storage needs ExactLineSearch (closed-form steps)")
     if sample_size < 1:
         raise ValueError(f"sample_size must be >= 1, got {sample_size}")
+    if check_every < 1:
+        raise ValueError(f"check_every must be >= 1, got {check_every}")
     rng = np.random.default_rng(random_state)
     start = time.perf_counter()
     eng = SampledEngine(storage, support, weights, sample_size=sample_size, rng=rng,
@@ -84,42 +133,16 @@ def minimize_sampled(optimizer, storage: KernelRows, support: Tensor, weights: T
     ls = optimizer.line_search or ExactLineSearch()
     ls.reset()
     optimizer._ls = ls
-    history = History()
-    snapshot = eng.snapshot()
-    status = None
-    while True:
-        k = eng.k
-        value, gap = eng.value(), eng.gap()
-        elapsed = time.perf_counter() - start
-        if k % check_every == 0:
-            history.append(k, value, gap, elapsed, eng.step_counts())
-        if not (math.isfinite(value) and math.isfinite(gap)):
-            eng.restore(snapshot)
-            status = Status.NONFINITE
-            break
-        threshold = max(tol, rtol * abs(value))
-        if gap <= threshold:
-            confirmed = True
-            for _ in range(confirmations):
-                eng.resample()
-                eng.count("confirmation_sample")
-                if eng.gap() > threshold:
-                    confirmed = False
-                    break
-            if confirmed:
-                status = Status.CONVERGED
-                break
-        if k >= max_iter:
-            status = Status.MAX_ITER
-            break
-        if time_limit is not None and elapsed >= time_limit:
-            status = Status.TIME_LIMIT
-            break
-        if k % check_every == 0:
-            snapshot = eng.snapshot()
-        optimizer._step(eng)
-    eng.resync()
-    sampled_gap = eng.p - eng.s_fw
+    # The loop's clock starts now: the set-up already spent counts against the time limit,
+    # and is added to the history's times (seconds since this call, as before the loop).
+    set_up = time.perf_counter() - start
+    rule = SampledStop(tol=tol, rtol=rtol, max_iter=max_iter,
+                       time_limit=None if time_limit is None else time_limit - set_up,
+                       confirmations=confirmations, record_every=check_every)
+    status, history = optimizer._loop(eng, "host", rule, check_every=1)
+    history.time = [t + set_up for t in history.time]
+    eng.refresh()
+    sampled_gap = eng.gap()
     n_active = eng.n_active()
     if certify is None:  # a clock is a promise to return in time: no pass after it
         certify = storage.m * max(1, eng.n) <= certify_budget and time_limit is None

@@ -72,6 +72,12 @@ class StoppingRule:
         """The gap at which the run has converged."""
         return max(self.tol, self.rtol * abs(value))
 
+    def records(self, k: int) -> bool:
+        """Whether the check at iteration ``k`` enters the history (and is the snapshot a
+        non-finite check returns to): every check, unless a rule that decides at every
+        iteration records only some (the sampled storage's, every ``check_every``)."""
+        return True
+
     def __call__(self, eng, k: int, value: float, gap: float, elapsed: float,
                  steps: dict) -> Status | None:
         if eng.certifies_gap and gap <= self.target(value):

@@ -26,6 +26,8 @@ storage                   where the numbers live
 ``DistributedQuadraticEngine`` examples sharded over ``torch.distributed`` ranks, entries of
                           remote atoms from one exchange per iteration,
                           ``distributed/engine.py``
+``SampledEngine``         seed 002's randomized FW: state over the slots of the active set,
+                          the FW atom from a random sample, ``optimizers/_sampled.py``
 ========================  ===================================================================
 
 and checked against one another by ``tests/test_engine_parity.py``.

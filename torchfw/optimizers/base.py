@@ -359,10 +359,12 @@ class ConstrainedOptimizer:
         """Blocks of iterations between checks; at each check ``rule`` decides.
 
         The one run loop of every storage: a single problem (:meth:`minimize`), a sharded one
-        (:func:`torchfw.distributed.minimize`) and a batch
+        (:func:`torchfw.distributed.minimize`), a batch
         (:func:`~torchfw.optimizers.batched.minimize_batched`, whose rule reads ``(B,)``
-        values and gaps and masks the problems that stopped). Returns the status and the
-        history of the checks; the engine holds the final state.
+        values and gaps and masks the problems that stopped) and the sampled storage
+        (:func:`~torchfw.optimizers._sampled_run.minimize_sampled`, a check every iteration of
+        which ``rule.records`` keeps one in ``check_every``). Returns the status and the
+        history of the recorded checks; the engine holds the final state.
 
         Parameters
         ----------
@@ -394,9 +396,11 @@ class ConstrainedOptimizer:
                 value, gap = rule.measure(eng)
                 elapsed = time.perf_counter() - start
                 steps = eng.step_counts()
-                history.append(k, value, gap, elapsed, steps)
-                if bar is not None:
-                    bar.update(k, gap, rule.target(value), f=f"{value:.6g}")
+                record = rule.records(k)
+                if record:
+                    history.append(k, value, gap, elapsed, steps)
+                    if bar is not None:
+                        bar.update(k, gap, rule.target(value), f=f"{value:.6g}")
                 if not rule.finite(value, gap):
                     eng.restore(snapshot)
                     status = Status.NONFINITE
@@ -404,7 +408,8 @@ class ConstrainedOptimizer:
                 status = rule(eng, k, value, gap, elapsed, steps)
                 if status is not None:
                     break
-                snapshot = eng.snapshot()
+                if record:
+                    snapshot = eng.snapshot()
                 n = min(check_every, rule.max_iter - k)
                 if execution in ("compile", "graph"):
                     if blocks is None:
