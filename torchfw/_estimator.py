@@ -32,10 +32,38 @@ def __getattr__(name: str):
 
 
 class BaseEstimator:
-    """Parameter handling shared by all torchfw estimators."""
+    """Parameter handling, input checks and persistence shared by all torchfw estimators."""
 
     #: "classifier" or "regressor": what scikit-learn's meta-estimators should expect.
     _estimator_kind: str | None = None
+    #: The ``format`` entry of the estimator's state dict (``"torchfw.SVC"``, ...).
+    _state_format: str = ""
+
+    # -- persistence: one safe way for every estimator -----------------------------------------
+
+    def state_dict(self) -> dict:
+        """The fitted model as tensors and plain values (loadable with ``weights_only=True``)."""
+        raise NotImplementedError(f"{type(self).__name__} does not define its saved state")
+
+    @classmethod
+    def from_state_dict(cls, state: dict, map_location=None):
+        """A fitted model from :meth:`state_dict`'s output, checked field by field first."""
+        raise NotImplementedError(f"{cls.__name__} does not define its saved state")
+
+    def save(self, path) -> None:
+        """Save the fitted model: :meth:`state_dict` through ``torch.save`` (no pickled code)."""
+        torch.save(self.state_dict(), path)
+
+    @classmethod
+    def load(cls, path, map_location=None):
+        """Load a model saved by :meth:`save`, with ``torch.load(weights_only=True)``.
+
+        A file that is not a torchfw model, or is another estimator's, raises a ValueError
+        saying so; a model file whose fields are inconsistent (missing keys, wrong shapes,
+        non-finite coefficients) raises one naming the field.
+        """
+        return cls.from_state_dict(load_state(path, cls._state_format),
+                                   map_location=map_location)
 
     @classmethod
     def _get_param_names(cls) -> list[str]:

@@ -20,7 +20,7 @@ from torch import Tensor
 
 from . import exceptions
 from ._data import as_target, r2
-from ._estimator import BaseEstimator, check_is_fitted
+from ._estimator import BaseEstimator, check_is_fitted, plain
 from ._validation import (
     check_int_at_least,
     check_nonnegative,
@@ -137,6 +137,7 @@ class Lasso(BaseEstimator):
     """
 
     _estimator_kind = "regressor"
+    _state_format = "torchfw.Lasso"
     # lasso_path (set below its definition), as scikit-learn's Lasso.path.
     path: ClassVar[Callable[..., Any]]
 
@@ -233,6 +234,74 @@ class Lasso(BaseEstimator):
         pred = self.predict(X)
         y = as_target(y, pred.shape[0], estimator="Lasso").cpu().numpy()
         return r2(y, pred, sample_weight)
+
+    # -- persistence (save/load come from BaseEstimator) -----------------------------------------
+
+    def state_dict(self) -> dict:
+        """The fitted model as tensors and plain values (loadable with ``weights_only=True``).
+
+        The parameters (``device`` left out: a loaded model lives where ``map_location`` says;
+        ``dtype`` by name), ``coef_`` as a float64 tensor, the intercept, the solve's figures
+        (``n_iter_``, ``dual_gap_``, ``alpha_``, ``radius_``, ``radius_bound_``) and the
+        feature count and names. ``result_`` (the solver's history) is not saved.
+        """
+        check_is_fitted(self, "coef_")
+        params = self.get_params(deep=False)
+        params.pop("device")
+        if params["dtype"] is not None:
+            params["dtype"] = str(resolve_dtype(params["dtype"])).removeprefix("torch.")
+        names = getattr(self, "feature_names_in_", None)
+        bound = self.radius_bound_
+        return {"format": self._state_format, "version": 1, "params": plain(params),
+                "n_features_in": int(self.n_features_in_),
+                "feature_names_in": None if names is None else [str(c) for c in names],
+                "coef": torch.from_numpy(np.asarray(self.coef_, dtype=np.float64).copy()),
+                "intercept": float(self.intercept_), "n_iter": int(self.n_iter_),
+                "dual_gap": float(self.dual_gap_), "alpha": float(self.alpha_),
+                "radius": float(self.radius_),
+                "radius_bound": None if bound is None else float(bound),
+                "working_set": None if self.working_set_ is None
+                else torch.from_numpy(np.asarray(self.working_set_, dtype=np.int64))}
+
+    @classmethod
+    def from_state_dict(cls, state: dict, map_location=None) -> Lasso:
+        """A fitted model from :meth:`state_dict`'s output, checked field by field first."""
+        fmt = cls._state_format
+        if not isinstance(state, dict) or state.get("format") != fmt:
+            raise ValueError(f"not a {fmt} state dict")
+        missing = [key for key in ("params", "n_features_in", "coef", "intercept", "n_iter",
+                                   "dual_gap", "alpha", "radius") if key not in state]
+        if missing:
+            raise ValueError(f"{fmt} state dict is missing {missing}")
+        coef, d = state["coef"], state["n_features_in"]
+        if not (isinstance(d, int) and d >= 1 and isinstance(coef, Tensor)
+                and coef.shape == (d,) and coef.is_floating_point()):
+            raise ValueError(f"{fmt} state dict is inconsistent: coef must be a float tensor "
+                             f"of shape (n_features_in,) = ({d},), got "
+                             f"{getattr(coef, 'shape', type(coef).__name__)}")
+        numbers = {key: state[key] for key in ("intercept", "dual_gap", "alpha", "radius")}
+        if not (bool(torch.isfinite(coef).all())
+                and all(isinstance(v, (int, float)) and np.isfinite(v)
+                        for v in numbers.values())):
+            raise ValueError(f"{fmt} state dict holds non-finite or non-numeric coefficients "
+                             f"or figures")
+        model = cls(**state["params"])
+        device = resolve_device(map_location) or torch.device("cpu")
+        model.n_features_in_ = d
+        if state.get("feature_names_in") is not None:
+            model.feature_names_in_ = np.asarray(state["feature_names_in"], dtype=object)
+        model._coef = coef.to(device=device, dtype=torch.float64)
+        model.coef_ = coef.to(torch.float64).numpy().copy()
+        model.intercept_ = float(numbers["intercept"])
+        model.n_iter_ = int(state["n_iter"])
+        model.dual_gap_ = float(numbers["dual_gap"])
+        model.alpha_ = float(numbers["alpha"])
+        model.radius_ = float(numbers["radius"])
+        model.radius_bound_ = state.get("radius_bound")
+        ws = state.get("working_set")
+        model.working_set_ = None if ws is None else ws.numpy()
+        model.result_ = None
+        return model
 
     @property
     def sparse_coef_(self):

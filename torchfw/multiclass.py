@@ -45,7 +45,7 @@ from ._csr import as_csr as _as_csr
 from ._csr import csr_matmul as _csr_matmul
 from ._csr import take_csr_rows as _take_rows
 from ._data import accuracy, as_labels, as_matrix, csr_tensor
-from ._estimator import BaseEstimator, check_is_fitted, load_state, plain
+from ._estimator import BaseEstimator, check_is_fitted, plain
 from ._validation import check_int_at_least, check_positive, resolve_device
 from ._ww_problem import (  # noqa: F401 (the dual and its shrinking constants, re-exported)
     MAX_SHRUNK_SWEEPS,
@@ -201,6 +201,7 @@ class WestonWatkinsSVC(BaseEstimator):
     """
 
     _estimator_kind = "classifier"
+    _state_format = "torchfw.WestonWatkinsSVC"
 
     def __init__(self, C: float = 1.0, tol: float = 0.0009, max_iter: int = 1000,
                  subproblem: str = "walrus", random_state: int | None = None,
@@ -364,20 +365,6 @@ class WestonWatkinsSVC(BaseEstimator):
                 "feature_names_in": None if names is None else [str(c) for c in names],
                 "coef": self.coef_.detach().cpu(), "intercept": self.intercept_.detach().cpu(),
                 "n_iter": int(self.n_iter_), "converged": bool(self.converged_)}
-
-    def save(self, path) -> None:
-        """Save the fitted model (tensors and plain values; no pickled code), as SVC does."""
-        torch.save(self.state_dict(), path)
-
-    @classmethod
-    def load(cls, path, map_location=None) -> WestonWatkinsSVC:
-        """Load a model saved by :meth:`save` (``torch.load(weights_only=True)``).
-
-        A file that is not a torchfw model, or is another estimator's, raises a ValueError
-        saying so.
-        """
-        return cls.from_state_dict(load_state(path, "torchfw.WestonWatkinsSVC"),
-                                   map_location=map_location)
 
     @classmethod
     def from_state_dict(cls, state: dict, map_location=None) -> WestonWatkinsSVC:

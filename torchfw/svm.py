@@ -36,7 +36,7 @@ from torch import Tensor
 from . import _svc_custom, _svc_dense, _svc_large, _svc_lazy
 from . import exceptions as _exceptions
 from ._data import accuracy, as_labels, as_sample_weight, drop_zero_weight, take_rows
-from ._estimator import BaseEstimator, check_is_fitted, load_state
+from ._estimator import BaseEstimator, check_is_fitted
 from ._svc_batched import fit_ovr_batched
 from ._svc_multiclass import (
     binary_problems,
@@ -218,6 +218,7 @@ class SVC(BaseEstimator):
     """
 
     _estimator_kind = "classifier"
+    _state_format = "torchfw.SVC"
 
     # Fitted in fit (declared for the type checker; no class-level value).
     support_: np.ndarray
@@ -561,19 +562,6 @@ class SVC(BaseEstimator):
         """The fitted model as tensors and plain values (loadable with ``weights_only=True``)."""
         check_is_fitted(self, "dual_coef_")
         return svc_state(self)
-
-    def save(self, path) -> None:
-        """Save the fitted model (tensors and plain values; no pickled code)."""
-        torch.save(self.state_dict(), path)
-
-    @classmethod
-    def load(cls, path, map_location=None) -> SVC:
-        """Load a model saved by :meth:`save` (with ``torch.load(weights_only=True)``).
-
-        A file that is not a torchfw model, or is another estimator's, raises a ValueError
-        saying so.
-        """
-        return cls.from_state_dict(load_state(path, "torchfw.SVC"), map_location=map_location)
 
     @classmethod
     def from_state_dict(cls, state: dict, map_location=None) -> SVC:
