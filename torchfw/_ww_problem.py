@@ -84,7 +84,7 @@ class WWDualProblem(BlockProblem):
 
     Parameters
     ----------
-    X : _CSR
+    X : torchfw._csr.CSR
         Rows with ``||x_i|| > 0`` (zero rows contribute only constants; the estimator drops them).
     y : ndarray of int64
         Class indices in ``[0, k)``.
