@@ -12,7 +12,9 @@ fit is therefore the one-thread fit bit for bit, whatever the number of threads
 (``tests/test_svc_threads.py``).
 
 One-vs-one pairs that each get their own matrix (the matrix of all examples over
-``cache_size``), and fits whose operator has no host storage, are solved one after the other.
+``cache_size``) build it, start and solve on the pool too, as many at a time as their matrices
+fit ``cache_size`` together (:func:`_fit_one_by_one`); fits whose operator has no host storage
+take the lazy path, one problem after the other.
 """
 
 from __future__ import annotations
