@@ -39,7 +39,8 @@ SECTIONS = [
      "`cache_size` (see the SVC guide, \"Small problems\"): every set here but the binary "
      "m = 20,000 one; at 10 classes and m = 20,000 the one-vs-one pairs' matrices fit though "
      "the whole one does not. scikit-learn trains multiclass one-vs-one; torchfw's "
-     "`multi_class='auto'` trains one-vs-rest below 2,500 training examples and one-vs-one from "
+     "`multi_class='auto'` trains one-vs-rest below 1,500 training examples (2,500 when the "
+     "two tables below were measured; the last table measures the crossover) and one-vs-one from "
      "there on, and the last column fits the same set with the other scheme. Accuracy is the "
      "mean over 10 random 70/30 splits, with the standard error of the paired difference: on "
      "one split of iris a single test example is 2.2 points. In a fresh process torchfw pays "
@@ -48,7 +49,7 @@ SECTIONS = [
      "(load average in the table). The same command on two machines of the same 2-CPU class "
      "gives different ratios: scikit-learn's `SVC` runs about twice as fast on the Intel Xeon "
      "(AVX-512) as on the AMD EPYC, torchfw's fits about as fast on both.",
-     ["svm_small.md", "svm_small_xeon.md"]),
+     ["svm_small.md", "svm_small_xeon.md", "svc_scheme_crossover.md"]),
     ("Probabilities: calibration against scikit-learn",
      "`SVC(probability=True)` (Platt sigmoids on 5-fold out-of-fold decision values, as "
      "LIBSVM's `-b 1`) against scikit-learn's `SVC(probability=True)` with the same `C` and "

@@ -34,10 +34,13 @@ __all__ = ["BinaryProblem", "binary_problems", "class_pairs", "ovo_votes", "ovo_
 MULTI_CLASS = ("auto", "ovr", "ovo")
 
 #: ``multi_class="auto"`` trains one-vs-one from this many training examples on, one-vs-rest
-#: below: the measured crossover of ``SVC()`` on generated 3- and 10-class sets (2-core CPU,
-#: 2,100 examples: one-vs-rest 28 / 60 ms against one-vs-one 30 / 66 ms; 3,150: 68 / 138 ms
-#: against 51 / 106 ms; at 350 one-vs-rest is 2.4x faster, at 14,000 one-vs-one 1.9x).
-OVO_FROM = 2500
+#: below: the measured crossover of ``SVC()`` with the compiled path on threads
+#: (``python benchmarks/svc_scheme_crossover.py``, 2-core Intel Xeon; 3 / 10 classes, ms
+#: one-vs-rest against one-vs-one): 1,050 examples 8.7 / 13.1 against 6.0 / 12.8; 1,540:
+#: 13.9 / 22.3 against 10.5 / 19.1; 2,100: 22.7 / 36.7 against 18.0 / 26.9. Below ~1,000 the
+#: 10-class one-vs-one is slower (490: 5.1 against 7.6 ms), and so is digits' (1,257 examples
+#: of 64 features, 10 classes: 12.3 against 15.0 ms, ``benchmarks/svm_small.py``).
+OVO_FROM = 1500
 
 
 def resolve_scheme(multi_class: str, n_samples: int, decision_function_shape: str) -> str:

@@ -17,7 +17,7 @@ positions :math:`a < b`, sharing their support vectors, which are listed class b
 coefficient for the pair :math:`(c, o)` in column :math:`o - 1` if :math:`o > c`, else in
 column :math:`o`; pair :math:`p` has its own ``rho[p]``, and a positive value votes for
 ``label[a]``. A one-vs-one :class:`~torchfw.SVC` (``multi_class="ovo"``, or ``"auto"`` on
-2,500 examples or more) is exactly that model over its sorted classes, so it is exchanged both
+1,500 examples or more) is exactly that model over its sorted classes, so it is exchanged both
 ways; a one-vs-rest model is refused with a message that says so. The coefficients are written
 with 17 significant digits, so the round trip is exact in float64.
 

@@ -180,7 +180,7 @@ class SVC(BaseEstimator):
         problem per class against all others, predicting by the largest decision value;
         ``"ovo"``, one problem per pair of classes on their examples only, predicting by vote
         (LIBSVM's and scikit-learn's scheme). ``"auto"`` takes the faster at equal accuracy, as
-        measured (``benchmarks/svm_small.py``; see the SVC guide): one-vs-rest below 2,500
+        measured (``benchmarks/svm_small.py``; see the SVC guide): one-vs-rest below 1,500
         training examples, where each problem's fixed cost dominates, one-vs-one from there on
         (:data:`torchfw._svc_multiclass.OVO_FROM`), and one-vs-one whenever
         ``decision_function_shape="ovo"``. The scheme used is ``multi_class_``.
