@@ -154,10 +154,10 @@ def plain_operator(model, X, C_examples, kdtype):
     return op if op._host_ok else None
 
 
-_dots = C.feature_major_dots
-_rbf_f32 = C.rbf_finish_f32
-_argument = C.kernel_argument
-_finish = C.finish_column
+# The lazy path's column kernels, as the module globals the row loops call (numba resolves a
+# callee by its global name when it compiles the caller).
+_dots, _rbf_f32, _argument, _finish = (C.feature_major_dots, C.rbf_finish_f32,
+                                       C.kernel_argument, C.finish_column)
 _nonzeros = _njit(_dense_nonzeros)
 _example_row_dots = _njit(_example_dots)
 rows_rbf_f32 = _njit(_rows_rbf_f32)
