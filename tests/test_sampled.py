@@ -82,6 +82,34 @@ def test_sampled_gradient_csr_matches_dense():
     torch.testing.assert_close(eng.sampled_gradient(idx), (full @ eng.weights())[idx])
 
 
+@pytest.mark.parametrize("csr", [False, True])
+@pytest.mark.parametrize("tiles", [(256, 2**17), (3, 7), (5, 1)])
+def test_kernel_rows_matvec_is_the_block_times_the_vector(monkeypatch, csr, tiles):
+    """The tiled product equals the whole block's, over uneven tiles (remainders included)."""
+    from torchfw.optimizers import _kernel_rows
+
+    monkeypatch.setattr(_kernel_rows, "TILE_ROWS", tiles[0])
+    monkeypatch.setattr(_kernel_rows, "TILE_VALUES", tiles[1])
+    storage, op, full = _problem(m=61, csr=csr)
+    rng = np.random.default_rng(3)
+    ia = torch.from_numpy(rng.integers(0, 61, 17))
+    ib = torch.arange(0, 61, 2)
+    A, sq_a, y_a, _ = storage.rows(ia)
+    B, sq_b, y_b, _ = storage.rows(ib)
+    u = torch.from_numpy(rng.normal(size=ib.numel()))
+    want = storage.block(A, sq_a, B, sq_b).double() @ u
+    got = storage.matvec(A, sq_a, B, sq_b, u)
+    assert got.dtype == torch.float64 and got.shape == (17,)
+    torch.testing.assert_close(got, want, rtol=1e-13, atol=1e-13)
+    # and it is the dual matrix's product once labels and the +1 are put back (no 1/C term:
+    # the rows of ia and ib may meet, so compare with the kernel part of K~ only)
+    kt = full[ia][:, ib] - (ia.unsqueeze(1) == ib.unsqueeze(0)).double() / 2.0
+    torch.testing.assert_close(y_a.double() * (storage.matvec(A, sq_a, B, sq_b, y_b.double() * u)
+                                               + (y_b.double() * u).sum()), kt @ u)
+    empty = storage.matvec(A, sq_a, B[:0], sq_b[:0], u[:0])
+    assert torch.equal(empty, torch.zeros(17, dtype=torch.float64))
+
+
 @pytest.mark.parametrize("cls", VARIANTS)
 def test_sampled_gap_never_exceeds_exact_gap(cls):
     storage, _, full = _problem(seed=3)

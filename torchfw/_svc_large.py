@@ -69,7 +69,7 @@ def _scores(storage: KernelRows, support: Tensor, weights: Tensor, rows: Tensor)
     A, sq_a, _, _ = storage.rows(rows)
     B, sq_b, y_b, _ = storage.rows(support)
     u = weights.to(torch.float64) * y_b.to(torch.float64)
-    return storage.block(A, sq_a, B, sq_b).to(torch.float64) @ u + u.sum()
+    return storage.matvec(A, sq_a, B, sq_b, u) + u.sum()
 
 
 def fit_binary_sampled(svc, X: Tensor, y_pm: np.ndarray, C_examples, kdtype, alpha0, k,

@@ -234,13 +234,9 @@ class SampledEngine(QuadraticEngine):
         n = self.n
         if self.cache is not None:
             return self.cache[:n, :n].to(torch.float64) @ v[:n]
-        out = torch.zeros(n, dtype=torch.float64, device=self.st.device)
-        step = max(1, int(2**24 // max(1, n)))
         u = v[:n] * self.ys[:n].to(torch.float64)
-        for lo in range(0, n, step):
-            hi = min(n, lo + step)
-            k = self.st.block(self.Xs[lo:hi], self.sq[lo:hi], self.Xs[:n], self.sq[:n])
-            out[lo:hi] = self.ys[lo:hi].to(torch.float64) * (k.to(torch.float64) @ u + u.sum())
+        Xs, sq = self.Xs[:n], self.sq[:n]
+        out = self.ys[:n].to(torch.float64) * (self.st.matvec(Xs, sq, Xs, sq, u) + u.sum())
         return out + self.invc[:n] * v[:n]
 
     def resync(self, initial: bool = False) -> None:
@@ -264,9 +260,9 @@ class SampledEngine(QuadraticEngine):
         r""":math:`g_i = (\tilde K\alpha)_i` for the examples ``idx``, from the slots (float64)."""
         n = self.n
         rows, sq, y, inv_c = self.st.rows(idx)
-        k = self.st.block(rows, sq, self.Xs[:n], self.sq[:n])
         u = self.w[:n] * self.ys[:n].to(torch.float64)
-        g = y.to(torch.float64) * (k.to(torch.float64) @ u + u.sum())
+        g = y.to(torch.float64) * (self.st.matvec(rows, sq, self.Xs[:n], self.sq[:n], u)
+                                   + u.sum())
         # + alpha_i / C_i for sampled examples that are slots: a binary search in the sorted
         # slot ids (no |S| x |I| comparison and nothing of size m).
         ids, order = torch.sort(self.ex[:n])
@@ -486,9 +482,9 @@ class SampledEngine(QuadraticEngine):
         """:meth:`sampled_gradient` for a contiguous block (δ term by slot lookup)."""
         n = self.n
         rows, sq, y, _ = self.st.rows(idx)
-        k = self.st.block(rows, sq, self.Xs[:n], self.sq[:n])
         u = self.w[:n] * self.ys[:n].to(torch.float64)
-        g = y.to(torch.float64) * (k.to(torch.float64) @ u + u.sum())
+        g = y.to(torch.float64) * (self.st.matvec(rows, sq, self.Xs[:n], self.sq[:n], u)
+                                   + u.sum())
         lo, hi = int(idx[0]), int(idx[-1])
         act = torch.nonzero(self.w[:n] > 0).squeeze(1)
         ex = self.ex[act]
