@@ -10,6 +10,7 @@ import torch
 
 import torchfw as tf
 from torchfw import _svc_dense as D
+from torchfw import _svc_matrix as M
 from torchfw.kernels import SVMDualOperator, make_kernel
 
 pytestmark = [pytest.mark.skipif(not D.K.HAVE_NUMBA, reason="the compiled path needs numba"),
@@ -105,6 +106,51 @@ def test_warm_start_with_many_atoms_same_iterates():
     _assert_same_fit(dense, lazy)
 
 
+def _rows_budget(m, rows, itemsize=4):
+    """A ``cache_size`` (MB) that holds ``rows`` rows of ``m`` values, not the whole matrix."""
+    return (rows + 0.5) * m * itemsize / 2**20
+
+
+@pytest.mark.parametrize("solver", SOLVERS)
+def test_row_cache_same_iterates_as_lazy_path(solver):
+    # Over cache_size the compiled solve reads a cache of rows (LIBSVM's kernel cache, least
+    # recently used out first): 12 rows of 90 force misses and evictions all along; the lazy
+    # path with the same budget takes the same steps, bit for bit.
+    X, y = _data()
+    kw = dict(solver=solver, random_state=0, tol=1e-3, cache_size=_rows_budget(90, 12))
+    cached = tf.SVC(**kw).fit(X, y)
+    info = cached.result_.info
+    assert info["cached_rows"] == 12 and info["rows_computed"] > 12
+    _assert_same_fit(cached, tf.SVC(dense=False, **kw).fit(X, y))
+
+
+@pytest.mark.parametrize("solver", ["swap", "partan", "pairwise"])
+def test_row_cache_weighted_multiclass_and_warm_start(solver):
+    X, y = _data(m=150, classes=3, seed=5)
+    weights = np.random.default_rng(6).uniform(0.3, 2.0, size=len(y))
+    for extra in (dict(class_weight={1: 2.0}), dict(dtype=torch.float64, kernel="poly",
+                                                    cache_size=_rows_budget(150, 9, 8))):
+        kw = dict(solver=solver, random_state=2, tol=1e-2, multi_class="ovr",
+                  cache_size=_rows_budget(150, 9))
+        kw.update(extra)
+        cached = tf.SVC(**kw).fit(X, y, sample_weight=weights)
+        # one cache for the three one-vs-rest problems: K + 1 has no labels
+        assert {r.info["cached_rows"] for r in cached.result_} == {9}
+        _assert_same_fit(cached, tf.SVC(dense=False, **kw).fit(X, y, sample_weight=weights))
+    # A warm start of many atoms: its start goes through an operator on both paths.
+    from torchfw.kernels import ORDERED_MATVEC_MAX
+
+    m = 2 * ORDERED_MATVEC_MAX + 100
+    Xw, yw = _data(m=m, seed=7)
+    kw = dict(solver=solver, random_state=0, tol=1e-2, warm_start=True, C=100.0,
+              cache_size=_rows_budget(m, 40))
+    cached, lazy = tf.SVC(**kw).fit(Xw, yw), tf.SVC(dense=False, **kw).fit(Xw, yw)
+    assert int((cached._alphas[0] > 0).sum()) > ORDERED_MATVEC_MAX
+    cached.set_params(tol=1e-3).fit(Xw, yw)
+    lazy.set_params(tol=1e-3).fit(Xw, yw)
+    _assert_same_fit(cached, lazy)
+
+
 @pytest.mark.parametrize("solver", SOLVERS)
 def test_every_iteration_matches_the_host_engine(solver):
     # check_every=1: the value and gap after every single iteration, against the optimizer.
@@ -122,7 +168,8 @@ def test_every_iteration_matches_the_host_engine(solver):
     ref = _solver_factory(solver)(tol=1e-300, rtol=1e-6, max_iter=300, check_every=1).minimize(
         Quadratic(op), x0)
     ones = torch.ones(70, dtype=torch.float64)
-    P = D.plain_kernel_matrix(SVMDualOperator(Xt, ones, make_kernel("rbf", 0.2), 1.0))
+    plain = SVMDualOperator(Xt, ones, make_kernel("rbf", 0.2), 1.0)
+    P = D.full_source(D.plain_kernel_matrix(plain), plain)
     no_rows = np.zeros(0, dtype=np.int64)
     y_k, inv_c = op._y_np, op._inv_c_np
     variant = D.VARIANTS[solver]
@@ -162,32 +209,55 @@ def test_matrix_rows_are_the_lazy_columns(kernel, dtype, sparse):
     C = torch.tensor(rng.uniform(0.5, 2.0, size=40))
     op = SVMDualOperator(Xt, y, make_kernel(kernel, 0.3, 3, 0.5), C, dtype=dtype)
     ones = torch.ones(40, dtype=torch.float64)
-    P = D.plain_kernel_matrix(SVMDualOperator(Xt, ones, make_kernel(kernel, 0.3, 3, 0.5), C,
-                                              dtype=dtype))
+    plain = SVMDualOperator(Xt, ones, make_kernel(kernel, 0.3, 3, 0.5), C, dtype=dtype)
+    P = D.plain_kernel_matrix(plain)
     before = P.copy()
+    src = D.full_source(P, plain)
     buf = np.empty(40, dtype=P.dtype)
     no_rows = np.zeros(0, dtype=np.int64)
     for i in range(40):  # the problem's rows, signs and 1/C applied as they are read
-        row = D.signed_row(P, no_rows, op._y_np, op._inv_c_np, i, buf)
+        row = D.signed_row(src, no_rows, op._y_np, op._inv_c_np, i, buf)
         assert np.array_equal(row, op.column(i).numpy()), i
+    if M.row_source_ok(plain):  # a cache of 3 rows: misses, evictions and hits, same rows
+        cache = M.cached_source(plain, 3)
+        order = [0, 1, 0, 2, 3, 1, 39, 0, 5, 5, 2] + list(rng.permutation(40))
+        for i in order:
+            row = D.signed_row(cache, no_rows, op._y_np, op._inv_c_np, int(i), buf)
+            assert np.array_equal(row, op.column(int(i)).numpy()), i
+        assert 3 < M.rows_computed(cache) < len(order)
+        slots = np.flatnonzero(cache[2] >= 0)  # every slot holds a row that points back at it
+        assert slots.size == 3 and np.array_equal(cache[1][cache[2][slots]], slots)
+        assert (cache[1] >= 0).sum() == 3
+    else:  # the float64 RBF: its exponential is NumPy's, outside compiled code
+        assert kernel == "rbf" and dtype == torch.float64
     # A one-vs-one pair: rows and columns of its examples only, as an operator over them.
     rows = np.flatnonzero(rng.random(40) < 0.5)
     sub = SVMDualOperator(Xt.to_dense()[rows].to_sparse_csr() if sparse else Xt[rows], y[rows],
                           make_kernel(kernel, 0.3, 3, 0.5), C[rows], dtype=dtype)
     pair_buf = np.empty(rows.size, dtype=P.dtype)
     for a in range(rows.size):
-        row = D.signed_row(P, rows, sub._y_np, sub._inv_c_np, a, pair_buf)
+        row = D.signed_row(src, rows, sub._y_np, sub._inv_c_np, a, pair_buf)
         assert np.array_equal(row, sub.column(a).numpy()), a
     assert np.array_equal(P, before)  # reading never writes: every problem sees K + 1
 
 
 def test_switch_follows_the_byte_budget():
     X, y = _data(m=200)
-    assert tf.SVC().fit(X, y).result_.info["execution"] == "dense"
-    # 200 x 200 float32 = 0.15 MB: a smaller budget takes the lazy path.
-    small = tf.SVC(cache_size=0.1).fit(X, y)
-    assert small.result_.info["execution"] != "dense"
+    full = tf.SVC(random_state=0).fit(X, y)
+    assert full.result_.info["execution"] == "dense"
+    assert full.result_.info["matrix_bytes"] == 200 * 200 * 4
+    assert "cached_rows" not in full.result_.info
+    # 200 x 200 float32 = 0.15 MB: a smaller budget caches the rows it holds (131 of 800 B).
+    small = tf.SVC(cache_size=0.1, random_state=0).fit(X, y)
+    assert small.result_.info["execution"] == "dense"
+    assert small.result_.info["cached_rows"] == int(0.1 * 2**20 // 800)
+    assert torch.equal(small.dual_coef_, full.dual_coef_)
     assert tf.SVC(dense=False).fit(X, y).result_.info["execution"] != "dense"
+    # The float64 RBF (NumPy's exponential) over the budget: the lazy path.
+    f64 = tf.SVC(cache_size=0.1, dtype=torch.float64).fit(X, y)
+    assert f64.result_.info["execution"] != "dense"
+    assert tf.SVC(cache_size=0.1, dtype=torch.float64, kernel="poly").fit(X, y) \
+        .result_.info["execution"] == "dense"
     assert tf.SVC(solver="fc").fit(X, y).result_.info["execution"] != "dense"
     with pytest.raises(ValueError, match="dense=True"):
         tf.SVC(dense=True, solver="fc").fit(X, y)

@@ -31,12 +31,12 @@ import numpy as np
 import torch
 
 from ._numba import njit as _njit  # None without numba
-from ._svc_matrix import plain_kernel_matrix
+from ._svc_matrix import full_source, plain_kernel_matrix, source_row
 from ._threads import one_thread
 from .optimizers import _kernels as K
 from .optimizers._engine import ZERO_TOL
 
-__all__ = ["VARIANTS", "plain_kernel_matrix", "solve", "signed_row", "COUNTERS"]
+__all__ = ["VARIANTS", "plain_kernel_matrix", "full_source", "solve", "signed_row", "COUNTERS"]
 
 #: Solver name -> code of the compiled loop.
 VARIANTS = {"fw": 0, "away": 1, "pairwise": 2, "swap": 3, "swap2": 4, "partan": 5}
@@ -51,13 +51,14 @@ _CONVERGED, _MAX_ITER, _NONFINITE = 0, 1, 2
 # The solve
 # ---------------------------------------------------------------------------------------------
 
-def _solve(variant, P, rows, y, inv_c, diag, w, s, wp, sp, support, state, max_iter, tol, rtol,
+def _solve(variant, src, rows, y, inv_c, diag, w, s, wp, sp, support, state, max_iter, tol, rtol,
            check_every, zero_tol, counts, hist, hist_counts):
     """Run the whole solve; returns ``(iterations, status, number of history entries)``.
 
-    The vertex gradient of atom ``k`` is the problem's signed row ``k`` of ``P`` (see
-    :func:`_row_py`: ``rows`` empty for all examples, a one-vs-one pair's examples otherwise;
-    ``y``, ``inv_c`` the problem's labels and ``1/C``). ``state`` carries
+    The vertex gradient of atom ``k`` is the problem's signed row ``k`` of :math:`K + 1` from
+    the row source ``src`` (see :func:`_row_py`: ``rows`` empty for all examples, a one-vs-one
+    pair's examples otherwise; ``y``, ``inv_c`` the problem's labels and ``1/C``). ``state``
+    carries
     ``[p, t, s_min, i_min, s_max, j_max, W, p_prev, t_prev, n_support]`` in and out.
     """
     n = w.shape[0]
@@ -74,8 +75,8 @@ def _solve(variant, P, rows, y, inv_c, diag, w, s, wp, sp, support, state, max_i
     in_support = np.zeros(n, dtype=np.bool_)
     for q in range(n_support):
         in_support[support[q]] = True
-    hi_buf = np.empty(n, dtype=P.dtype)
-    hj_buf = np.empty(n, dtype=P.dtype)
+    hi_buf = np.empty(n, dtype=src[0].dtype)
+    hj_buf = np.empty(n, dtype=src[0].dtype)
     k = 0
     n_hist = 0
     status = _MAX_ITER
@@ -105,7 +106,7 @@ def _solve(variant, P, rows, y, inv_c, diag, w, s, wp, sp, support, state, max_i
         for _ in range(block):
             i = i_min
             si = s_min
-            hi = _row(P, rows, y, inv_c, i, hi_buf)
+            hi = _row(src, rows, y, inv_c, i, hi_buf)
             if variant == 5:  # PARTAN (seed 002): FW step, then the extrapolation
                 q = p - t
                 curvature = diag[i] - 2.0 * (si - 0.0) + q
@@ -159,7 +160,7 @@ def _solve(variant, P, rows, y, inv_c, diag, w, s, wp, sp, support, state, max_i
                     j = j_max
                     gamma_max = wj / max(1.0 - wj, 1e-300) if wj < 1.0 else 0.0
                     gamma = _step(p - s_max, diag[j] - 2.0 * (s_max - 0.0) + q, gamma_max)
-                    hj = _row(P, rows, y, inv_c, j, hj_buf)
+                    hj = _row(src, rows, y, inv_c, j, hj_buf)
                     _update(w, s, 1.0 + gamma, -gamma, j, hj, 0.0, j, hj, 0.0, w, s, False,
                             zero_tol)
                     counts[1] += 1
@@ -197,7 +198,7 @@ def _solve(variant, P, rows, y, inv_c, diag, w, s, wp, sp, support, state, max_i
                 if use_pair:
                     c = -gamma
                     if c != 0.0:
-                        hj = _row(P, rows, y, inv_c, j, hj_buf)
+                        hj = _row(src, rows, y, inv_c, j, hj_buf)
                         _update(w, s, 1.0, gamma, i, hi, c, j, hj, 0.0, w, s, False, zero_tol)
                     else:
                         _update(w, s, 1.0, gamma, i, hi, 0.0, j, hi, 0.0, w, s, False,
@@ -231,30 +232,33 @@ def _store_py(state, p, t, s_min, i_min, s_max, j_max, W, p_prev, t_prev, n_supp
     state[9] = n_support
 
 
-def _row_py(P, rows, y, inv_c, i, buf):
+def _row_py(src, rows, y, inv_c, i, buf):
     r"""Row ``i`` of the problem's matrix :math:`D_y P D_y + \operatorname{diag}(1/C)`, in ``buf``.
 
-    ``P`` is :math:`K + 1` over all examples; ``rows`` are the problem's examples (empty: all of
-    them, in order). The signs are applied as the row is read, in ``P``'s precision -- exact --
-    and ``1/C_i`` is added to the diagonal entry, rounded as the lazy path's column kernels
-    round it, so the row is ``SVMDualOperator.column(i)`` of the problem bit for bit. Reading
-    rows this way costs one pass over a row per row read; flipping the matrix's signs in place
-    cost two passes over all of it per one-vs-rest problem (a third of a digits fit), and a
-    one-vs-one pair's signed copy one pass over its block.
+    ``P`` is :math:`K + 1` over all examples, read from the row source ``src``
+    (:func:`torchfw._svc_matrix.source_row`: the full matrix, or a cache of its rows);
+    ``rows`` are the problem's examples (empty: all of them, in order). The signs are applied
+    as the row is read, in ``P``'s precision -- exact -- and ``1/C_i`` is added to the diagonal
+    entry, rounded as the lazy path's column kernels round it, so the row is
+    ``SVMDualOperator.column(i)`` of the problem bit for bit. Reading rows this way costs one
+    pass over a row per row read; flipping the matrix's signs in place cost two passes over all
+    of it per one-vs-rest problem (a third of a digits fit), and a one-vs-one pair's signed copy
+    one pass over its block.
     """
     yi = y[i]
     if rows.shape[0] == 0:
-        src = P[i]
+        row = _source_row(src, i)
         for r in range(buf.shape[0]):
-            buf[r] = yi * y[r] * src[r]
+            buf[r] = yi * y[r] * row[r]
     else:
-        src = P[rows[i]]
+        row = _source_row(src, rows[i])
         for r in range(buf.shape[0]):
-            buf[r] = yi * y[r] * src[rows[r]]
+            buf[r] = yi * y[r] * row[rows[r]]
     buf[i] += inv_c[i]
     return buf
 
 
+_source_row = source_row
 _update = K.update
 _select = K.select
 _step = K._step_kernel
@@ -309,12 +313,14 @@ class Start:
         return float(self.state[0]) - float(self.state[2])
 
 
-def solve(variant: int, P: np.ndarray, rows: np.ndarray, y: np.ndarray, inv_c: np.ndarray,
+def solve(variant: int, src: tuple, rows: np.ndarray, y: np.ndarray, inv_c: np.ndarray,
           diag: np.ndarray, start: Start, *, max_iter: int, tol: float, rtol: float,
           check_every: int):
     """Run the compiled solve from ``start``, which holds the final iterate afterwards.
 
-    The problem's matrix is read from ``P`` by :func:`_row_py` (``rows``, ``y``, ``inv_c``).
+    The problem's matrix is read from the row source ``src`` (:func:`full_source` of a matrix,
+    or :func:`torchfw._svc_matrix.cached_source`) by :func:`_row_py` (``rows``, ``y``,
+    ``inv_c``).
 
     Returns ``(n_iter, status_code, history array (n, 3), counts per check (n, 7))``.
     """
@@ -323,7 +329,7 @@ def solve(variant: int, P: np.ndarray, rows: np.ndarray, y: np.ndarray, inv_c: n
     hist_counts = np.empty((n_checks, len(COUNTERS)), dtype=np.int64)
     counts = np.zeros(len(COUNTERS), dtype=np.int64)
     k, status, n_hist = solve_compiled(
-        variant, P, rows, y, inv_c, diag, start.w, start.s, start.wp, start.sp, start.support,
+        variant, src, rows, y, inv_c, diag, start.w, start.s, start.wp, start.sp, start.support,
         start.state, max_iter, tol, rtol, check_every, ZERO_TOL, counts, hist, hist_counts)
     return int(k), int(status), hist[:n_hist], hist_counts[:n_hist]
 
@@ -341,20 +347,31 @@ def dense_budget_ok(model, X, problems=None) -> bool:
     """Whether ``SVC(dense="auto")`` takes the compiled path on ``X``.
 
     It does on the CPU, with numba, for the solvers above (no candidate sampling, clock or
-    progress bar, which the compiled loop does not have), when the kernel matrix of each
-    problem fits ``cache_size`` MB -- the memory the lazy path's column cache may use anyway
-    (LIBSVM's default, 200 MB: m <= 7,240 in float32, 5,120 in float64). That is the ``m x m``
-    matrix of all examples, or for one-vs-one ``problems`` the largest pair's (10 classes of
-    14,000 examples: pairs of 2,800).
+    progress bar, which the compiled loop does not have), below
+    :data:`torchfw._svc_large.LARGE_M` examples (the sampled storage's domain). Its rows of
+    :math:`K + 1` come from the full matrix when it fits ``cache_size`` MB -- the memory the
+    lazy path's column cache may use anyway (LIBSVM's default, 200 MB: m <= 7,240 in float32,
+    5,120 in float64) -- and otherwise from a cache of ``cache_size`` MB of rows, computed on
+    first use and evicted least recently used first (:func:`torchfw._svc_matrix.cached_source`:
+    the lazy path's column cache, in compiled code; every kernel but the float64 RBF, whose
+    exponential is NumPy's). One-vs-one ``problems`` need the largest pair's matrix to fit (10
+    classes of 14,000 examples: pairs of 2,800).
     """
+    from ._svc_large import LARGE_M
+
     if not K.HAVE_NUMBA or X.device.type != "cpu" or model.solver not in VARIANTS:
         return False
     if model.sample_size is not None or model.time_limit is not None or model.verbose:
         return False
     n = X.shape[0]
     if problems and all(p.rows is not None for p in problems):
-        n = max(p.rows.shape[0] for p in problems)
-    return _fits(model, n)
+        return _fits(model, max(p.rows.shape[0] for p in problems))
+    if _fits(model, n):
+        return True
+    itemsize = 8 if model.dtype == torch.float64 else 4
+    rbf_f64 = model.kernel == "rbf" and itemsize == 8
+    return n < LARGE_M and not rbf_f64 and \
+        float(model.cache_size) * 2**20 >= 2 * n * itemsize
 
 
 def _fits(model, n: int) -> bool:
@@ -388,8 +405,10 @@ def fit_problems(model, X, problems, C_examples, kdtype, previous, gram=None):
 _NO_ROWS = np.zeros(0, dtype=np.int64)
 
 
-def _start(P, rows, y, inv_c, y_pm, alpha0, n_init, seed, *, keep_previous, max_atoms=None):
-    """The lazy path's start of the problem read from ``P`` (:func:`_row_py`), or None.
+def _start(src, rows, y, inv_c, y_pm, alpha0, n_init, seed, *, keep_previous,
+           max_atoms=None):
+    """The lazy path's start of the problem read from the row source ``src`` (:func:`_row_py`),
+    or None.
 
     ``alpha0`` is a warm start (or None: the exact solution on the initial subset, drawn from
     ``y_pm``, ``n_init`` and ``seed`` by :func:`torchfw._svc_start.initial_subset`); the rest
@@ -397,20 +416,20 @@ def _start(P, rows, y, inv_c, y_pm, alpha0, n_init, seed, *, keep_previous, max_
     """
     from ._svc_start import initial_subset
 
-    return start_from(P, rows, y, inv_c,
+    return start_from(src, rows, y, inv_c,
                       None if alpha0 is None else alpha0.detach().to(torch.float64).numpy(),
                       initial_subset(y_pm, n_init, seed) if alpha0 is None else None,
                       keep_previous=keep_previous, max_atoms=max_atoms)
 
 
-def start_from(P, rows, y, inv_c, w0, subset, *, keep_previous, max_atoms=None):
+def start_from(src, rows, y, inv_c, w0, subset, *, keep_previous, max_atoms=None):
     """The lazy path's start from the weights ``w0`` (float64) or, when None, from the exact
     solution on the examples ``subset``; None above ``max_atoms`` nonzeros.
 
     ``max_atoms`` defaults to as many as the lazy path's ordered sum takes
     (:data:`torchfw.kernels.ORDERED_MATVEC_MAX`); above (a large warm start), the caller builds
     the start from an operator, as the lazy path does. Compiled code on the start's own
-    vectors and a read of ``P`` only: it may run on a worker thread.
+    vectors and reads of ``src`` only: on a worker thread when ``src`` is a full matrix.
     """
     from ._svc_start import start_state, subset_weights
     from .kernels import ORDERED_MATVEC_MAX
@@ -419,10 +438,10 @@ def start_from(P, rows, y, inv_c, w0, subset, *, keep_previous, max_atoms=None):
         max_atoms = ORDERED_MATVEC_MAX
     start = Start(y.shape[0], keep_previous)
     if w0 is None:
-        subset_weights(P, rows, y, inv_c, subset, start.w)
+        subset_weights(src, rows, y, inv_c, subset, start.w)
     else:
         start.w[:] = w0
-    if start_state(P, rows, y, inv_c, start.w, start.s, max_atoms, keep_previous,
+    if start_state(src, rows, y, inv_c, start.w, start.s, max_atoms, keep_previous,
                    start.wp, start.sp, start.support, start.state) < 0:
         return None
     return start

@@ -39,7 +39,7 @@ from ._svc_dense import (
     solve,
     start_from,
 )
-from ._svc_matrix import plain_kernel_matrix, plain_operator, plain_problem
+from ._svc_matrix import full_source, plain_kernel_matrix, plain_operator, plain_problem
 from ._threads import parallel_map, workers
 
 __all__ = ["fit_all", "PARALLEL_WORK"]
@@ -59,21 +59,23 @@ def fit_all(model, X, problems, C_examples, kdtype, previous, gram=None):
         all(p.rows is not None for p in problems)
     max_atoms = ORDERED_MATVEC_MAX
     if per_problem:
-        P = diag_np = inv_c_all = None
+        src = diag_np = inv_c_all = None
     elif gram is None:
         # One operator over all examples, labels 1: its matrix K + 1 serves every problem (rows
-        # and signs per problem), its diagonal K_ii + 1 + 1/C_i too (labels square away).
-        P, diag_np, inv_c_all = plain_problem(model, X, C_all, kdtype)
+        # and signs per problem), its diagonal K_ii + 1 + 1/C_i too (labels square away). The
+        # rows come from the full matrix or, over cache_size, from a cache of them.
+        src, diag_np, inv_c_all = plain_problem(model, X, C_all, kdtype)
     else:  # a precomputed or callable kernel: its Gram matrix is all there is
         from ._svc_custom import custom_matrix
 
         P, diag_np, inv_c_all = custom_matrix(gram, C_all, kdtype)
+        src = full_source(P)
         # No operator to build a large warm start from: sum it from the rows of P.
         max_atoms = m
-    if per_problem or P is None:
+    if per_problem or src is None:
         return _fit_one_by_one(model, X, problems, C_examples, kdtype, previous, variant, rtol,
                                per_problem)
-    # Every problem reads the shared P: prepared here in problem order (the random start
+    # Every problem reads the shared rows: prepared here in problem order (the random start
     # subsets drawn as on one thread), started and solved on the pool (_start_and_solve: only
     # compiled code and private vectors), finished here in problem order (fallbacks through
     # torch, results, warnings), so the fit is the one-thread fit bit for bit.
@@ -82,7 +84,7 @@ def fit_all(model, X, problems, C_examples, kdtype, previous, gram=None):
         rows = problem.rows
         prev = None if previous is None else previous[k]
         alpha0 = prev if rows is None or prev is None else prev[torch.from_numpy(rows)]
-        y = problem.y.astype(P.dtype)
+        y = problem.y.astype(src[0].dtype)
         seed = None if model.random_state is None else int(model.random_state) + k
         jobs.append(_Job(
             k, problem, alpha0, _NO_ROWS if rows is None else rows, y,
@@ -91,8 +93,11 @@ def fit_all(model, X, problems, C_examples, kdtype, previous, gram=None):
             # The lazy path's budget: 100 iterations per example of the problem (a pair's).
             model.max_iter if model.max_iter is not None else 100 * y.shape[0], model.n_init,
             seed))
-    threads = workers(len(jobs), sum(float(j.y.shape[0]) ** 2 for j in jobs), PARALLEL_WORK)
-    solved = parallel_map(functools.partial(_start_and_solve, P, variant, rtol, max_atoms),
+    # A cache of rows is written as rows arrive: its problems run one after the other (and
+    # share the rows they have in common, labels aside).
+    threads = 1 if src[3].shape[0] else \
+        workers(len(jobs), sum(float(j.y.shape[0]) ** 2 for j in jobs), PARALLEL_WORK)
+    solved = parallel_map(functools.partial(_start_and_solve, src, variant, rtol, max_atoms),
                           jobs, threads)
     alphas, results = [], []
     for job, (start, outcome, elapsed) in zip(jobs, solved, strict=True):
@@ -101,7 +106,7 @@ def fit_all(model, X, problems, C_examples, kdtype, previous, gram=None):
         if start is None:  # a start of many atoms: through an operator, as the lazy path
             t0 = time.perf_counter()
             start = _operator_start(model, X, sub, job, kdtype, variant)
-            outcome = _solve_job(P, variant, rtol, job, start)
+            outcome = _solve_job(src, variant, rtol, job, start)
             elapsed = time.perf_counter() - t0
         if outcome[1] == _NONFINITE and gram is not None:
             raise ValueError(f"SVC: the solve on the given kernel matrix reached non-finite "
@@ -111,7 +116,7 @@ def fit_all(model, X, problems, C_examples, kdtype, previous, gram=None):
             Xk, Ck, _ = sub()
             alpha, result = model._fit_binary(Xk, problem.y, Ck, kdtype, job.alpha0, k)
         else:
-            alpha, result = _result(model, start, outcome, elapsed, P.nbytes)
+            alpha, result = _result(model, start, outcome, elapsed, _matrix_info(src))
         alphas.append(scatter(alpha, rows, m))
         results.append(result)
     return alphas, results
@@ -148,19 +153,19 @@ class _Job:
             if alpha0 is None and y is not None else None
 
 
-def _start_and_solve(P, variant, rtol, max_atoms, job):
+def _start_and_solve(src, variant, rtol, max_atoms, job):
     """``(start, (n_iter, status, hist, hist_counts), seconds)`` of a job; ``(None, None, _)``
     when its start needs an operator (:func:`_start`).
 
-    Safe on a worker thread: it reads the shared ``P`` and writes only the job's own vectors,
-    in compiled code (and small NumPy allocations).
+    Safe on a worker thread when ``src`` is a full matrix: it reads the shared matrix and
+    writes only the job's own vectors, in compiled code (and small NumPy allocations).
     """
     t0 = time.perf_counter()
-    start = start_from(P, job.rows, job.y, job.inv_c, job.w0, job.subset,
+    start = start_from(src, job.rows, job.y, job.inv_c, job.w0, job.subset,
                        keep_previous=variant == 5, max_atoms=max_atoms)
     if start is None:
         return None, None, 0.0
-    outcome = _solve_job(P, variant, rtol, job, start)
+    outcome = _solve_job(src, variant, rtol, job, start)
     return start, outcome, time.perf_counter() - t0
 
 
@@ -182,16 +187,16 @@ def _operator_start(model, X, sub, job, kdtype, variant) -> Start:
     return Start.of_engine(engine)
 
 
-def _solve_job(P, variant, rtol, job, start):
+def _solve_job(src, variant, rtol, job, start):
     """:func:`solve` of a job from ``start``; its history arrays copied (the buffers sized for
     ``max_iter`` are let go)."""
     n_iter, status, hist, hist_counts = solve(
-        variant, P, job.rows, job.y, job.inv_c, job.diag, start, max_iter=job.max_iter,
+        variant, src, job.rows, job.y, job.inv_c, job.diag, start, max_iter=job.max_iter,
         tol=1e-300, rtol=rtol, check_every=CHECK_EVERY)
     return n_iter, status, hist.copy(), hist_counts.copy()
 
 
-def _result(model, start, outcome, elapsed, matrix_bytes):
+def _result(model, start, outcome, elapsed, matrix_info):
     """The dual vector and :class:`~torchfw.result.Result` of a finite compiled solve; warns
     (:class:`~torchfw.svm.ConvergenceWarning`) when it stopped at ``max_iter``."""
     from .result import Result, Status
@@ -204,7 +209,7 @@ def _result(model, start, outcome, elapsed, matrix_bytes):
                     history=_history(hist, hist_counts, elapsed),
                     weights=w.clone(), best_gap=min(float(hist[:, 2].min()), gap),
                     info={"engine": "compiled whole solve", "execution": "dense",
-                          "matrix_bytes": int(matrix_bytes)})
+                          **matrix_info})
     if result.status == Status.MAX_ITER:
         from .svm import ConvergenceWarning
 
@@ -259,7 +264,7 @@ def _fit_one_by_one(model, X, problems, C_examples, kdtype, previous, variant, r
     solved = parallel_map(functools.partial(_own_matrix_solve, variant, rtol, threads > 1),
                           prepared(), threads, ahead=threads + 1)
     alphas, results = [], []
-    for job, start, outcome, elapsed, P, matrix_bytes in solved:
+    for job, start, outcome, elapsed, src, matrix_info in solved:
         problem, rows, k = job.problem, job.problem.rows, job.k
         sub = functools.partial(restrict, X, C_examples, None, rows)
         if job.y is None:  # no host storage: the lazy path
@@ -269,37 +274,50 @@ def _fit_one_by_one(model, X, problems, C_examples, kdtype, previous, variant, r
             if start is None:  # a start of many atoms: through an operator, as the lazy path
                 t0 = time.perf_counter()
                 start = _operator_start(model, X, sub, job, kdtype, variant)
-                outcome = _solve_job(P, variant, rtol, job, start)
+                outcome = _solve_job(src, variant, rtol, job, start)
                 elapsed += time.perf_counter() - t0
             if outcome[1] == _NONFINITE:  # the lazy path restores the last finite iterate
                 Xk, Ck, _ = sub()
                 alpha, result = model._fit_binary(Xk, problem.y, Ck, kdtype, job.alpha0, k)
             else:
-                alpha, result = _result(model, start, outcome, elapsed, matrix_bytes)
+                alpha, result = _result(model, start, outcome, elapsed, matrix_info)
         alphas.append(scatter(alpha, rows, m))
         results.append(result)
     return alphas, results
 
 
 def _own_matrix_solve(variant, rtol, on_pool, job):
-    """``(job, start, outcome, seconds, P, matrix bytes)`` of a problem with its own matrix.
+    """``(job, start, outcome, seconds, row source, matrix info)`` of a problem with its own
+    matrix.
 
     The matrix of ``job.op`` (on this thread alone when ``on_pool``: no pool inside the pool),
     then :func:`torchfw._svc_dense.start_from` and the solve; the operator and the matrix are
-    let go as soon as done, except ``P`` when the start must come from an operator (``start``
-    None). A job without operator (``y`` None) is returned as is, for the lazy path.
+    let go as soon as done, except the row source when the start must come from an operator
+    (``start`` None). A job without operator (``y`` None) is returned as is, for the lazy path.
     """
     if job.y is None:
-        return job, None, None, 0.0, None, 0
+        return job, None, None, 0.0, None, {}
     t0 = time.perf_counter()
-    P = plain_kernel_matrix(job.op, threads=1 if on_pool else None)
+    src = full_source(plain_kernel_matrix(job.op, threads=1 if on_pool else None), job.op)
     job.op = None
-    start = start_from(P, job.rows, job.y, job.inv_c, job.w0, job.subset,
+    start = start_from(src, job.rows, job.y, job.inv_c, job.w0, job.subset,
                        keep_previous=variant == 5)
     if start is None:
-        return job, None, None, time.perf_counter() - t0, P, P.nbytes
-    outcome = _solve_job(P, variant, rtol, job, start)
-    return job, start, outcome, time.perf_counter() - t0, None, P.nbytes
+        return job, None, None, time.perf_counter() - t0, src, _matrix_info(src)
+    outcome = _solve_job(src, variant, rtol, job, start)
+    return job, start, outcome, time.perf_counter() - t0, None, _matrix_info(src)
+
+
+def _matrix_info(src) -> dict:
+    """``result_.info`` entries about the rows a compiled solve read: the matrix's bytes, and
+    for a cache its rows and how many it computed (a miss each; over all problems of the fit
+    that shared it)."""
+    from ._svc_matrix import rows_computed
+
+    if src[3].shape[0] == 0:
+        return {"matrix_bytes": int(src[0].nbytes)}
+    return {"matrix_bytes": int(src[0].nbytes), "cached_rows": int(src[0].shape[0]),
+            "rows_computed": rows_computed(src)}
 
 
 def _history(hist, hist_counts, elapsed):

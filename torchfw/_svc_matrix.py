@@ -24,7 +24,8 @@ from ._numba import njit as _njit  # None without numba
 from ._threads import parallel_map, workers
 from .kernels import SVMDualOperator
 
-__all__ = ["plain_kernel_matrix", "plain_problem", "plain_operator"]
+__all__ = ["plain_kernel_matrix", "plain_problem", "plain_operator", "full_source",
+           "cached_source", "cache_slots", "row_source_ok", "source_row", "rows_computed"]
 
 
 def _dense_nonzeros(xfm, i, nzf, nzv):
@@ -131,17 +132,139 @@ def plain_kernel_matrix(op, threads: int | None = None) -> np.ndarray:
 PARALLEL_ENTRIES = 1e7
 
 
-def plain_problem(model, X, C_examples, kdtype):
-    """``(K + 1, diagonal K_ii + 1 + 1/C_i, 1/C)`` of the examples ``X``, or Nones.
+# ---------------------------------------------------------------------------------------------
+# Row sources: the full matrix, or a cache of rows computed on first use
+# ---------------------------------------------------------------------------------------------
+#
+# The compiled solve reads rows of K + 1 through a *row source*, one tuple
+# ``(store, slot_of, row_of, stamp, xfm, crow, col, val, sq, ones, scratch, bits, nzf, nzv,
+# params)``: row ``r`` is ``store[slot_of[r]]``. The full matrix (:func:`full_source`) has every
+# row in place (``slot_of`` the identity, ``stamp`` empty: nothing is written, so threads share
+# it). A cache (:func:`cached_source`) holds ``len(row_of)`` rows under the byte budget, computes
+# a row on first use by the matrix's own row code and evicts the least recently used one --
+# LIBSVM's kernel cache, in compiled code. ``params`` is ``[kernel code, gamma, coef0, degree,
+# sparse, rows computed, RBF in float32]``.
 
-    From :func:`plain_operator`; its rows are the lazy path's columns up to signs.
-    ``(None, None, None)`` when the operator has no host storage (``memory_budget``): the
-    caller takes the lazy path.
+
+def _compute_row(src, r, out):
+    """Row ``r`` of ``K + 1`` into ``out``: the code of :func:`plain_kernel_matrix`'s rows."""
+    _, _, _, _, xfm, crow, col, val, sq, ones, scratch, bits, nzf, nzv, params = src
+    code = int(params[0])
+    sparse = params[4] != 0.0
+    if params[6] != 0.0:  # the RBF kernel in float32
+        _example_row_dots(xfm, crow, col, val, sparse, r, scratch, nzf, nzv)
+        _rbf_f32(scratch, sq, sq[r], params[1], ones, 1.0, out, bits)
+    else:  # not the float64 RBF, whose exponential is NumPy's (row_source_ok)
+        _example_row_dots(xfm, crow, col, val, sparse, r, out, nzf, nzv)
+        _argument(code, out, sq, np.float64(sq[r]), params[1], params[2], out)
+        _finish(code, out, params[3], ones, 1.0, 0.0, -1, out)
+
+
+def _source_row_py(src, r):
+    """Row ``r`` of ``K + 1`` from the row source ``src``, computed on a cache miss.
+
+    A cache evicts its least recently used row (the first free slot, stamp 0, before any);
+    the row returned stays valid until the next call (callers copy it at once).
+    """
+    store, slot_of, row_of, stamp = src[0], src[1], src[2], src[3]
+    slot = slot_of[r]
+    if stamp.shape[0] == 0:  # the full matrix
+        return store[slot]
+    clock = stamp[-1] + 1
+    stamp[-1] = clock
+    if slot < 0:
+        slot = 0
+        oldest = stamp[0]
+        for q in range(1, row_of.shape[0]):
+            if stamp[q] < oldest:
+                oldest = stamp[q]
+                slot = q
+        if row_of[slot] >= 0:
+            slot_of[row_of[slot]] = -1
+        row_of[slot] = r
+        slot_of[r] = slot
+        _row_compute(src, r, store[slot])
+        src[14][5] += 1.0
+    stamp[slot] = clock
+    return store[slot]
+
+
+def _source_parts(op):
+    """The kernel part of a row source: the operator's arrays and parameters."""
+    m = op.shape[0]
+    dtype = op._np_dtype
+    sparse = op.X.layout == torch.sparse_csr
+    if sparse:
+        crow, col, val = op._crow, op._col, op._val
+    else:
+        crow = np.zeros(1, dtype=np.int64)
+        col = np.zeros(0, dtype=np.int64)
+        val = np.zeros(0, dtype=dtype)
+    rbf_f32 = op.kernel.code == C.RBF and dtype == np.float32
+    params = np.array([op.kernel.code, op.kernel.gamma, op.kernel.coef0, op.kernel.degree,
+                       float(sparse), 0.0, float(rbf_f32)], dtype=np.float64)
+    return (op._xfm_np, crow, col, val, op._sq_np, np.ones(m, dtype=dtype),
+            np.empty(m, dtype=dtype), np.empty(m, dtype=np.int32),
+            np.empty(op._xfm_np.shape[0], dtype=np.int64),
+            np.empty(op._xfm_np.shape[0], dtype=dtype), params)
+
+
+def full_source(P: np.ndarray, op=None):
+    """The row source of a full matrix ``P`` (its operator ``op`` gives the kernel part's
+    types; without, as for a given Gram matrix, placeholders of ``P``'s dtype)."""
+    m = P.shape[0]
+    index = np.arange(m, dtype=np.int64)
+    if op is not None:
+        parts = _source_parts(op)
+    else:
+        z = np.zeros(0, dtype=P.dtype)
+        parts = (np.zeros((0, 0), dtype=P.dtype), np.zeros(1, dtype=np.int64),
+                 np.zeros(0, dtype=np.int64), z, z, z, z, np.zeros(0, dtype=np.int32),
+                 np.zeros(0, dtype=np.int64), z, np.zeros(7))
+    return (P, index, index, np.zeros(0, dtype=np.int64)) + parts
+
+
+def cached_source(op, slots: int):
+    """A row source caching ``slots`` rows of the operator's ``K + 1`` (``slots >= 2``)."""
+    m = op.shape[0]
+    store = np.empty((slots, m), dtype=op._np_dtype)  # pages are touched as rows arrive
+    return (store, np.full(m, -1, dtype=np.int64), np.full(slots, -1, dtype=np.int64),
+            np.zeros(slots + 1, dtype=np.int64)) + _source_parts(op)
+
+
+def row_source_ok(op) -> bool:
+    """Whether rows of ``op`` can be computed inside compiled code as the lazy path does:
+    every kernel but the float64 RBF (its exponential is NumPy's)."""
+    return not (op.kernel.code == C.RBF and op._np_dtype == np.float64)
+
+
+def rows_computed(src) -> int:
+    """Rows a cached source computed (0 for a full matrix)."""
+    return int(src[14][5])
+
+
+def plain_problem(model, X, C_examples, kdtype):
+    """``(row source of K + 1, diagonal K_ii + 1 + 1/C_i, 1/C)`` of the examples ``X``, or Nones.
+
+    From :func:`plain_operator`; its rows are the lazy path's columns up to signs. The full
+    matrix when it fits ``cache_size`` (or ``dense=True`` asks for it), else a cache of
+    ``cache_size`` MB of its rows (:func:`cached_source`). ``(None, None, None)`` when the
+    operator has no host storage (``memory_budget``): the caller takes the lazy path.
     """
     op = plain_operator(model, X, C_examples, kdtype)
     if op is None:
         return None, None, None
-    return plain_kernel_matrix(op), op.diagonal().to(torch.float64).numpy(), op._inv_c_np
+    slots = cache_slots(model, op.shape[0], op._np_dtype)
+    if slots >= op.shape[0] or model.dense is True or not row_source_ok(op):
+        src = full_source(plain_kernel_matrix(op), op)
+    else:
+        src = cached_source(op, slots)
+    return src, op.diagonal().to(torch.float64).numpy(), op._inv_c_np
+
+
+def cache_slots(model, m: int, dtype) -> int:
+    """Rows of ``m`` values of ``dtype`` that ``model.cache_size`` MB hold."""
+    return int(float(model.cache_size) * 2**20 // (m * np.dtype(dtype).itemsize))
 
 
 def plain_operator(model, X, C_examples, kdtype):
@@ -163,3 +286,5 @@ _example_row_dots = _njit(_example_dots)
 rows_rbf_f32 = _njit(_rows_rbf_f32)
 rows_argument = _njit(_rows_argument)
 rows_finish = _njit(_rows_finish)
+_row_compute = _njit(_compute_row)
+source_row = _njit(_source_row_py)
