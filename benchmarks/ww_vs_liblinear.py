@@ -26,7 +26,9 @@ digits (raw 0-16 pixels, 70/30 split), five generated 10-class sets with integer
 features in 0-100; C = 1 and C = 1e-4): accuracy, epochs, final gap and CPU seconds of
 ``WestonWatkinsSVC`` with and without shrinking, plain BCD from two other visiting orders, the
 certificate of each model against the better of the two duals, both models at tol 1e-6, and
-LIBLINEAR ``-s 4 -c C`` (its iteration count read from its own output), in one run. Writes
+LIBLINEAR ``-s 4 -c C`` (its iteration count read from its own output), in one run; then
+the order study (:func:`order_study`): shrinking minus plain BCD over ten visiting orders
+per set, beside plain BCD minus plain BCD from other orders. Writes
 ``benchmarks/results/ww_unscaled.md`` and ``.json``.
 
 Writes ``benchmarks/results/ww.md`` and ``benchmarks/results/ww.json``. Data: ``../shared/data``
@@ -330,6 +332,10 @@ GENERATED_SEEDS = (0, 1, 2, 3, 4)
 #: permutation seeds of the extra plain-BCD fits: how much two certified models at the paper's
 #: tolerance differ in accuracy when only the visiting order differs
 OTHER_ORDERS = (1, 2)
+#: permutation seeds of the order study (:func:`order_study`): per set, shrinking and plain BCD
+#: from each seed, and plain BCD from seed + ``STUDY_OFFSET`` (another order, same rule)
+STUDY_SEEDS = tuple(range(10))
+STUDY_OFFSET = 10
 
 
 def unscaled_sets() -> list[tuple[str, float, object, object, object, object]]:
@@ -422,10 +428,66 @@ def part3() -> list[dict]:
     return rows
 
 
-def write_unscaled(meta, rows, command):
+def order_study() -> list[dict]:
+    """Shrinking minus plain BCD over many visiting orders, against plain minus plain.
+
+    For every set of part 3 that converges within ``max_iter`` (all but pendigits at C = 1) and
+    every seed in ``STUDY_SEEDS``: test accuracy of ``WestonWatkinsSVC(random_state=seed)``
+    with and without shrinking, and without shrinking from ``seed + STUDY_OFFSET``. Both
+    differences compare two models certified by the same rule; the second changes only the
+    visiting order, so it measures how much accuracy the tolerance leaves to the path.
+    """
+    rows = []
+    for name, C, Xtr, ytr, Xte, yte in unscaled_sets():
+        if name.startswith("pendigits") and C >= 1.0:
+            continue
+        shrink, plain, other = [], [], []
+        for seed in STUDY_SEEDS:
+            shrink.append(_ww_fit(C, Xtr, ytr, Xte, yte, seed, True)["acc"])
+            plain.append(_ww_fit(C, Xtr, ytr, Xte, yte, seed, False)["acc"])
+            other.append(_ww_fit(C, Xtr, ytr, Xte, yte, seed + STUDY_OFFSET, False)["acc"])
+        rows.append({"dataset": name, "C": C, "seeds": list(STUDY_SEEDS),
+                     "shrinking_acc": shrink, "plain_acc": plain, "plain_other_acc": other})
+        d = np.subtract(shrink, plain)
+        print(f"{name:22s} C={C:g}: shrinking - plain mean {d.mean():+.3f} "
+              f"({int((d < 0).sum())} less, {int((d > 0).sum())} more of {d.size})", flush=True)
+    return rows
+
+
+def _study_lines(study: list[dict]) -> list[str]:
+    """The order study's table and pooled summary (Markdown lines)."""
+    def summary(d):
+        d = np.asarray(d)
+        return (f"{d.mean():+.2f} | {d.std():.2f} | {int((d < 0).sum())} / "
+                f"{int((d > 0).sum())} / {int((d == 0).sum())}")
+
+    lines = [
+        "",
+        f"Order study: each set fitted from permutation seeds {STUDY_SEEDS[0]}-"
+        f"{STUDY_SEEDS[-1]} with and without shrinking, and without shrinking from seed + "
+        f"{STUDY_OFFSET} (the same rule, another order); test accuracy differences in points "
+        "(mean, standard deviation; less / more / equal over the seeds).",
+        "",
+        "| dataset | C | shrinking - plain: mean | sd | less / more / equal | "
+        "plain (other order) - plain: mean | sd | less / more / equal |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    pooled_s, pooled_o = [], []
+    for r in study:
+        ds = np.subtract(r["shrinking_acc"], r["plain_acc"])
+        do = np.subtract(r["plain_other_acc"], r["plain_acc"])
+        pooled_s += ds.tolist()
+        pooled_o += do.tolist()
+        lines.append(f"| {r['dataset']} | {r['C']:g} | {summary(ds)} | {summary(do)} |")
+    lines.append(f"| all {len(pooled_s)} pairs | | {summary(pooled_s)} | {summary(pooled_o)} |")
+    return lines
+
+
+def write_unscaled(meta, rows, command, study=None):
     RESULTS.mkdir(parents=True, exist_ok=True)
     (RESULTS / "ww_unscaled.json").write_text(json.dumps(
-        {"machine": meta, "command": command, "unscaled": rows}, indent=2, default=str))
+        {"machine": meta, "command": command, "unscaled": rows, "order_study": study},
+        indent=2, default=str))
     lines = [
         "# Weston-Watkins SVM on unscaled data: shrinking vs none vs LIBLINEAR -s 4",
         "",
@@ -490,6 +552,8 @@ def write_unscaled(meta, rows, command):
         f"most {max([0.0] + [-d for d in diffs]):.2f}); spread of plain BCD over three orders: "
         f"{', '.join(f'{s:.2f}' for s in spread)} points.",
     ]
+    if study:
+        lines += _study_lines(study)
     (RESULTS / "ww_unscaled.md").write_text("\n".join(lines) + "\n")
     print(f"wrote {RESULTS / 'ww_unscaled.md'} and {RESULTS / 'ww_unscaled.json'}")
 
@@ -595,7 +659,9 @@ def main(argv=None):
         WestonWatkinsSVC(C=0.1, max_iter=2).fit(np.eye(20), np.arange(20) % 3)  # compile
         print("== unscaled data: shrinking, none, LIBLINEAR -s 4 ==")
         command = "python benchmarks/ww_vs_liblinear.py --unscaled"
-        write_unscaled(meta, part3(), command)
+        rows = part3()
+        print("== order study: shrinking vs plain over visiting orders ==")
+        write_unscaled(meta, rows, command, order_study())
         return
     command = "python benchmarks/ww_vs_liblinear.py" + (" --quick" if args.quick else "") + \
         (f" --repeats {args.repeats}" if args.repeats else "")
@@ -610,7 +676,9 @@ def main(argv=None):
     p2, micro = part2(args.quick)
     write_report(meta, p1, p2, micro, command)
     print("== unscaled data: shrinking, none, LIBLINEAR -s 4 ==")
-    write_unscaled(meta, part3(), command)
+    rows = part3()
+    print("== order study: shrinking vs plain over visiting orders ==")
+    write_unscaled(meta, rows, command, order_study())
 
 
 if __name__ == "__main__":
