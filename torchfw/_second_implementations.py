@@ -93,6 +93,13 @@ SECOND_IMPLEMENTATIONS: tuple[SecondImplementation, ...] = (
         "SVC's whole solve in one compiled call when the m x m matrix fits cache_size: every "
         "variant's iteration, the checks and the stopping test"),
     SecondImplementation(
+        "torchfw._svc_matrix._source_row_py",
+        "torchfw._column_cache.ColumnCache",
+        "tests/test_svc_dense.py::test_row_cache_policy_is_the_column_cache",
+        "the compiled whole solve over cache_size reads its rows from a cache inside compiled "
+        "code, which cannot call the Python ColumnCache; the lazy path's admission policy "
+        "(frequency-based, not LRU, which thrashes on FW's request cycles) is written again"),
+    SecondImplementation(
         "torchfw._ww_kernels.fw_single",
         "torchfw.optimizers.bcd.BlockCoordinateDescent._fw_block",
         "tests/test_second_implementations.py::test_ww_fw_block_step_is_the_generic_block_step",

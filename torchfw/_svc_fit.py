@@ -310,14 +310,11 @@ def _own_matrix_solve(variant, rtol, on_pool, job):
 
 def _matrix_info(src) -> dict:
     """``result_.info`` entries about the rows a compiled solve read: the matrix's bytes, and
-    for a cache its rows and how many it computed (a miss each; over all problems of the fit
-    that shared it)."""
-    from ._svc_matrix import rows_computed
+    for a cache its rows, hits and misses (rows computed; over all problems of the fit that
+    shared it)."""
+    from ._svc_matrix import cache_stats
 
-    if src[3].shape[0] == 0:
-        return {"matrix_bytes": int(src[0].nbytes)}
-    return {"matrix_bytes": int(src[0].nbytes), "cached_rows": int(src[0].shape[0]),
-            "rows_computed": rows_computed(src)}
+    return {"matrix_bytes": int(src[0].nbytes), **cache_stats(src)}
 
 
 def _history(hist, hist_counts, elapsed):

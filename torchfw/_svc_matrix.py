@@ -25,7 +25,7 @@ from ._threads import parallel_map, workers
 from .kernels import SVMDualOperator
 
 __all__ = ["plain_kernel_matrix", "plain_problem", "plain_operator", "full_source",
-           "cached_source", "cache_slots", "row_source_ok", "source_row", "rows_computed"]
+           "cached_source", "cache_slots", "row_source_ok", "source_row", "cache_stats"]
 
 
 def _dense_nonzeros(xfm, i, nzf, nzv):
@@ -137,21 +137,27 @@ PARALLEL_ENTRIES = 1e7
 # ---------------------------------------------------------------------------------------------
 #
 # The compiled solve reads rows of K + 1 through a *row source*, one tuple
-# ``(store, slot_of, row_of, stamp, xfm, crow, col, val, sq, ones, scratch, bits, nzf, nzv,
-# params)``: row ``r`` is ``store[slot_of[r]]``. The full matrix (:func:`full_source`) has every
-# row in place (``slot_of`` the identity, ``stamp`` empty: nothing is written, so threads share
-# it). A cache (:func:`cached_source`) holds ``len(row_of)`` rows under the byte budget, computes
-# a row on first use by the matrix's own row code and evicts the least recently used one --
-# LIBSVM's kernel cache, in compiled code. ``params`` is ``[kernel code, gamma, coef0, degree,
-# sparse, rows computed, RBF in float32]``.
+# ``(store, where, slot_key, meta, freq, slot_freq, xfm, crow, col, val, sq, ones, scratch,
+# bits, nzf, nzv, params)``: row ``r`` is ``store[where[r]]`` when cached. The full matrix
+# (:func:`full_source`) has every row in place (``where`` the identity, ``meta`` empty: nothing
+# is written, so threads share it). A cache (:func:`cached_source`) holds ``len(slot_key)``
+# rows under the byte budget and computes a row on a miss by the matrix's own row code, with
+# the lazy path's policy (:class:`torchfw._column_cache.ColumnCache`: frequency-based
+# admission, recent rows protected, frequencies halved every ``16 x slots`` misses; a row not
+# admitted goes to the scratch row ``store[-1]``). ``meta`` is ``[hits, misses, slots in use,
+# recent rows held, the recent rows (KEEP_RECENT)]``; ``params`` is ``[kernel code, gamma,
+# coef0, degree, sparse, RBF in float32]``.
+
+#: Rows protected from eviction after they are handed out (:class:`ColumnCache`'s default).
+KEEP_RECENT = 4
 
 
 def _compute_row(src, r, out):
     """Row ``r`` of ``K + 1`` into ``out``: the code of :func:`plain_kernel_matrix`'s rows."""
-    _, _, _, _, xfm, crow, col, val, sq, ones, scratch, bits, nzf, nzv, params = src
+    xfm, crow, col, val, sq, ones, scratch, bits, nzf, nzv, params = src[6:]
     code = int(params[0])
     sparse = params[4] != 0.0
-    if params[6] != 0.0:  # the RBF kernel in float32
+    if params[5] != 0.0:  # the RBF kernel in float32
         _example_row_dots(xfm, crow, col, val, sparse, r, scratch, nzf, nzv)
         _rbf_f32(scratch, sq, sq[r], params[1], ones, 1.0, out, bits)
     else:  # not the float64 RBF, whose exponential is NumPy's (row_source_ok)
@@ -160,32 +166,72 @@ def _compute_row(src, r, out):
         _finish(code, out, params[3], ones, 1.0, 0.0, -1, out)
 
 
+def _touch(meta, row):
+    """Record ``row`` as handed out (the last :data:`KEEP_RECENT` are protected)."""
+    held = meta[3]
+    if held < KEEP_RECENT:
+        meta[4 + held] = row
+        meta[3] = held + 1
+    else:
+        for q in range(KEEP_RECENT - 1):
+            meta[4 + q] = meta[5 + q]
+        meta[3 + KEEP_RECENT] = row
+
+
+def _victim(meta, slot_freq, freq_key):
+    """The least frequent unprotected slot if ``freq_key`` is strictly higher, else -1."""
+    victim = -1
+    lowest = 0
+    for q in range(slot_freq.shape[0]):
+        protected = False
+        for h in range(meta[3]):
+            if meta[4 + h] == q:
+                protected = True
+        if not protected and (victim < 0 or slot_freq[q] < lowest):
+            victim = q
+            lowest = slot_freq[q]
+    return victim if victim >= 0 and freq_key > lowest else -1
+
+
 def _source_row_py(src, r):
     """Row ``r`` of ``K + 1`` from the row source ``src``, computed on a cache miss.
 
-    A cache evicts its least recently used row (the first free slot, stamp 0, before any);
-    the row returned stays valid until the next call (callers copy it at once).
+    The cache's decisions are :class:`torchfw._column_cache.ColumnCache`'s, request by request
+    (``lookup`` then ``insert``). The row returned stays valid until the next call (callers
+    copy it at once).
     """
-    store, slot_of, row_of, stamp = src[0], src[1], src[2], src[3]
-    slot = slot_of[r]
-    if stamp.shape[0] == 0:  # the full matrix
+    store, where, slot_key, meta, freq, slot_freq = src[:6]
+    if meta.shape[0] == 0:  # the full matrix
+        return store[where[r]]
+    n_slots = slot_key.shape[0]
+    freq[r] += 1  # lookup
+    slot = where[r]
+    if slot >= 0:
+        meta[0] += 1
+        slot_freq[slot] = freq[r]
+        _touch_row(meta, slot)
         return store[slot]
-    clock = stamp[-1] + 1
-    stamp[-1] = clock
-    if slot < 0:
-        slot = 0
-        oldest = stamp[0]
-        for q in range(1, row_of.shape[0]):
-            if stamp[q] < oldest:
-                oldest = stamp[q]
-                slot = q
-        if row_of[slot] >= 0:
-            slot_of[row_of[slot]] = -1
-        row_of[slot] = r
-        slot_of[r] = slot
-        _row_compute(src, r, store[slot])
-        src[14][5] += 1.0
-    stamp[slot] = clock
+    meta[1] += 1
+    if meta[1] % (16 * n_slots) == 0:
+        for k in range(freq.shape[0]):
+            freq[k] >>= 1
+        for q in range(n_slots):
+            slot_freq[q] >>= 1
+    if meta[2] < n_slots:  # insert
+        slot = meta[2]
+        meta[2] += 1
+    else:
+        slot = _least_frequent(meta, slot_freq, freq[r])
+        if slot < 0:  # not admitted: computed into the scratch row, left uncached
+            _touch_row(meta, n_slots)
+            _row_compute(src, r, store[n_slots])
+            return store[n_slots]
+        where[slot_key[slot]] = -1
+    slot_key[slot] = r
+    slot_freq[slot] = freq[r]
+    where[r] = slot
+    _touch_row(meta, slot)
+    _row_compute(src, r, store[slot])
     return store[slot]
 
 
@@ -202,7 +248,7 @@ def _source_parts(op):
         val = np.zeros(0, dtype=dtype)
     rbf_f32 = op.kernel.code == C.RBF and dtype == np.float32
     params = np.array([op.kernel.code, op.kernel.gamma, op.kernel.coef0, op.kernel.degree,
-                       float(sparse), 0.0, float(rbf_f32)], dtype=np.float64)
+                       float(sparse), float(rbf_f32)], dtype=np.float64)
     return (op._xfm_np, crow, col, val, op._sq_np, np.ones(m, dtype=dtype),
             np.empty(m, dtype=dtype), np.empty(m, dtype=np.int32),
             np.empty(op._xfm_np.shape[0], dtype=np.int64),
@@ -214,22 +260,24 @@ def full_source(P: np.ndarray, op=None):
     types; without, as for a given Gram matrix, placeholders of ``P``'s dtype)."""
     m = P.shape[0]
     index = np.arange(m, dtype=np.int64)
+    none = np.zeros(0, dtype=np.int64)
     if op is not None:
         parts = _source_parts(op)
     else:
         z = np.zeros(0, dtype=P.dtype)
-        parts = (np.zeros((0, 0), dtype=P.dtype), np.zeros(1, dtype=np.int64),
-                 np.zeros(0, dtype=np.int64), z, z, z, z, np.zeros(0, dtype=np.int32),
-                 np.zeros(0, dtype=np.int64), z, np.zeros(7))
-    return (P, index, index, np.zeros(0, dtype=np.int64)) + parts
+        parts = (np.zeros((0, 0), dtype=P.dtype), np.zeros(1, dtype=np.int64), none, z, z, z,
+                 z, np.zeros(0, dtype=np.int32), none, z, np.zeros(6))
+    return (P, index, index, none, none, none) + parts
 
 
 def cached_source(op, slots: int):
-    """A row source caching ``slots`` rows of the operator's ``K + 1`` (``slots >= 2``)."""
+    """A row source caching ``slots`` rows of the operator's ``K + 1`` (``1 <= slots < m``),
+    plus a scratch row for the rows it does not admit."""
     m = op.shape[0]
-    store = np.empty((slots, m), dtype=op._np_dtype)  # pages are touched as rows arrive
+    store = np.empty((slots + 1, m), dtype=op._np_dtype)  # pages are touched as rows arrive
     return (store, np.full(m, -1, dtype=np.int64), np.full(slots, -1, dtype=np.int64),
-            np.zeros(slots + 1, dtype=np.int64)) + _source_parts(op)
+            np.zeros(4 + KEEP_RECENT, dtype=np.int64), np.zeros(m, dtype=np.int64),
+            np.zeros(slots, dtype=np.int64)) + _source_parts(op)
 
 
 def row_source_ok(op) -> bool:
@@ -238,9 +286,12 @@ def row_source_ok(op) -> bool:
     return not (op.kernel.code == C.RBF and op._np_dtype == np.float64)
 
 
-def rows_computed(src) -> int:
-    """Rows a cached source computed (0 for a full matrix)."""
-    return int(src[14][5])
+def cache_stats(src) -> dict:
+    """Slots, hits and misses (rows computed) of a cached source; empty for a full matrix."""
+    meta = src[3]
+    if meta.shape[0] == 0:
+        return {}
+    return {"cached_rows": int(src[2].shape[0]), "hits": int(meta[0]), "misses": int(meta[1])}
 
 
 def plain_problem(model, X, C_examples, kdtype):
@@ -287,4 +338,6 @@ rows_rbf_f32 = _njit(_rows_rbf_f32)
 rows_argument = _njit(_rows_argument)
 rows_finish = _njit(_rows_finish)
 _row_compute = _njit(_compute_row)
+_touch_row = _njit(_touch)
+_least_frequent = _njit(_victim)
 source_row = _njit(_source_row_py)
