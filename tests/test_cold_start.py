@@ -80,6 +80,16 @@ for y in ((X[:, 0] > 0).astype(int), np.arange(120) % 3):
             model = torchfw.SVC(solver=solver, dense=dense).fit(X, y)
             model.predict(X)
             model.decision_function(X)
+# The other CPU paths of fit and predict: weighted, one-vs-one, probabilities (Platt's
+# cross-validated fits), the sampled storage, a precomputed kernel.
+y3 = np.arange(120) % 3
+weighted = torchfw.SVC(class_weight="balanced").fit(X, y3, sample_weight=np.linspace(0.5, 2, 120))
+weighted.predict(X)
+torchfw.SVC(multi_class="ovo").fit(X, y3).predict(X)
+torchfw.SVC(probability=True).fit(X, y3).predict_proba(X)
+torchfw.SVC(sample_size=40, max_iter=50).fit(X, y3 == 0).predict(X)
+K = X @ X.T
+torchfw.SVC(kernel="precomputed").fit(K, y3).predict(K)
 from torchfw.optimizers import _selection
 new = sorted(set(sys.modules) - before)
 print(json.dumps({"new": new, "op": _selection._reduce_op is not None}))
@@ -89,3 +99,37 @@ print(json.dumps({"new": new, "op": _selection._reduce_op is not None}))
                                   "torch._library.custom_ops", "torch.fx.experimental"))]
     assert compiler == []
     assert not result["op"]
+
+
+def test_compiled_fit_loads_only_its_path():
+    # Issue 16's cold start: `from torchfw import SVC` and a binary fit on the compiled CPU
+    # path (with its predict) load neither the compiler stack nor the modules of the paths
+    # they do not take, whose imports svm.py defers to where they are used.
+    result = _run("""
+import json, sys
+import numpy as np
+import torch
+before = set(sys.modules)
+from torchfw import SVC
+imported = set(sys.modules) - before
+rng = np.random.default_rng(0)
+X = rng.normal(size=(150, 6))
+y = (X[:, 0] + 0.3 * rng.normal(size=150) > 0).astype(int)
+model = SVC().fit(X, y)
+model.predict(X)
+model.decision_function(X)
+print(json.dumps({"imported": sorted(imported), "fitted": sorted(set(sys.modules) - before),
+                  "execution": model.result_.info.get("execution")}))
+""")
+    assert result["execution"] == "dense"
+    other_paths = ("torchfw._svc_lazy", "torchfw._svc_batched", "torchfw._svm_probability",
+                   "torchfw.calibration", "torchfw.heads", "torchfw.distributed",
+                   "torchfw.optimizers.batched")
+    for stage in ("imported", "fitted"):
+        loaded = result[stage]
+        assert [m for m in loaded if m.startswith(other_paths)] == [], stage
+        assert [m for m in loaded if m.startswith(("torch._dynamo", "torch._inductor"))] == []
+        assert [m for m in loaded if m.split(".")[0] in ("sklearn", "sympy")] == [], stage
+    # numba's target (and with it SciPy's BLAS bindings) is initialized by the first compiled
+    # call, not by the import.
+    assert "scipy.linalg" not in result["imported"]

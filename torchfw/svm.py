@@ -29,15 +29,20 @@ accuracy against ``tol``, ``benchmarks/svm_small.py`` the small problems behind 
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 import torch
 from torch import Tensor
 
-from . import _svc_custom, _svc_dense, _svc_large, _svc_lazy
+# Imported here: what every fit and predict uses, and the compiled CPU path's modules. The
+# other paths' modules (sampled storage, lazy host path, batched one-vs-rest, probabilities,
+# the nn.Module head) are imported where used: a fresh process that fits on the compiled path
+# then does not load them (issue 16's cold-start budget; tests/test_cold_start.py).
+from . import _svc_custom, _svc_dense
 from . import exceptions as _exceptions
 from ._data import accuracy, as_labels, as_sample_weight, drop_zero_weight, take_rows
 from ._estimator import BaseEstimator, check_is_fitted
-from ._svc_batched import fit_ovr_batched
 from ._svc_multiclass import (
     binary_problems,
     ovo_to_ovr,
@@ -49,14 +54,15 @@ from ._svc_multiclass import (
 from ._svc_params import check_params
 from ._svc_start import initial_alpha
 from ._svc_state import available_if, from_state, svc_state
-from ._svm_probability import fit_platt, platt_proba
 from ._threads import few_threads
 from ._validation import resolve_device
-from .heads import KernelSVMHead
 from .kernels import KERNELS, CallableKernel, SVMDualOperator, make_kernel
 from .oracles import Simplex
 from .solvers import make_solver, solver_names
 from .svm_problem import example_C, resolve_gamma
+
+if TYPE_CHECKING:
+    from .heads import KernelSVMHead
 
 __all__ = ["SVC", "SOLVERS", "ConvergenceWarning"]  # noqa: F822 (built on first use)
 
@@ -350,6 +356,8 @@ class SVC(BaseEstimator):
                 self, X, problems, C_examples, kdtype, previous,
                 gram=_svc_custom.train_gram(self._kernel, X, kdtype))
         elif batched:
+            from ._svc_batched import fit_ovr_batched
+
             alphas, results = fit_ovr_batched(self, X, [p.y for p in problems], C_examples,
                                               kdtype, previous, _solver_factory)
         elif self._dense_path(X, problems):
@@ -371,6 +379,8 @@ class SVC(BaseEstimator):
             self.support_ = kept[self.support_]
         self.probA_ = self.probB_ = None
         if self.probability:
+            from ._svm_probability import fit_platt
+
             self.probA_, self.probB_ = fit_platt(self, X, y_encoded, take_rows,
                                                  shape=self._scheme(),
                                                  pairwise=self._precomputed())
@@ -410,6 +420,8 @@ class SVC(BaseEstimator):
         if self._custom_kernel():  # its X is not features: only the compiled solve applies
             raise ValueError("SVC with a precomputed or callable kernel has no lazy column "
                              "path (see torchfw._svc_custom)")
+        from . import _svc_large, _svc_lazy
+
         if _svc_large.uses_sampled(self, X.shape[0]):  # seed 002's randomized FW, O(|S||I|)
             return _svc_large.fit_binary_sampled(self, X, y_pm, C_examples, kdtype, alpha0, k,
                                                  _solver_factory)
@@ -529,6 +541,8 @@ class SVC(BaseEstimator):
             raise _exceptions.NotFittedError("this SVC was fitted with probability=False; refit "
                                              "it with probability=True for predict_proba")
         assert self.probB_ is not None  # fitted with probA_
+        from ._svm_probability import platt_proba
+
         return platt_proba(self._decision_values(X), self.probA_, self.probB_,
                            len(self.classes_), shape=self._scheme())
 
@@ -553,6 +567,8 @@ class SVC(BaseEstimator):
                              f"{sorted(KERNELS)} on its support vectors; this SVC's kernel "
                              f"({'precomputed' if self._precomputed() else 'a callable'}) "
                              f"cannot be exported as a head")
+        from .heads import KernelSVMHead
+
         return KernelSVMHead(self.support_vectors_, self.dual_coef_, self.intercept_,
                              kernel=self.kernel, gamma=self._gamma, degree=self.degree,
                              coef0=self.coef0, classes=self.classes_,
