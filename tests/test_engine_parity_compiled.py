@@ -67,7 +67,7 @@ def _compiled_run(variant):
                              pair_columns=variant.cls.uses_pairs)
     start = dense.Start.of_engine(engine)
     n_iter, status, hist, counts = dense.solve(
-        code, dense.full_source(P, plain), np.zeros(0, dtype=np.int64), y, inv_c, diag, start,
+        code, dense.full_source(P), np.zeros(0, dtype=np.int64), y, inv_c, diag, start,
         max_iter=MAX_ITER,
         tol=TOL, rtol=0.0, check_every=CHECK_EVERY)
     steps = {name: int(c) for name, c in zip(dense.COUNTERS, counts[-1], strict=True) if c}

@@ -169,7 +169,7 @@ def test_every_iteration_matches_the_host_engine(solver):
         Quadratic(op), x0)
     ones = torch.ones(70, dtype=torch.float64)
     plain = SVMDualOperator(Xt, ones, make_kernel("rbf", 0.2), 1.0)
-    P = D.full_source(D.plain_kernel_matrix(plain), plain)
+    P = D.full_source(D.plain_kernel_matrix(plain))
     no_rows = np.zeros(0, dtype=np.int64)
     y_k, inv_c = op._y_np, op._inv_c_np
     variant = D.VARIANTS[solver]
@@ -212,22 +212,23 @@ def test_matrix_rows_are_the_lazy_columns(kernel, dtype, sparse):
     plain = SVMDualOperator(Xt, ones, make_kernel(kernel, 0.3, 3, 0.5), C, dtype=dtype)
     P = D.plain_kernel_matrix(plain)
     before = P.copy()
-    src = D.full_source(P, plain)
+    src = D.full_source(P)
     buf = np.empty(40, dtype=P.dtype)
     no_rows = np.zeros(0, dtype=np.int64)
     for i in range(40):  # the problem's rows, signs and 1/C applied as they are read
-        row = D.signed_row(src, no_rows, op._y_np, op._inv_c_np, i, buf)
+        row = D.signed_row(*src, no_rows, op._y_np, op._inv_c_np, i, buf)
         assert np.array_equal(row, op.column(i).numpy()), i
     if M.row_source_ok(plain):  # a cache of 3 rows: misses, evictions and hits, same rows
         cache = M.cached_source(plain, 3)
         order = [0, 1, 0, 2, 3, 1, 39, 0, 5, 5, 2] + list(rng.permutation(40))
         for i in order:
-            row = D.signed_row(cache, no_rows, op._y_np, op._inv_c_np, int(i), buf)
+            row = D.signed_row(*cache, no_rows, op._y_np, op._inv_c_np, int(i), buf)
             assert np.array_equal(row, op.column(int(i)).numpy()), i
         assert 3 < M.cache_stats(cache)["misses"] < len(order)
-        slots = np.flatnonzero(cache[2] >= 0)  # every slot holds a row that points back at it
-        assert slots.size == 3 and np.array_equal(cache[1][cache[2][slots]], slots)
-        assert (cache[1] >= 0).sum() == 3
+        where, slot_key = cache[1][0], cache[1][1]
+        slots = np.flatnonzero(slot_key >= 0)  # every slot holds a row that points back at it
+        assert slots.size == 3 and np.array_equal(where[slot_key[slots]], slots)
+        assert (where >= 0).sum() == 3
     else:  # the float64 RBF: its exponential is NumPy's, outside compiled code
         assert kernel == "rbf" and dtype == torch.float64
     # A one-vs-one pair: rows and columns of its examples only, as an operator over them.
@@ -236,7 +237,7 @@ def test_matrix_rows_are_the_lazy_columns(kernel, dtype, sparse):
                           make_kernel(kernel, 0.3, 3, 0.5), C[rows], dtype=dtype)
     pair_buf = np.empty(rows.size, dtype=P.dtype)
     for a in range(rows.size):
-        row = D.signed_row(src, rows, sub._y_np, sub._inv_c_np, a, pair_buf)
+        row = D.signed_row(*src, rows, sub._y_np, sub._inv_c_np, a, pair_buf)
         assert np.array_equal(row, sub.column(a).numpy()), a
     assert np.array_equal(P, before)  # reading never writes: every problem sees K + 1
 
@@ -256,11 +257,11 @@ def test_row_cache_policy_is_the_column_cache():
     # a few popular keys among many rare ones, as a solver's atoms among its FW vertices
     keys = np.where(rng.random(800) < 0.6, rng.integers(0, 6, 800), rng.integers(0, m, 800))
     for key in keys.tolist():
-        row = M.source_row(cache, key)
+        row = M.source_row(*cache, key)
         assert np.array_equal(row, P[key])
         if reference.lookup(key) is None:
             reference.insert(key)
-        where = {k: int(s) for k, s in enumerate(cache[1]) if s >= 0}
+        where = {k: int(s) for k, s in enumerate(cache[1][0]) if s >= 0}
         assert where == reference._where
         assert M.cache_stats(cache)["hits"] == reference.hits
     assert reference.misses == M.cache_stats(cache)["misses"] > 16 * 5  # frequencies halved

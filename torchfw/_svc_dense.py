@@ -51,14 +51,14 @@ _CONVERGED, _MAX_ITER, _NONFINITE = 0, 1, 2
 # The solve
 # ---------------------------------------------------------------------------------------------
 
-def _solve(variant, src, rows, y, inv_c, diag, w, s, wp, sp, support, state, max_iter, tol, rtol,
-           check_every, zero_tol, counts, hist, hist_counts):
+def _solve(variant, P, cache, rows, y, inv_c, diag, w, s, wp, sp, support, state, max_iter, tol,
+           rtol, check_every, zero_tol, counts, hist, hist_counts):
     """Run the whole solve; returns ``(iterations, status, number of history entries)``.
 
     The vertex gradient of atom ``k`` is the problem's signed row ``k`` of :math:`K + 1` from
-    the row source ``src`` (see :func:`_row_py`: ``rows`` empty for all examples, a one-vs-one
-    pair's examples otherwise; ``y``, ``inv_c`` the problem's labels and ``1/C``). ``state``
-    carries
+    the row source ``(P, cache)`` (see :func:`_row_py`: ``rows`` empty for all examples, a
+    one-vs-one pair's examples otherwise; ``y``, ``inv_c`` the problem's labels and ``1/C``).
+    ``state`` carries
     ``[p, t, s_min, i_min, s_max, j_max, W, p_prev, t_prev, n_support]`` in and out.
     """
     n = w.shape[0]
@@ -75,8 +75,8 @@ def _solve(variant, src, rows, y, inv_c, diag, w, s, wp, sp, support, state, max
     in_support = np.zeros(n, dtype=np.bool_)
     for q in range(n_support):
         in_support[support[q]] = True
-    hi_buf = np.empty(n, dtype=src[0].dtype)
-    hj_buf = np.empty(n, dtype=src[0].dtype)
+    hi_buf = np.empty(n, dtype=P.dtype)
+    hj_buf = np.empty(n, dtype=P.dtype)
     k = 0
     n_hist = 0
     status = _MAX_ITER
@@ -106,7 +106,7 @@ def _solve(variant, src, rows, y, inv_c, diag, w, s, wp, sp, support, state, max
         for _ in range(block):
             i = i_min
             si = s_min
-            hi = _row(src, rows, y, inv_c, i, hi_buf)
+            hi = _row(P, cache, rows, y, inv_c, i, hi_buf)
             if variant == 5:  # PARTAN (seed 002): FW step, then the extrapolation
                 q = p - t
                 curvature = diag[i] - 2.0 * (si - 0.0) + q
@@ -160,7 +160,7 @@ def _solve(variant, src, rows, y, inv_c, diag, w, s, wp, sp, support, state, max
                     j = j_max
                     gamma_max = wj / max(1.0 - wj, 1e-300) if wj < 1.0 else 0.0
                     gamma = _step(p - s_max, diag[j] - 2.0 * (s_max - 0.0) + q, gamma_max)
-                    hj = _row(src, rows, y, inv_c, j, hj_buf)
+                    hj = _row(P, cache, rows, y, inv_c, j, hj_buf)
                     _update(w, s, 1.0 + gamma, -gamma, j, hj, 0.0, j, hj, 0.0, w, s, False,
                             zero_tol)
                     counts[1] += 1
@@ -198,7 +198,7 @@ def _solve(variant, src, rows, y, inv_c, diag, w, s, wp, sp, support, state, max
                 if use_pair:
                     c = -gamma
                     if c != 0.0:
-                        hj = _row(src, rows, y, inv_c, j, hj_buf)
+                        hj = _row(P, cache, rows, y, inv_c, j, hj_buf)
                         _update(w, s, 1.0, gamma, i, hi, c, j, hj, 0.0, w, s, False, zero_tol)
                     else:
                         _update(w, s, 1.0, gamma, i, hi, 0.0, j, hi, 0.0, w, s, False,
@@ -232,26 +232,29 @@ def _store_py(state, p, t, s_min, i_min, s_max, j_max, W, p_prev, t_prev, n_supp
     state[9] = n_support
 
 
-def _row_py(src, rows, y, inv_c, i, buf):
+def _row_py(P, cache, rows, y, inv_c, i, buf):
     r"""Row ``i`` of the problem's matrix :math:`D_y P D_y + \operatorname{diag}(1/C)`, in ``buf``.
 
-    ``P`` is :math:`K + 1` over all examples, read from the row source ``src``
-    (:func:`torchfw._svc_matrix.source_row`: the full matrix, or a cache of its rows);
-    ``rows`` are the problem's examples (empty: all of them, in order). The signs are applied
-    as the row is read, in ``P``'s precision -- exact -- and ``1/C_i`` is added to the diagonal
-    entry, rounded as the lazy path's column kernels round it, so the row is
-    ``SVMDualOperator.column(i)`` of the problem bit for bit. Reading rows this way costs one
-    pass over a row per row read; flipping the matrix's signs in place cost two passes over all
-    of it per one-vs-rest problem (a third of a digits fit), and a one-vs-one pair's signed copy
-    one pass over its block.
+    ``P`` is :math:`K + 1` over all examples, read from the row source ``(P, cache)``
+    (:mod:`torchfw._svc_matrix`: ``cache`` None for the full matrix -- numba compiles that case
+    without the cache branch -- else the store of a cache of rows and its state); ``rows`` are
+    the problem's examples (empty: all of them, in order). The signs are applied as the row is
+    read, in ``P``'s precision -- exact -- and ``1/C_i`` is added to the diagonal entry, rounded
+    as the lazy path's column kernels round it, so the row is ``SVMDualOperator.column(i)`` of
+    the problem bit for bit. Reading rows this way costs one pass over a row per row read;
+    flipping the matrix's signs in place cost two passes over all of it per one-vs-rest problem
+    (a third of a digits fit), and a one-vs-one pair's signed copy one pass over its block.
     """
     yi = y[i]
+    k = i if rows.shape[0] == 0 else rows[i]
+    if cache is None:
+        row = P[k]
+    else:
+        row = _source_row(P, cache, k)
     if rows.shape[0] == 0:
-        row = _source_row(src, i)
         for r in range(buf.shape[0]):
             buf[r] = yi * y[r] * row[r]
     else:
-        row = _source_row(src, rows[i])
         for r in range(buf.shape[0]):
             buf[r] = yi * y[r] * row[rows[r]]
     buf[i] += inv_c[i]
@@ -329,8 +332,9 @@ def solve(variant: int, src: tuple, rows: np.ndarray, y: np.ndarray, inv_c: np.n
     hist_counts = np.empty((n_checks, len(COUNTERS)), dtype=np.int64)
     counts = np.zeros(len(COUNTERS), dtype=np.int64)
     k, status, n_hist = solve_compiled(
-        variant, src, rows, y, inv_c, diag, start.w, start.s, start.wp, start.sp, start.support,
-        start.state, max_iter, tol, rtol, check_every, ZERO_TOL, counts, hist, hist_counts)
+        variant, src[0], src[1], rows, y, inv_c, diag, start.w, start.s, start.wp, start.sp,
+        start.support, start.state, max_iter, tol, rtol, check_every, ZERO_TOL, counts, hist,
+        hist_counts)
     return int(k), int(status), hist[:n_hist], hist_counts[:n_hist]
 
 
@@ -438,10 +442,10 @@ def start_from(src, rows, y, inv_c, w0, subset, *, keep_previous, max_atoms=None
         max_atoms = ORDERED_MATVEC_MAX
     start = Start(y.shape[0], keep_previous)
     if w0 is None:
-        subset_weights(src, rows, y, inv_c, subset, start.w)
+        subset_weights(src[0], src[1], rows, y, inv_c, subset, start.w)
     else:
         start.w[:] = w0
-    if start_state(src, rows, y, inv_c, start.w, start.s, max_atoms, keep_previous,
+    if start_state(src[0], src[1], rows, y, inv_c, start.w, start.s, max_atoms, keep_previous,
                    start.wp, start.sp, start.support, start.state) < 0:
         return None
     return start

@@ -95,7 +95,7 @@ def fit_all(model, X, problems, C_examples, kdtype, previous, gram=None):
             seed))
     # A cache of rows is written as rows arrive: its problems run one after the other (and
     # share the rows they have in common, labels aside).
-    threads = 1 if src[3].shape[0] else \
+    threads = 1 if src[1] is not None else \
         workers(len(jobs), sum(float(j.y.shape[0]) ** 2 for j in jobs), PARALLEL_WORK)
     solved = parallel_map(functools.partial(_start_and_solve, src, variant, rtol, max_atoms),
                           jobs, threads)
@@ -298,7 +298,7 @@ def _own_matrix_solve(variant, rtol, on_pool, job):
     if job.y is None:
         return job, None, None, 0.0, None, {}
     t0 = time.perf_counter()
-    src = full_source(plain_kernel_matrix(job.op, threads=1 if on_pool else None), job.op)
+    src = full_source(plain_kernel_matrix(job.op, threads=1 if on_pool else None))
     job.op = None
     start = start_from(src, job.rows, job.y, job.inv_c, job.w0, job.subset,
                        keep_previous=variant == 5)

@@ -136,25 +136,26 @@ PARALLEL_ENTRIES = 1e7
 # Row sources: the full matrix, or a cache of rows computed on first use
 # ---------------------------------------------------------------------------------------------
 #
-# The compiled solve reads rows of K + 1 through a *row source*, one tuple
-# ``(store, where, slot_key, meta, freq, slot_freq, xfm, crow, col, val, sq, ones, scratch,
-# bits, nzf, nzv, params)``: row ``r`` is ``store[where[r]]`` when cached. The full matrix
-# (:func:`full_source`) has every row in place (``where`` the identity, ``meta`` empty: nothing
-# is written, so threads share it). A cache (:func:`cached_source`) holds ``len(slot_key)``
-# rows under the byte budget and computes a row on a miss by the matrix's own row code, with
-# the lazy path's policy (:class:`torchfw._column_cache.ColumnCache`: frequency-based
-# admission, recent rows protected, frequencies halved every ``16 x slots`` misses; a row not
-# admitted goes to the scratch row ``store[-1]``). ``meta`` is ``[hits, misses, slots in use,
-# recent rows held, the recent rows (KEEP_RECENT)]``; ``params`` is ``[kernel code, gamma,
-# coef0, degree, sparse, RBF in float32]``.
+# The compiled solve reads rows of K + 1 through a *row source* ``(P, cache)``. The full matrix
+# (:func:`full_source`) is ``(P, None)``: the compiled loops are specialised on the None
+# (numba prunes the ``cache is None`` branches), read ``P[r]`` and pass nothing else, so
+# threads share it. A cache (:func:`cached_source`) is ``(store, cache)`` with ``cache`` the
+# tuple ``(where, slot_key, meta, freq, slot_freq, xfm, crow, col, val, sq, ones, scratch,
+# bits, nzf, nzv, params)``: ``len(slot_key)`` rows under the byte budget, row ``r`` at
+# ``store[where[r]]`` when cached, computed on a miss by the matrix's own row code with the
+# lazy path's policy (:class:`torchfw._column_cache.ColumnCache`: frequency-based admission,
+# recent rows protected, frequencies halved every ``16 x slots`` misses; a row not admitted
+# goes to the scratch row ``store[-1]``). ``meta`` is ``[hits, misses, slots in use, recent
+# rows held, the recent rows (KEEP_RECENT)]``; ``params`` is ``[kernel code, gamma, coef0,
+# degree, sparse, RBF in float32]``.
 
 #: Rows protected from eviction after they are handed out (:class:`ColumnCache`'s default).
 KEEP_RECENT = 4
 
 
-def _compute_row(src, r, out):
+def _compute_row(cache, r, out):
     """Row ``r`` of ``K + 1`` into ``out``: the code of :func:`plain_kernel_matrix`'s rows."""
-    xfm, crow, col, val, sq, ones, scratch, bits, nzf, nzv, params = src[6:]
+    xfm, crow, col, val, sq, ones, scratch, bits, nzf, nzv, params = cache[5:]
     code = int(params[0])
     sparse = params[4] != 0.0
     if params[5] != 0.0:  # the RBF kernel in float32
@@ -193,16 +194,14 @@ def _victim(meta, slot_freq, freq_key):
     return victim if victim >= 0 and freq_key > lowest else -1
 
 
-def _source_row_py(src, r):
-    """Row ``r`` of ``K + 1`` from the row source ``src``, computed on a cache miss.
+def _source_row_py(store, cache, r):
+    """Row ``r`` of ``K + 1`` from the cache ``(store, cache)``, computed on a miss.
 
     The cache's decisions are :class:`torchfw._column_cache.ColumnCache`'s, request by request
     (``lookup`` then ``insert``). The row returned stays valid until the next call (callers
     copy it at once).
     """
-    store, where, slot_key, meta, freq, slot_freq = src[:6]
-    if meta.shape[0] == 0:  # the full matrix
-        return store[where[r]]
+    where, slot_key, meta, freq, slot_freq = cache[:5]
     n_slots = slot_key.shape[0]
     freq[r] += 1  # lookup
     slot = where[r]
@@ -224,14 +223,14 @@ def _source_row_py(src, r):
         slot = _least_frequent(meta, slot_freq, freq[r])
         if slot < 0:  # not admitted: computed into the scratch row, left uncached
             _touch_row(meta, n_slots)
-            _row_compute(src, r, store[n_slots])
+            _row_compute(cache, r, store[n_slots])
             return store[n_slots]
         where[slot_key[slot]] = -1
     slot_key[slot] = r
     slot_freq[slot] = freq[r]
     where[r] = slot
     _touch_row(meta, slot)
-    _row_compute(src, r, store[slot])
+    _row_compute(cache, r, store[slot])
     return store[slot]
 
 
@@ -255,19 +254,9 @@ def _source_parts(op):
             np.empty(op._xfm_np.shape[0], dtype=dtype), params)
 
 
-def full_source(P: np.ndarray, op=None):
-    """The row source of a full matrix ``P`` (its operator ``op`` gives the kernel part's
-    types; without, as for a given Gram matrix, placeholders of ``P``'s dtype)."""
-    m = P.shape[0]
-    index = np.arange(m, dtype=np.int64)
-    none = np.zeros(0, dtype=np.int64)
-    if op is not None:
-        parts = _source_parts(op)
-    else:
-        z = np.zeros(0, dtype=P.dtype)
-        parts = (np.zeros((0, 0), dtype=P.dtype), np.zeros(1, dtype=np.int64), none, z, z, z,
-                 z, np.zeros(0, dtype=np.int32), none, z, np.zeros(6))
-    return (P, index, index, none, none, none) + parts
+def full_source(P: np.ndarray):
+    """The row source of a full matrix ``P``."""
+    return P, None
 
 
 def cached_source(op, slots: int):
@@ -275,9 +264,9 @@ def cached_source(op, slots: int):
     plus a scratch row for the rows it does not admit."""
     m = op.shape[0]
     store = np.empty((slots + 1, m), dtype=op._np_dtype)  # pages are touched as rows arrive
-    return (store, np.full(m, -1, dtype=np.int64), np.full(slots, -1, dtype=np.int64),
-            np.zeros(4 + KEEP_RECENT, dtype=np.int64), np.zeros(m, dtype=np.int64),
-            np.zeros(slots, dtype=np.int64)) + _source_parts(op)
+    return store, (np.full(m, -1, dtype=np.int64), np.full(slots, -1, dtype=np.int64),
+                   np.zeros(4 + KEEP_RECENT, dtype=np.int64), np.zeros(m, dtype=np.int64),
+                   np.zeros(slots, dtype=np.int64)) + _source_parts(op)
 
 
 def row_source_ok(op) -> bool:
@@ -288,10 +277,11 @@ def row_source_ok(op) -> bool:
 
 def cache_stats(src) -> dict:
     """Slots, hits and misses (rows computed) of a cached source; empty for a full matrix."""
-    meta = src[3]
-    if meta.shape[0] == 0:
+    cache = src[1]
+    if cache is None:
         return {}
-    return {"cached_rows": int(src[2].shape[0]), "hits": int(meta[0]), "misses": int(meta[1])}
+    return {"cached_rows": int(cache[1].shape[0]), "hits": int(cache[2][0]),
+            "misses": int(cache[2][1])}
 
 
 def plain_problem(model, X, C_examples, kdtype):
@@ -307,7 +297,7 @@ def plain_problem(model, X, C_examples, kdtype):
         return None, None, None
     slots = cache_slots(model, op.shape[0], op._np_dtype)
     if slots >= op.shape[0] or model.dense is True or not row_source_ok(op):
-        src = full_source(plain_kernel_matrix(op), op)
+        src = full_source(plain_kernel_matrix(op))
     else:
         src = cached_source(op, slots)
     return src, op.diagonal().to(torch.float64).numpy(), op._inv_c_np

@@ -86,20 +86,20 @@ def initial_alpha(operator, y_pm: np.ndarray, n_init: int, seed) -> Tensor:
     return alpha
 
 
-def _subset_weights(src, rows, y, inv_c, idx, w):
+def _subset_weights(P, cache, rows, y, inv_c, idx, w):
     """Solve the start subset ``idx`` exactly; its weights into ``w``.
 
-    ``B`` holds the problem's matrix on ``idx`` in float64, read from the row source ``src`` as
-    the compiled solve reads it (:func:`torchfw._svc_dense._row_py`); the lazy path's
-    :meth:`~torchfw.kernels.SVMDualOperator.start_block` gives the same values. The solve is
+    ``B`` holds the problem's matrix on ``idx`` in float64, read from the row source
+    ``(P, cache)`` as the compiled solve reads it (:func:`torchfw._svc_dense._row_py`); the lazy
+    path's :meth:`~torchfw.kernels.SVMDualOperator.start_block` gives the same values. The solve is
     :func:`~torchfw.optimizers.active_set.simplex_qp`'s own compiled loop with its defaults
     (``c = 0``, ``10 p + 10`` support changes, rtol 1e-13).
     """
     p = idx.shape[0]
     B = np.empty((p, p), dtype=np.float64)
-    buf = np.empty(y.shape[0], dtype=src[0].dtype)
+    buf = np.empty(y.shape[0], dtype=P.dtype)
     for a in range(p):
-        row = _row(src, rows, y, inv_c, idx[a], buf)
+        row = _row(P, cache, rows, y, inv_c, idx[a], buf)
         for b in range(p):
             B[a, b] = np.float64(row[idx[b]])
     weights, _ = _qp_loop(B, np.zeros(p, dtype=np.float64), 10 * p + 10, 1e-13)
@@ -109,7 +109,7 @@ def _subset_weights(src, rows, y, inv_c, idx, w):
         w[idx[a]] = weights[a]
 
 
-def _start_state(src, rows, y, inv_c, w, s, max_atoms, keep_previous, wp, sp, support, state):
+def _start_state(P, cache, rows, y, inv_c, w, s, max_atoms, keep_previous, wp, sp, support, state):
     r"""The engine's start from the weights ``w``: ``s``, the selections, PARTAN's copies.
 
     ``s = \tilde K w`` is summed over the nonzero atoms in ascending order
@@ -127,12 +127,12 @@ def _start_state(src, rows, y, inv_c, w, s, max_atoms, keep_previous, wp, sp, su
             count += 1
     if count > max_atoms:
         return -1
-    rows_nz = np.empty((count, n), dtype=src[0].dtype)
+    rows_nz = np.empty((count, n), dtype=P.dtype)
     weights = np.empty(count, dtype=np.float64)
     q = 0
     for r in range(n):
         if w[r] != 0.0:
-            _row(src, rows, y, inv_c, r, rows_nz[q])
+            _row(P, cache, rows, y, inv_c, r, rows_nz[q])
             weights[q] = w[r]
             q += 1
     _combine(rows_nz, weights, s)
