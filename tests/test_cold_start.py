@@ -133,3 +133,31 @@ print(json.dumps({"imported": sorted(imported), "fitted": sorted(set(sys.modules
     # numba's target (and with it SciPy's BLAS bindings) is initialized by the first compiled
     # call, not by the import.
     assert "scipy.linalg" not in result["imported"]
+
+
+def test_second_process_loads_compiled_kernels_from_cache():
+    # Issue 16: compiled kernels come from numba's on-disk cache in a second process, so a fresh
+    # process's first fit pays a cache load, never a compilation (seconds per kernel).
+    pytest.importorskip("numba")
+    code = """
+import json, sys
+import numpy as np
+from numba.core.dispatcher import Dispatcher
+import torchfw
+rng = np.random.default_rng(0)
+X = rng.normal(size=(150, 6))
+for y in ((X[:, 0] > 0).astype(int), np.arange(150) % 3):
+    torchfw.SVC().fit(X, y).predict(X)
+hits, misses = {}, {}
+for name, module in list(sys.modules.items()):
+    if name.startswith("torchfw") and module is not None:
+        for attr, value in vars(module).items():
+            if isinstance(value, Dispatcher):
+                hits[f"{name}.{attr}"] = sum(value.stats.cache_hits.values())
+                misses[f"{name}.{attr}"] = sum(value.stats.cache_misses.values())
+print(json.dumps({"hits": hits, "misses": misses}))
+"""
+    _run(code)  # compiles what the cache lacks (after an edit of a kernel's source) and writes it
+    second = _run(code)
+    assert sum(second["hits"].values()) > 0
+    assert {name: n for name, n in second["misses"].items() if n} == {}
