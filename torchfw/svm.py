@@ -142,7 +142,8 @@ class SVC(BaseEstimator):
     sample_size : int, optional
         Randomized LMO: pick the FW vertex among this many random examples (seed 002 uses 194).
     cache_size : float, default 200
-        Kernel column cache in MB.
+        Kernel cache in MB: columns on the lazy path, rows (or the whole matrix when it fits)
+        on the compiled one.
     device : str or torch.device, optional
         Where to train; default: the device of a tensor ``X``, else CPU.
     dtype : torch.dtype, optional
@@ -167,13 +168,15 @@ class SVC(BaseEstimator):
         threshold at the mercy of its last steps (one-epoch a9a accuracy 63-84% over random
         orders, against 84.9-85.2% averaged; see the SVC guide). Ignored by the other solvers.
     dense : {"auto", True, False}, default "auto"
-        Compute the ``m x m`` kernel matrix once and run the whole solve in one compiled call
-        (:mod:`torchfw._svc_dense`): the same iterates as the lazy column path, without the
-        interpreter's cost per iteration. ``"auto"`` does so on the CPU (with numba) for the
-        solvers ``fw``, ``away``, ``pairwise``, ``swap``, ``swap2`` and ``partan`` when the
-        matrix fits ``cache_size`` MB (default 200 MB: up to 7,240 examples in float32) and
-        neither ``sample_size``, ``time_limit`` nor ``verbose`` is set; ``False`` always takes
-        the lazy path; ``True`` insists (an error where it cannot apply). A precomputed or
+        Run the whole solve in one compiled call (:mod:`torchfw._svc_dense`): the same iterates
+        as the lazy column path, without the interpreter's cost per iteration. ``"auto"`` does
+        so on the CPU (with numba) for the solvers ``fw``, ``away``, ``pairwise``, ``swap``,
+        ``swap2`` and ``partan`` below 200,000 examples when neither ``sample_size``,
+        ``time_limit`` nor ``verbose`` is set: with the ``m x m`` kernel matrix computed once
+        when it fits ``cache_size`` MB (default 200 MB: up to 7,240 examples in float32), else
+        with a cache of ``cache_size`` MB of its rows (not for the float64 RBF kernel, nor
+        one-vs-one pairs over the budget); ``False`` always takes the lazy path; ``True``
+        insists, with the whole matrix (an error where it cannot apply). A precomputed or
         callable kernel always takes this path (``False`` is refused for it).
     probability : bool, default False
         Fit Platt sigmoids on out-of-fold decision values (internal stratified 5-fold
