@@ -159,3 +159,42 @@ def test_the_opaque_op_of_other_devices_is_the_same_function(batch):
         for a, b in zip(got, want, strict=True):
             assert a.shape == batch
             torch.testing.assert_close(a, b)
+
+
+def _first_index_reference(w, s):
+    """The selection as one plain pass: first index on ties, NaN never chosen."""
+    imin, smin, jmax, smax = 0, math.inf, -1, -math.inf
+    for r, (wr, sr) in enumerate(zip(w.tolist(), s.tolist(), strict=True)):
+        if sr < smin:
+            imin, smin = r, sr
+        if wr > 0.0 and sr > smax:
+            jmax, smax = r, sr
+    return imin, smin, jmax, smax
+
+
+@pytest.mark.parametrize("n", range(1, 14))
+def test_the_lanes_keep_the_first_index_and_the_sum(n):
+    # The compiled selection runs four interleaved lanes: ties within and across lanes, the
+    # tail, infinities, NaN and no active atom must give what one plain pass gives, and the
+    # sums must be <w, s> and <w, ct> to rounding.
+    rng = np.random.default_rng(n)
+    for trial in range(40):
+        s = rng.integers(0, 3, size=n).astype(np.float64)  # many ties
+        w = np.where(rng.random(n) < 0.5, rng.random(n), 0.0)
+        if trial % 5 == 1:
+            s[rng.integers(0, n)] = math.inf
+        if trial % 5 == 2:
+            s[rng.integers(0, n)] = -math.inf
+        if trial % 5 == 3:
+            s[rng.integers(0, n)] = math.nan
+        if trial % 7 == 0:
+            w[:] = 0.0
+        ct = rng.normal(size=n)
+        imin, smin, jmax, smax, p, t = K.select(w, s, ct, True)
+        ref = _first_index_reference(w, s)
+        assert (imin, jmax) == (ref[0], ref[2]), (s, w)
+        assert smin == ref[1] and smax == ref[3]
+        finite = np.isfinite(s)
+        if finite.all():
+            assert p == pytest.approx(math.fsum((w * s).tolist()), rel=1e-12, abs=1e-12)
+        assert t == pytest.approx(math.fsum((w * ct).tolist()), rel=1e-12, abs=1e-12)

@@ -105,29 +105,129 @@ def _select_py(w, s, ct, has_ct):
 
     The declared second implementation of :func:`torchfw.optimizers._selection.select` (the
     definition, in PyTorch ops; ``tests/test_selection.py`` checks they agree): one pass, first
-    index on ties (strict comparisons), ``j = -1`` when no atom is active.
+    index on ties, ``j = -1`` when no atom is active.
+
+    The pass runs four interleaved lanes (entries ``r = 4q + k`` in lane ``k``, the tail in
+    lanes 0-2), each a running sum and a running argmin/argmax with strict comparisons, then
+    combines them: the smallest value, ties to the smallest index, and the sums as
+    ``(p_0 + p_1) + (p_2 + p_3)``. One sequential sum was a chain of ``n`` dependent additions,
+    most of a compiled iteration's time at ``m ~ 1,000`` (4.5 of 7 us); four independent chains
+    overlap. The order is fixed, so every caller sees the same bits.
     """
-    imin = 0
-    smin = _INF
-    jmax = -1
-    smax = -_INF
-    p = 0.0
+    n = w.shape[0]
+    p0 = p1 = p2 = p3 = 0.0
+    m0 = m1 = m2 = m3 = _INF
+    i0 = i1 = i2 = i3 = 0
+    x0 = x1 = x2 = x3 = -_INF
+    j0 = j1 = j2 = j3 = -1
+    n4 = n - n % 4
+    for r in range(0, n4, 4):
+        a = s[r]
+        b = s[r + 1]
+        c = s[r + 2]
+        d = s[r + 3]
+        wa = w[r]
+        wb = w[r + 1]
+        wc = w[r + 2]
+        wd = w[r + 3]
+        p0 += wa * a
+        p1 += wb * b
+        p2 += wc * c
+        p3 += wd * d
+        if a < m0:
+            m0 = a
+            i0 = r
+        if b < m1:
+            m1 = b
+            i1 = r + 1
+        if c < m2:
+            m2 = c
+            i2 = r + 2
+        if d < m3:
+            m3 = d
+            i3 = r + 3
+        if wa > 0.0 and a > x0:
+            x0 = a
+            j0 = r
+        if wb > 0.0 and b > x1:
+            x1 = b
+            j1 = r + 1
+        if wc > 0.0 and c > x2:
+            x2 = c
+            j2 = r + 2
+        if wd > 0.0 and d > x3:
+            x3 = d
+            j3 = r + 3
+    for r in range(n4, n):  # the tail: later indices than any in its lane
+        a = s[r]
+        wa = w[r]
+        k = r - n4
+        if k == 0:
+            p0 += wa * a
+            if a < m0:
+                m0 = a
+                i0 = r
+            if wa > 0.0 and a > x0:
+                x0 = a
+                j0 = r
+        elif k == 1:
+            p1 += wa * a
+            if a < m1:
+                m1 = a
+                i1 = r
+            if wa > 0.0 and a > x1:
+                x1 = a
+                j1 = r
+        else:
+            p2 += wa * a
+            if a < m2:
+                m2 = a
+                i2 = r
+            if wa > 0.0 and a > x2:
+                x2 = a
+                j2 = r
+    smin, imin = _first_min(m0, i0, m1, i1, m2, i2, m3, i3)
+    smax, jmax = _first_max(x0, j0, x1, j1, x2, j2, x3, j3)
     t = 0.0
-    for r in range(w.shape[0]):
-        sr = s[r]
-        wr = w[r]
-        p += wr * sr
-        if sr < smin:
-            smin = sr
-            imin = r
-        v = sr if wr > 0.0 else -_INF
-        if v > smax:
-            smax = v
-            jmax = r
     if has_ct:
-        for r in range(w.shape[0]):
-            t += w[r] * ct[r]
-    return imin, smin, jmax, smax, p, t
+        t0 = t1 = t2 = t3 = 0.0
+        for r in range(0, n4, 4):
+            t0 += w[r] * ct[r]
+            t1 += w[r + 1] * ct[r + 1]
+            t2 += w[r + 2] * ct[r + 2]
+            t3 += w[r + 3] * ct[r + 3]
+        for r in range(n4, n):
+            if r - n4 == 0:
+                t0 += w[r] * ct[r]
+            elif r - n4 == 1:
+                t1 += w[r] * ct[r]
+            else:
+                t2 += w[r] * ct[r]
+        t = (t0 + t1) + (t2 + t3)
+    return imin, smin, jmax, smax, (p0 + p1) + (p2 + p3), t
+
+
+def _first_min_py(m0, i0, m1, i1, m2, i2, m3, i3):
+    """The smallest of four lanes' minima, ties to the smallest index (0 when none is finite
+    or below +inf, as a single pass from ``+inf`` leaves it)."""
+    best = _INF
+    at = 0
+    for value, index in ((m0, i0), (m1, i1), (m2, i2), (m3, i3)):
+        if value < best or (value == best and value < _INF and index < at):
+            best = value
+            at = index
+    return best, at
+
+
+def _first_max_py(x0, j0, x1, j1, x2, j2, x3, j3):
+    """The largest of four lanes' maxima, ties to the smallest index (-1 when none)."""
+    best = -_INF
+    at = -1
+    for value, index in ((x0, j0), (x1, j1), (x2, j2), (x3, j3)):
+        if value > best or (value == best and value > -_INF and index < at):
+            best = value
+            at = index
+    return best, at
 
 
 def _active_argmin_py(w, s):
@@ -331,6 +431,8 @@ def _dense_block_py(variant, n_iter, H, diag, ct, has_ct, w, s, zero_tol, counts
 update = _njit(_update_py)
 shift_update_on = _njit(_shift_update_on_py)
 dot = _njit(_dot_py)
+_first_min = _njit(_first_min_py) if HAVE_NUMBA else _first_min_py
+_first_max = _njit(_first_max_py) if HAVE_NUMBA else _first_max_py
 select = _njit(_select_py)
 active_argmin = _njit(_active_argmin_py)
 extrapolation_bounds = _njit(_extrapolation_bounds_py)
