@@ -133,17 +133,15 @@ class SVC(BaseEstimator):
         :class:`torchfw.optim.StochasticFrankWolfe`).
     tol : float or "auto", default "auto"
         Stop when the dual gap is at most ``tol`` times the margin :math:`\rho` (see the module
-        docstring). ``"auto"``: 0.1 on fewer than 1,000 training examples, 0.3 from there on
-        (:data:`SMALL_M`; the tighter value keeps small problems as accurate as LIBSVM's, the
-        looser one is where test accuracy has saturated on larger ones). Ignored by the
-        streaming solvers, which run ``max_iter`` samples.
+        docstring). ``"auto"``: 0.1 below 1,000 training examples (:data:`SMALL_M`: as accurate
+        as LIBSVM there), 0.3 above (test accuracy has saturated). Ignored by the streaming
+        solvers, which run ``max_iter`` samples.
     max_iter : int, optional
         Iteration budget; default ``100 * n_samples`` (one epoch for ``"sfw"``/``"msfw"``).
     sample_size : int, optional
         Randomized LMO: pick the FW vertex among this many random examples (seed 002 uses 194).
     cache_size : float, default 200
-        Kernel cache in MB: columns on the lazy path, rows (or the whole matrix when it fits)
-        on the compiled one.
+        Kernel cache in MB (columns on the lazy path, rows or all on the compiled one).
     device : str or torch.device, optional
         Where to train; default: the device of a tensor ``X``, else CPU.
     dtype : torch.dtype, optional
@@ -168,16 +166,13 @@ class SVC(BaseEstimator):
         threshold at the mercy of its last steps (one-epoch a9a accuracy 63-84% over random
         orders, against 84.9-85.2% averaged; see the SVC guide). Ignored by the other solvers.
     dense : {"auto", True, False}, default "auto"
-        Run the whole solve in one compiled call (:mod:`torchfw._svc_dense`): the same iterates
-        as the lazy column path, without the interpreter's cost per iteration. ``"auto"`` does
-        so on the CPU (with numba) for the solvers ``fw``, ``away``, ``pairwise``, ``swap``,
-        ``swap2`` and ``partan`` below 200,000 examples when neither ``sample_size``,
-        ``time_limit`` nor ``verbose`` is set: with the ``m x m`` kernel matrix computed once
-        when it fits ``cache_size`` MB (default 200 MB: up to 7,240 examples in float32), else
-        with a cache of ``cache_size`` MB of its rows (not for the float64 RBF kernel, nor
-        one-vs-one pairs over the budget); ``False`` always takes the lazy path; ``True``
-        insists, with the whole matrix (an error where it cannot apply). A precomputed or
-        callable kernel always takes this path (``False`` is refused for it).
+        Run the whole solve in one compiled call (:mod:`torchfw._svc_dense`; the lazy path's
+        iterates without its interpreter). ``"auto"``: on the CPU with numba, for ``fw``,
+        ``away``, ``pairwise``, ``swap``, ``swap2``, ``partan``, below 200,000 examples, without
+        ``sample_size``, ``time_limit``, ``verbose``; the ``m x m`` matrix once if it fits
+        ``cache_size`` (200 MB: 7,240 examples in float32), else a cache of its rows (not for
+        the float64 RBF, nor one-vs-one pairs over it). ``False``: the lazy path; ``True``:
+        the whole matrix, or an error. Precomputed and callable kernels always take it.
     probability : bool, default False
         Fit Platt sigmoids on out-of-fold decision values (internal stratified 5-fold
         cross-validation, five extra fits, as LIBSVM's ``-b 1``) so that :meth:`predict_proba`
