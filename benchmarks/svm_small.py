@@ -176,6 +176,35 @@ print(json.dumps({{"torch": t1 - t0, "torchfw": t2 - t1, "svc": t3 - t2, "first"
                   "warm": t6 - t5, "compiler": compiler}}))
 """
 
+# The same process with numba's one-time start-up taken apart: numba's import, torchfw's modules
+# over it, SciPy's linear algebra and the rest of numba's CPU-target initialization (both of
+# which the first compiled call otherwise pays), then the fits (what remains: cache loads).
+_PARTS = """
+import json, time
+t0 = time.perf_counter()
+import torch
+t1 = time.perf_counter()
+import numba
+t2 = time.perf_counter()
+from torchfw import SVC
+t3 = time.perf_counter()
+import scipy.linalg
+t4 = time.perf_counter()
+from numba.core.registry import cpu_target
+cpu_target.target_context.refresh()
+t5 = time.perf_counter()
+import numpy as np
+data = np.load({path!r})
+X, y = data["X"], data["y"]
+t6 = time.perf_counter()
+SVC().fit(X, y)
+t7 = time.perf_counter()
+SVC().fit(X, y)
+t8 = time.perf_counter()
+print(json.dumps({{"numba": t2 - t1, "torchfw": t3 - t2, "scipy.linalg": t4 - t3,
+                  "registries": t5 - t4, "first fit": t7 - t6, "warm fit": t8 - t7}}))
+"""
+
 # The totals, timed from outside: what a user's `python -c "import ...; fit"` costs.
 _TOTAL = """
 import numpy as np
@@ -223,14 +252,14 @@ def cold_table(repeats: int, bytecode: bool = True):
     from sklearn.datasets import make_classification
 
     env = _child_env(bytecode)
-    split_rows, totals = [], []
+    split_rows, totals, parts = [], [], {}
     with tempfile.TemporaryDirectory() as tmp:
         for m, k in COLD_SIZES:
             X, y = make_classification(n_samples=m, n_features=20, n_informative=10,
                                        n_classes=k, n_clusters_per_class=1, random_state=0)
             path = str(Path(tmp) / f"data_{m}_{k}.npz")
             np.savez(path, X=(X - X.mean(0)) / X.std(0), y=y)
-            codes = {"split": _SPLIT.format(path=path),
+            codes = {"split": _SPLIT.format(path=path), "parts": _PARTS.format(path=path),
                      "torchfw": _TOTAL.format(imports="import torch, torchfw", path=path,
                                               fit='torchfw.SVC().fit(data["X"], data["y"])'),
                      "sklearn": _TOTAL.format(imports="from sklearn.svm import SVC", path=path,
@@ -241,6 +270,12 @@ def cold_table(repeats: int, bytecode: bool = True):
                 runs.append(_split(codes["split"], env))
                 for who in outside:
                     outside[who].append(_timed(codes[who], env))
+            if not parts:  # the first size only: numba's start-up does not depend on it
+                found = [_split(codes["parts"], env) for _ in range(repeats)]
+                parts = {"case": f"m={m:,}, {k} classes",
+                         **{key: statistics.median(r[key] for r in found) for key in found[0]}}
+                print("cold parts", ", ".join(f"{key} {value:.3f}" for key, value in
+                                              parts.items() if key != "case"), flush=True)
             med = {key: statistics.median(r[key] for r in runs)
                    for key in ("torch", "torchfw", "svc", "first", "warm")}
             med["import_over_torch"] = statistics.median(r["torchfw"] + r["svc"] for r in runs)
@@ -268,7 +303,7 @@ def cold_table(repeats: int, bytecode: bool = True):
                        "median_s": statistics.median(_timed(code, env)
                                                      for _ in range(repeats))})
         print(f"cold {who:50s} {totals[-1]['median_s']:.2f} s", flush=True)
-    return {"split": split_rows, "totals": totals, "bytecode": bytecode}
+    return {"split": split_rows, "totals": totals, "parts": parts, "bytecode": bytecode}
 
 
 def _verdict(seconds: float, budget: float) -> str:
@@ -301,6 +336,16 @@ def cold_markdown(cold, args) -> list[str]:
               f"({_verdict(worst_first, FIRST_FIT_BUDGET)}). Compiler stack "
               f"(`torch._dynamo`, `torch._inductor`) imported by the fits: "
               f"{', '.join(compiler) if compiler else 'no'}.", "",
+              f"Where the time goes ({cold['parts']['case']}, the same processes with "
+              f"numba's start-up taken apart, medians): over `import torch`, numba's import "
+              f"{cold['parts']['numba']:.3f} s and torchfw's modules "
+              f"{cold['parts']['torchfw']:.3f} s; then numba's one-time CPU-target "
+              f"initialization, which the first compiled call otherwise pays: SciPy's BLAS/LAPACK "
+              f"bindings (`import scipy.linalg`) {cold['parts']['scipy.linalg']:.3f} s and "
+              f"numba's registries (`cpu_target.target_context.refresh()`) "
+              f"{cold['parts']['registries']:.3f} s; after these the first fit costs "
+              f"{cold['parts']['first fit']:.3f} s (loading the compiled kernels from numba's "
+              f"on-disk cache) against {1e3 * cold['parts']['warm fit']:.1f} ms warm.", "",
               "From outside (`python -c`, wall time of the whole process): torchfw is "
               "`import torch, torchfw` + load + `torchfw.SVC().fit`, scikit-learn is "
               "`from sklearn.svm import SVC` + load + `SVC().fit`.", "",
