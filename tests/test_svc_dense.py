@@ -267,6 +267,29 @@ def test_row_cache_policy_is_the_column_cache():
     assert reference.misses == M.cache_stats(cache)["misses"] > 16 * 5  # frequencies halved
 
 
+def test_a_wrapped_solver_factory_stops_both_paths(monkeypatch):
+    # benchmarks/reproduce.py stops SVC on an absolute gap by wrapping svm._solver_factory;
+    # the compiled path takes its tol, rtol and check_every from that factory too (it used to
+    # keep SVC's relative rule, silently, on every problem that took it).
+    import torchfw.svm as svm_module
+
+    base = svm_module._solver_factory
+
+    def absolute(name):
+        make = base(name)
+        return lambda **kw: make(**{**kw, "tol": 1e-3, "rtol": 0.0})
+
+    X, y = _data(m=120, seed=9)
+    kw = dict(solver="swap", random_state=0)
+    default = tf.SVC(**kw).fit(X, y)
+    monkeypatch.setattr(svm_module, "_solver_factory", absolute)
+    for cache in (200, _rows_budget(120, 15)):  # the whole matrix, and a cache of rows
+        compiled = tf.SVC(cache_size=cache, **kw).fit(X, y)
+        assert compiled.result_.gap <= 1e-3 < compiled.result_.history.gap[-2]
+        assert compiled.result_.n_iter != default.result_.n_iter
+        _assert_same_fit(compiled, tf.SVC(dense=False, cache_size=cache, **kw).fit(X, y))
+
+
 def test_switch_follows_the_byte_budget():
     X, y = _data(m=200)
     full = tf.SVC(random_state=0).fit(X, y)

@@ -384,8 +384,12 @@ def _fits(model, n: int) -> bool:
     return n * n * itemsize <= float(model.cache_size) * 2**20
 
 
-def fit_problems(model, X, problems, C_examples, kdtype, previous, gram=None):
+def fit_problems(model, X, problems, C_examples, kdtype, previous, factory, gram=None):
     """Solve the binary problems of ``model`` on the compiled path; ``(alphas, results)``.
+
+    ``factory(name)(**options)`` builds the lazy path's optimizer (``svm._solver_factory``):
+    the compiled loop stops on that optimizer's ``tol``, ``rtol`` and ``check_every``, so that
+    a wrapped factory (``benchmarks/reproduce.py``'s absolute gap) means the same on both paths.
 
     ``gram`` is the ``m x m`` kernel matrix of a precomputed or callable kernel (see
     :mod:`torchfw._svc_custom`), else None: the matrix of ``model._kernel`` on ``X``.
@@ -403,7 +407,15 @@ def fit_problems(model, X, problems, C_examples, kdtype, previous, gram=None):
     from ._svc_fit import fit_all
 
     with one_thread():
-        return fit_all(model, X, problems, C_examples, kdtype, previous, gram)
+        return fit_all(model, X, problems, C_examples, kdtype, previous,
+                       stopping_rule(model, factory), gram)
+
+
+def stopping_rule(model, factory) -> tuple[float, float, int]:
+    """``(tol, rtol, check_every)`` of the optimizer the lazy path builds for ``model``."""
+    optimizer = factory(model.solver)(tol=1e-300, rtol=2.0 * model._stop_tol())
+    every = optimizer.check_every
+    return float(optimizer.tol), float(optimizer.rtol), CHECK_EVERY if every is None else every
 
 
 _NO_ROWS = np.zeros(0, dtype=np.int64)

@@ -31,7 +31,6 @@ from ._svc_dense import (
     _CONVERGED,
     _NO_ROWS,
     _NONFINITE,
-    CHECK_EVERY,
     COUNTERS,
     VARIANTS,
     Start,
@@ -45,15 +44,15 @@ from ._threads import parallel_map, workers
 __all__ = ["fit_all", "PARALLEL_WORK"]
 
 
-def fit_all(model, X, problems, C_examples, kdtype, previous, gram=None):
-    """:func:`torchfw._svc_dense.fit_problems` (which calls it on one torch thread)."""
+def fit_all(model, X, problems, C_examples, kdtype, previous, rule, gram=None):
+    """:func:`torchfw._svc_dense.fit_problems` (which calls it on one torch thread); ``rule``
+    is the lazy path's ``(tol, rtol, check_every)`` (:func:`~torchfw._svc_dense.stopping_rule`)."""
     from ._svc_multiclass import restrict, scatter
     from .kernels import ORDERED_MATVEC_MAX
 
     variant = VARIANTS[model.solver]
     m = X.shape[0]
     C_all = C_examples if isinstance(C_examples, float) else C_examples.to(X.device)
-    rtol = 2.0 * model._stop_tol()
     # One-vs-one pairs whose matrices fit when all examples' does not: one matrix per pair.
     per_problem = gram is None and not _fits(model, m) and \
         all(p.rows is not None for p in problems)
@@ -73,7 +72,7 @@ def fit_all(model, X, problems, C_examples, kdtype, previous, gram=None):
         # No operator to build a large warm start from: sum it from the rows of P.
         max_atoms = m
     if per_problem or src is None:
-        return _fit_one_by_one(model, X, problems, C_examples, kdtype, previous, variant, rtol,
+        return _fit_one_by_one(model, X, problems, C_examples, kdtype, previous, variant, rule,
                                per_problem)
     # Every problem reads the shared rows: prepared here in problem order (the random start
     # subsets drawn as on one thread), started and solved on the pool (_start_and_solve: only
@@ -97,7 +96,7 @@ def fit_all(model, X, problems, C_examples, kdtype, previous, gram=None):
     # share the rows they have in common, labels aside).
     threads = 1 if src[1] is not None else \
         workers(len(jobs), sum(float(j.y.shape[0]) ** 2 for j in jobs), PARALLEL_WORK)
-    solved = parallel_map(functools.partial(_start_and_solve, src, variant, rtol, max_atoms),
+    solved = parallel_map(functools.partial(_start_and_solve, src, variant, rule, max_atoms),
                           jobs, threads)
     alphas, results = [], []
     for job, (start, outcome, elapsed) in zip(jobs, solved, strict=True):
@@ -106,7 +105,7 @@ def fit_all(model, X, problems, C_examples, kdtype, previous, gram=None):
         if start is None:  # a start of many atoms: through an operator, as the lazy path
             t0 = time.perf_counter()
             start = _operator_start(model, X, sub, job, kdtype, variant)
-            outcome = _solve_job(src, variant, rtol, job, start)
+            outcome = _solve_job(src, variant, rule, job, start)
             elapsed = time.perf_counter() - t0
         if outcome[1] == _NONFINITE and gram is not None:
             raise ValueError(f"SVC: the solve on the given kernel matrix reached non-finite "
@@ -153,7 +152,7 @@ class _Job:
             if alpha0 is None and y is not None else None
 
 
-def _start_and_solve(src, variant, rtol, max_atoms, job):
+def _start_and_solve(src, variant, rule, max_atoms, job):
     """``(start, (n_iter, status, hist, hist_counts), seconds)`` of a job; ``(None, None, _)``
     when its start needs an operator (:func:`_start`).
 
@@ -165,7 +164,7 @@ def _start_and_solve(src, variant, rtol, max_atoms, job):
                        keep_previous=variant == 5, max_atoms=max_atoms)
     if start is None:
         return None, None, 0.0
-    outcome = _solve_job(src, variant, rtol, job, start)
+    outcome = _solve_job(src, variant, rule, job, start)
     return start, outcome, time.perf_counter() - t0
 
 
@@ -187,12 +186,14 @@ def _operator_start(model, X, sub, job, kdtype, variant) -> Start:
     return Start.of_engine(engine)
 
 
-def _solve_job(src, variant, rtol, job, start):
-    """:func:`solve` of a job from ``start``; its history arrays copied (the buffers sized for
-    ``max_iter`` are let go)."""
+def _solve_job(src, variant, rule, job, start):
+    """:func:`solve` of a job from ``start`` under the stopping ``rule`` ``(tol, rtol,
+    check_every)``; its history arrays copied (the buffers sized for ``max_iter`` are let
+    go)."""
+    tol, rtol, check_every = rule
     n_iter, status, hist, hist_counts = solve(
         variant, src, job.rows, job.y, job.inv_c, job.diag, start, max_iter=job.max_iter,
-        tol=1e-300, rtol=rtol, check_every=CHECK_EVERY)
+        tol=tol, rtol=rtol, check_every=check_every)
     return n_iter, status, hist.copy(), hist_counts.copy()
 
 
@@ -220,7 +221,7 @@ def _result(model, start, outcome, elapsed, matrix_info):
     return result.x, result
 
 
-def _fit_one_by_one(model, X, problems, C_examples, kdtype, previous, variant, rtol,
+def _fit_one_by_one(model, X, problems, C_examples, kdtype, previous, variant, rule,
                     own_matrix):
     """The problems each with its own matrix (``own_matrix``: one-vs-one pairs whose matrices
     fit ``cache_size`` when all examples' does not), else -- or where an operator has no host
@@ -261,7 +262,7 @@ def _fit_one_by_one(model, X, problems, C_examples, kdtype, previous, variant, r
             job.op = op
             yield job
 
-    solved = parallel_map(functools.partial(_own_matrix_solve, variant, rtol, threads > 1),
+    solved = parallel_map(functools.partial(_own_matrix_solve, variant, rule, threads > 1),
                           prepared(), threads, ahead=threads + 1)
     alphas, results = [], []
     for job, start, outcome, elapsed, src, matrix_info in solved:
@@ -274,7 +275,7 @@ def _fit_one_by_one(model, X, problems, C_examples, kdtype, previous, variant, r
             if start is None:  # a start of many atoms: through an operator, as the lazy path
                 t0 = time.perf_counter()
                 start = _operator_start(model, X, sub, job, kdtype, variant)
-                outcome = _solve_job(src, variant, rtol, job, start)
+                outcome = _solve_job(src, variant, rule, job, start)
                 elapsed += time.perf_counter() - t0
             if outcome[1] == _NONFINITE:  # the lazy path restores the last finite iterate
                 Xk, Ck, _ = sub()
@@ -286,7 +287,7 @@ def _fit_one_by_one(model, X, problems, C_examples, kdtype, previous, variant, r
     return alphas, results
 
 
-def _own_matrix_solve(variant, rtol, on_pool, job):
+def _own_matrix_solve(variant, rule, on_pool, job):
     """``(job, start, outcome, seconds, row source, matrix info)`` of a problem with its own
     matrix.
 
@@ -304,7 +305,7 @@ def _own_matrix_solve(variant, rtol, on_pool, job):
                        keep_previous=variant == 5)
     if start is None:
         return job, None, None, time.perf_counter() - t0, src, _matrix_info(src)
-    outcome = _solve_job(src, variant, rtol, job, start)
+    outcome = _solve_job(src, variant, rule, job, start)
     return job, start, outcome, time.perf_counter() - t0, None, _matrix_info(src)
 
 

@@ -351,7 +351,7 @@ class SVC(BaseEstimator):
         if self._custom_kernel():  # the compiled solve on the given m x m matrix, or an error
             _svc_custom.check_custom_kernel(self, X.shape[0], X.device)
             alphas, results = _svc_dense.fit_problems(
-                self, X, problems, C_examples, kdtype, previous,
+                self, X, problems, C_examples, kdtype, previous, _solver_factory,
                 gram=_svc_custom.train_gram(self._kernel, X, kdtype))
         elif batched:
             from ._svc_batched import fit_ovr_batched
@@ -360,7 +360,7 @@ class SVC(BaseEstimator):
                                               kdtype, previous, _solver_factory)
         elif self._dense_path(X, problems):
             alphas, results = _svc_dense.fit_problems(self, X, problems, C_examples, kdtype,
-                                                      previous)
+                                                      previous, _solver_factory)
         else:
             alphas, results = [], []
             for k, problem in enumerate(problems):
