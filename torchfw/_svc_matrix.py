@@ -86,13 +86,7 @@ def plain_kernel_matrix(op, threads: int | None = None) -> np.ndarray:
     out = np.empty((m, m), dtype=dtype)
     xfm = op._xfm_np
     d = xfm.shape[0]
-    sparse = op.X.layout == torch.sparse_csr
-    if sparse:
-        crow, col, val = op._crow, op._col, op._val
-    else:
-        crow = np.zeros(1, dtype=np.int64)
-        col = np.zeros(0, dtype=np.int64)
-        val = np.zeros(0, dtype=dtype)
+    sparse, crow, col, val = _csr_arrays(op)
     ones = np.ones(m, dtype=dtype)
     code = op.kernel.code
     gamma, coef0 = float(op.kernel.gamma), float(op.kernel.coef0)
@@ -234,17 +228,20 @@ def _source_row_py(store, cache, r):
     return store[slot]
 
 
+def _csr_arrays(op):
+    """``(sparse, crow, col, val)`` of the operator's examples: its CSR arrays, or empty ones
+    of the row code's types for dense examples (read from the feature-major copy)."""
+    if op.X.layout == torch.sparse_csr:
+        return True, op._crow, op._col, op._val
+    return (False, np.zeros(1, dtype=np.int64), np.zeros(0, dtype=np.int64),
+            np.zeros(0, dtype=op._np_dtype))
+
+
 def _source_parts(op):
     """The kernel part of a row source: the operator's arrays and parameters."""
     m = op.shape[0]
     dtype = op._np_dtype
-    sparse = op.X.layout == torch.sparse_csr
-    if sparse:
-        crow, col, val = op._crow, op._col, op._val
-    else:
-        crow = np.zeros(1, dtype=np.int64)
-        col = np.zeros(0, dtype=np.int64)
-        val = np.zeros(0, dtype=dtype)
+    sparse, crow, col, val = _csr_arrays(op)
     rbf_f32 = op.kernel.code == C.RBF and dtype == np.float32
     params = np.array([op.kernel.code, op.kernel.gamma, op.kernel.coef0, op.kernel.degree,
                        float(sparse), float(rbf_f32)], dtype=np.float64)

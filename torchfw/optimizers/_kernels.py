@@ -108,7 +108,8 @@ def _select_py(w, s, ct, has_ct):
     index on ties, ``j = -1`` when no atom is active.
 
     The pass runs four interleaved lanes (entries ``r = 4q + k`` in lane ``k``, the tail in
-    lanes 0-2), each a running sum and a running argmin/argmax with strict comparisons, then
+    lane 0; the lanes are written out, not looped over, so that they stay in registers), each
+    a running sum and a running argmin/argmax with strict comparisons, then
     combines them: the smallest value, ties to the smallest index, and the sums as
     ``(p_0 + p_1) + (p_2 + p_3)``. One sequential sum was a chain of ``n`` dependent additions,
     most of a compiled iteration's time at ``m ~ 1,000`` (4.5 of 7 us); four independent chains
@@ -158,34 +159,16 @@ def _select_py(w, s, ct, has_ct):
         if wd > 0.0 and d > x3:
             x3 = d
             j3 = r + 3
-    for r in range(n4, n):  # the tail: later indices than any in its lane
+    for r in range(n4, n):  # the tail, in lane 0: later indices than any already there
         a = s[r]
         wa = w[r]
-        k = r - n4
-        if k == 0:
-            p0 += wa * a
-            if a < m0:
-                m0 = a
-                i0 = r
-            if wa > 0.0 and a > x0:
-                x0 = a
-                j0 = r
-        elif k == 1:
-            p1 += wa * a
-            if a < m1:
-                m1 = a
-                i1 = r
-            if wa > 0.0 and a > x1:
-                x1 = a
-                j1 = r
-        else:
-            p2 += wa * a
-            if a < m2:
-                m2 = a
-                i2 = r
-            if wa > 0.0 and a > x2:
-                x2 = a
-                j2 = r
+        p0 += wa * a
+        if a < m0:
+            m0 = a
+            i0 = r
+        if wa > 0.0 and a > x0:
+            x0 = a
+            j0 = r
     smin, imin = _first_min(m0, i0, m1, i1, m2, i2, m3, i3)
     smax, jmax = _first_max(x0, j0, x1, j1, x2, j2, x3, j3)
     t = 0.0
@@ -197,12 +180,7 @@ def _select_py(w, s, ct, has_ct):
             t2 += w[r + 2] * ct[r + 2]
             t3 += w[r + 3] * ct[r + 3]
         for r in range(n4, n):
-            if r - n4 == 0:
-                t0 += w[r] * ct[r]
-            elif r - n4 == 1:
-                t1 += w[r] * ct[r]
-            else:
-                t2 += w[r] * ct[r]
+            t0 += w[r] * ct[r]
         t = (t0 + t1) + (t2 + t3)
     return imin, smin, jmax, smax, (p0 + p1) + (p2 + p3), t
 
