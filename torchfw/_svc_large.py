@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import time
 import warnings
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
@@ -29,10 +30,11 @@ from ._data import take_rows
 from ._threads import one_thread
 from .kernels import SVMDualOperator
 from .objectives import Quadratic
-from .optimizers._kernel_rows import KernelRows
-from .optimizers._sampled import DEFAULT_SAMPLE_SIZE
-from .optimizers._sampled_run import minimize_sampled
 from .result import Status
+
+if TYPE_CHECKING:  # the sampled storage loads with its first fit: every compiled fit reads
+    # LARGE_M here (torchfw._svc_dense.dense_budget_ok), and most never sample
+    from .optimizers._kernel_rows import KernelRows
 
 __all__ = ["LARGE_M", "SAMPLED_SOLVERS", "uses_sampled", "fit_binary_sampled"]
 
@@ -88,6 +90,9 @@ def fit_binary_sampled(svc, X: Tensor, y_pm: np.ndarray, C_examples, kdtype, alp
 def _fit_binary_sampled(svc, X: Tensor, y_pm: np.ndarray, C_examples, kdtype, alpha0, k,
                         factory):
     from .exceptions import ConvergenceWarning
+    from .optimizers._kernel_rows import KernelRows
+    from .optimizers._sampled import DEFAULT_SAMPLE_SIZE
+    from .optimizers._sampled_run import minimize_sampled
 
     start = time.perf_counter()
     m = X.shape[0]
