@@ -16,7 +16,7 @@ Sections (pick with flags; every section prints a table and writes benchmarks/re
 ``--table4 [a9a w8a ijcnn1]``
     Seed 002's Table 4: randomized (|S| = 194) against deterministic FW/MFW/SWAP/PARTAN at the
     absolute gap eps = 1e-4 (C = 1, CVM kernel width, as reproduce.py's Table 2), ``--runs``
-    runs of the randomized solver, ``--cap`` seconds per fit.
+    runs of the randomized solver, ``--cap`` seconds per fit (``--solvers`` for a subset).
 
 The machine may be shared: the load average at the start is printed and stored with the numbers.
 """
@@ -155,7 +155,7 @@ def section_table4(args) -> list[dict]:
     from reproduce import absolute_gap, binary_data, cvm_gamma
 
     rows = []
-    solvers = ("fw", "away", "swap", "partan")
+    solvers = args.solvers
     saved_warm = _svc_large.WARM_SUBSET
     _svc_large.WARM_SUBSET = 0  # the paper's start: the same 20-example subset as Table 2
     try:
@@ -188,21 +188,28 @@ def section_table4(args) -> list[dict]:
     return rows
 
 
-def _w8a_rows() -> list[dict]:
-    """Table 4's w8a runs: the 10-run set of the Intel Xeon when present, else the 3 runs.
+#: Table 4's 10-run sets on the Intel Xeon, by data set: two processes side by side (``--table4
+#: NAME --runs 5 --first-run 0 --tag PREFIX_a`` and ``--runs 5 --first-run 5 --skip-det --tag
+#: PREFIX_b``) and the deterministic runs alone on the otherwise idle machine (``--runs 0 --tag
+#: PREFIX_det``); then the earlier set that stands in while a 10-run set is missing.
+TEN_RUN_SETS = {"w8a": ("_table4_w8a_xeon", "_table4_w8a"),  # old: --runs 3 --cap 120
+                "a9a": ("_table4_a9a_xeon", "_table4_a9a")}  # old: --runs 3, none converged
 
-    The 10-run set is two processes side by side (``--table4 w8a --runs 5 --first-run 0 --tag
-    _table4_w8a_xeon_a`` and ``--runs 5 --first-run 5 --skip-det --tag _table4_w8a_xeon_b``);
-    its deterministic rows come from a run on the otherwise idle machine (``--runs 0 --tag
-    _table4_w8a_xeon_det``) when there is one, since a deterministic fit beside another process
-    is slowed by it (its torch ops use both cores) and the time ratio would be off.
+
+def _ten_run_rows(name: str) -> list[dict]:
+    """Table 4's runs of ``name``: the 10-run set when present, else the earlier set.
+
+    The deterministic rows come from the run alone on the machine when there is one: a
+    deterministic fit beside another process is slowed by it (its torch ops use both cores)
+    and the time ratio would be off.
     """
-    a, b = _read("_table4_w8a_xeon_a"), _read("_table4_w8a_xeon_b")
+    prefix, old_tag = TEN_RUN_SETS[name]
+    a, b = _read(prefix + "_a"), _read(prefix + "_b")
     if a and b:
-        det = _read("_table4_w8a_xeon_det")
+        det = _read(prefix + "_det")
         rows = [r for r in a["table4"] + b["table4"] if r["randomized"]]
         return rows + [r for r in (det or a)["table4"] if not r["randomized"]]
-    old = _read("_table4_w8a")  # --table4 w8a --runs 3 --cap 120 --tag _table4_w8a
+    old = _read(old_tag)
     return old["table4"] if old else []
 
 
@@ -279,22 +286,25 @@ def report() -> None:
         more = _read("_table4b")
         if t4 and more:
             t4["table4"] += more["table4"]
-    w8a = _w8a_rows()
-    if t4 and w8a:
-        t4["table4"] += w8a
     if t4:
+        for name in TEN_RUN_SETS:
+            t4["table4"] += _ten_run_rows(name)
         rows = ["| dataset | solver | mode | runs | accuracy % | iterations | SVs | time (s) | "
-                "status |", "|---|---|---|---|---|---|---|---|---|"]
+                "det / rand time | status |", "|---|---|---|---|---|---|---|---|---|---|"]
         groups: dict = {}
         for r in t4["table4"]:
             groups.setdefault((r["dataset"], r["solver"], r["randomized"]), []).append(r)
+        means = {key: {k: float(np.mean([r[k] for r in rs]))
+                       for k in ("accuracy", "iters", "svs", "time_s")}
+                 for key, rs in groups.items()}
         for (name, solver, rand), rs in groups.items():
-            mean = {k: float(np.mean([r[k] for r in rs])) for k in ("accuracy", "iters", "svs",
-                                                                    "time_s")}
+            mean = means[name, solver, rand]
+            det = means.get((name, solver, False))
+            ratio = f"{det['time_s'] / mean['time_s']:.2f}" if rand and det else ""
             status = "/".join(sorted({r["status"] for r in rs}))
             rows.append(f"| {name} | {solver} | {'randomized' if rand else 'deterministic'} | "
                         f"{len(rs)} | {mean['accuracy']:.2f} | {mean['iters']:.0f} | "
-                        f"{mean['svs']:.0f} | {mean['time_s']:.1f} | {status} |")
+                        f"{mean['svs']:.0f} | {mean['time_s']:.1f} | {ratio} | {status} |")
         (RESULTS / "svm_large_table4.md").write_text("\n".join(rows) + "\n")
     print((RESULTS / "svm_large.md").read_text())
 
@@ -313,6 +323,8 @@ def main() -> None:
     ap.add_argument("--cap", type=float, default=300.0)
     ap.add_argument("--first-run", type=int, default=0, help="seed of the first randomized run")
     ap.add_argument("--skip-det", action="store_true", help="Table 4: randomized runs only")
+    ap.add_argument("--solvers", nargs="*", default=["fw", "away", "swap", "partan"],
+                    choices=["fw", "away", "swap", "partan"], help="Table 4: these solvers only")
     ap.add_argument("--tag", default="")
     ap.add_argument("--report", action="store_true", help="render stored results as Markdown")
     ap.add_argument("--one", type=int, default=0, help=argparse.SUPPRESS)
