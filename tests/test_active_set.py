@@ -119,3 +119,20 @@ def test_start_subset_draws_both_classes_in_proportion(m, n_pos):
     assert np.array_equal(a, initial_subset(y, 20, 7))
     if m > 40:
         assert not np.array_equal(a, initial_subset(y, 20, 8))
+
+
+def test_compiled_start_subset_is_the_drawn_positions():
+    # initial_subset runs in one compiled call; it must pick the examples draw_positions (the
+    # sharded run's draw) names, on interleaved labels and the same seeds.
+    from torchfw._svc_start import draw_positions, initial_subset
+
+    rng = np.random.default_rng(3)
+    for _ in range(60):
+        m = int(rng.integers(2, 300))
+        y = np.where(rng.random(m) < rng.random(), 1.0, -1.0)
+        y[rng.integers(0, m)] = 1.0
+        n_init, seed = int(rng.integers(1, 40)), int(rng.integers(0, 10**6))
+        pos, neg = np.flatnonzero(y > 0), np.flatnonzero(y < 0)
+        at_pos, at_neg = draw_positions(pos.size, neg.size, n_init, seed)
+        expected = np.sort(np.concatenate([pos[at_pos], neg[at_neg]]))
+        assert np.array_equal(initial_subset(y, n_init, seed), expected)

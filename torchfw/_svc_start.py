@@ -33,9 +33,37 @@ def initial_subset(y_pm: np.ndarray, n_init: int, seed) -> np.ndarray:
 
     ``seed`` (an int, or None for fresh entropy) seeds the draw (:func:`draw_positions`).
     """
+    if _subset_compiled is not None:  # one compiled call (three NumPy passes cost ~12 us)
+        return _subset_compiled(y_pm, n_init, -1 if seed is None else int(seed) % 2**32)
     pos, neg = np.flatnonzero(y_pm > 0), np.flatnonzero(y_pm < 0)
     at_pos, at_neg = draw_positions(pos.size, neg.size, n_init, seed)
-    subset = np.concatenate([pos[at_pos], neg[at_neg]])
+    subset = np.concatenate((pos[at_pos], neg[at_neg]))
+    subset.sort()
+    return subset
+
+
+def _subset_numba(y_pm, n_init, seed):
+    """:func:`initial_subset` in compiled code: the same draw (:func:`_draw_numba`)."""
+    n_pos = 0
+    n_neg = 0
+    for r in range(y_pm.shape[0]):
+        if y_pm[r] > 0:
+            n_pos += 1
+        elif y_pm[r] < 0:
+            n_neg += 1
+    pos = np.empty(n_pos, dtype=np.int64)
+    neg = np.empty(n_neg, dtype=np.int64)
+    a = 0
+    b = 0
+    for r in range(y_pm.shape[0]):
+        if y_pm[r] > 0:
+            pos[a] = r
+            a += 1
+        elif y_pm[r] < 0:
+            neg[b] = r
+            b += 1
+    at_pos, at_neg = _draw_numba_in(n_pos, n_neg, n_init, seed)
+    subset = np.concatenate((pos[at_pos], neg[at_neg]))
     subset.sort()
     return subset
 
@@ -75,6 +103,8 @@ def _draw_numba(n_pos, n_neg, n_init, seed):
 
 
 _draw_compiled = njit(_draw_numba)
+_draw_numba_in = _draw_compiled  # as the compiled subset's callee (numba resolves it by name)
+_subset_compiled = njit(_subset_numba)
 
 
 def initial_alpha(operator, y_pm: np.ndarray, n_init: int, seed) -> Tensor:

@@ -276,7 +276,15 @@ class SVMDualOperator(CachedColumnsMixin, ColumnOperator):
             self._sq_np, self._y_np = self.sq.numpy(), self.y.numpy()
             self._inv_c_np = self.inv_C.numpy()
         self._diag = (self.kernel.diagonal(self.sq) + 1.0 + self.inv_C).contiguous()
-        self._cache = ColumnCache(self.cache_slots, m, n_keys=m, dtype=dtype, device=X.device)
+        self._column_cache: ColumnCache | None = None  # on first use (the compiled path has none)
+
+    @property
+    def _cache(self) -> ColumnCache:
+        if self._column_cache is None:
+            m = self.shape[0]
+            self._column_cache = ColumnCache(self.cache_slots, m, n_keys=m, dtype=self.dtype,
+                                             device=self.device)
+        return self._column_cache
 
     # -- storage -------------------------------------------------------------------------------
 
