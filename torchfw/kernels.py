@@ -286,6 +286,10 @@ class SVMDualOperator(CachedColumnsMixin, ColumnOperator):
                                              device=self.device)
         return self._column_cache
 
+    @_cache.setter
+    def _cache(self, cache: ColumnCache) -> None:
+        self._column_cache = cache
+
     # -- storage -------------------------------------------------------------------------------
 
     def _store_data(self, X: Tensor) -> None:
