@@ -24,7 +24,6 @@ import math
 import time
 import warnings
 
-import numpy as np
 import torch
 
 from ._svc_dense import (
@@ -328,7 +327,9 @@ def _history(hist, hist_counts, elapsed):
     n = hist.shape[0]
     times = [math.nan] * n
     times[-1] = elapsed
-    steps = [{name: c for name, c in zip(COUNTERS, row, strict=True) if c}
-             for row in hist_counts.tolist()]
-    return History(iteration=hist[:, 0].astype(np.int64).tolist(), value=hist[:, 1].tolist(),
-                   gap=hist[:, 2].tolist(), time=times, steps=steps)
+    iteration, value, gap = hist.T.tolist()
+    # The counts only grow: a counter that is 0 at the last check is 0 at every check.
+    used = [(k, name) for k, name in enumerate(COUNTERS) if hist_counts[-1, k]]
+    steps = [{name: row[k] for k, name in used if row[k]} for row in hist_counts.tolist()]
+    return History(iteration=[int(i) for i in iteration], value=value, gap=gap, time=times,
+                   steps=steps)
