@@ -447,17 +447,18 @@ def start_from(src, rows, y, inv_c, w0, subset, *, keep_previous, max_atoms=None
     the start from an operator, as the lazy path does. Compiled code on the start's own
     vectors and reads of ``src`` only: on a worker thread when ``src`` is a full matrix.
     """
-    from ._svc_start import start_state, subset_weights
+    from ._svc_start import start as start_compiled
     from .kernels import ORDERED_MATVEC_MAX
 
     if max_atoms is None:
         max_atoms = ORDERED_MATVEC_MAX
     start = Start(y.shape[0], keep_previous)
     if w0 is None:
-        subset_weights(src[0], src[1], rows, y, inv_c, subset, start.w)
+        subset = np.asarray(subset, dtype=np.int64)
     else:
         start.w[:] = w0
-    if start_state(src[0], src[1], rows, y, inv_c, start.w, start.s, max_atoms, keep_previous,
-                   start.wp, start.sp, start.support, start.state) < 0:
+        subset = _NO_ROWS  # no subset to solve: the warm start is the weights
+    if start_compiled(src[0], src[1], rows, y, inv_c, subset, start.w, start.s, max_atoms,
+                      keep_previous, start.wp, start.sp, start.support, start.state) < 0:
         return None
     return start
