@@ -126,3 +126,15 @@ def test_compiled_small_problem_matrix_equals_the_table(name):
     op = SVMDualOperator(torch.from_numpy(X), y, kernel, 1.0, dtype=torch.float64)
     np.testing.assert_allclose(plain_kernel_matrix(op), _table(kernel, X, X) + 1.0, rtol=1e-12,
                                atol=1e-12)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_rbf_diagonal_shortcut_is_the_formula(dtype):
+    # RBFKernel.diagonal returns ones: the formula's exp(-gamma (s + s - 2 s)) is exp(-0) = 1
+    # exactly, for any finite squared norm s; the shortcut must give the same bits.
+    from torchfw.kernels import Kernel
+
+    sq = torch.tensor(np.random.default_rng(1).random(500) * 10.0 ** np.arange(-250, 250),
+                      dtype=torch.float64).clamp(max=torch.finfo(dtype).max / 4).to(dtype)
+    kernel = make_kernel("rbf", 0.37)
+    assert torch.equal(kernel.diagonal(sq), Kernel.diagonal(kernel, sq))

@@ -10,9 +10,8 @@ quadratic over the unit simplex,
 :class:`SVMDualOperator` is that :math:`\tilde K` as a :class:`~torchfw.ColumnOperator`: columns
 (and blocks of columns) are computed on demand, products with vectors are computed in row chunks
 sized from a memory budget, and frequently used columns are kept in a cache under a byte budget
-(:mod:`torchfw._column_cache`).
-The full ``m x m`` matrix is never formed, so memory grows linearly with ``m``. Plugged into
-:class:`~torchfw.Quadratic`, every core optimizer trains SVMs unchanged.
+(:mod:`torchfw._column_cache`). The full ``m x m`` matrix is never formed: memory grows
+linearly with ``m``. In :class:`~torchfw.Quadratic`, every core optimizer trains SVMs unchanged.
 
 Storage. ``X`` is kept *feature-major* and dense (``d x m``) when that fits the memory budget:
 one column then costs ``nnz(x_i)`` contiguous passes over ``m`` values (compiled on the CPU;
@@ -79,8 +78,6 @@ def _matmul_t(A: Tensor, B: Tensor) -> Tensor:
     return A @ B.T
 
 
-
-
 class Kernel:
     """A positive semi-definite kernel :math:`k(x, z)` evaluated through inner products."""
 
@@ -124,6 +121,9 @@ class RBFKernel(Kernel):
     r"""Gaussian kernel :math:`k(x, z) = \exp(-\gamma \|x - z\|^2)`."""
 
     name, code = "rbf", _kernel_cpu.RBF
+
+    def diagonal(self, sq: Tensor) -> Tensor:  # exp(-g (2s - 2s)) = exp(-0) = 1, exactly
+        return torch.ones_like(sq)  # as from_dots gives it, without its five tensor ops
 
 
 class LinearKernel(Kernel):
@@ -281,8 +281,8 @@ class SVMDualOperator(CachedColumnsMixin, ColumnOperator):
     @property
     def _cache(self) -> ColumnCache:
         if self._column_cache is None:
-            m = self.shape[0]
-            self._column_cache = ColumnCache(self.cache_slots, m, n_keys=m, dtype=self.dtype,
+            m, dtype = self.shape[0], self.dtype
+            self._column_cache = ColumnCache(self.cache_slots, m, n_keys=m, dtype=dtype,
                                              device=self.device)
         return self._column_cache
 
