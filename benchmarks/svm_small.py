@@ -154,56 +154,46 @@ IMPORT_BUDGET = FIRST_FIT_BUDGET = 0.3
 # The split, timed inside a fresh process. The data comes from a NumPy file (NumPy is loaded
 # by torch): generating it with scikit-learn here would import SciPy's linear algebra, which
 # numba's first compiled call imports, and so hide part of the first fit's cost.
-_SPLIT = """
-import json, sys, time
-t0 = time.perf_counter()
-import torch
-t1 = time.perf_counter()
-import torchfw
-t2 = time.perf_counter()
-from torchfw import SVC
-t3 = time.perf_counter()
-import numpy as np
-data = np.load({path!r})
-X, y = data["X"], data["y"]
-t4 = time.perf_counter()
-SVC().fit(X, y)
-t5 = time.perf_counter()
-SVC().fit(X, y)
-t6 = time.perf_counter()
-compiler = sorted(m for m in sys.modules if m.startswith(("torch._dynamo", "torch._inductor")))
-print(json.dumps({{"torch": t1 - t0, "torchfw": t2 - t1, "svc": t3 - t2, "first": t5 - t4,
-                  "warm": t6 - t5, "compiler": compiler}}))
-"""
+_LOAD = "import numpy as np\ndata = np.load({path!r})\nX, y = data['X'], data['y']"
+_FIT = "SVC().fit(X, y)"
+
+
+def _steps_script(steps, path: str, tail: str = "") -> str:
+    """A child script that runs ``steps`` (``(name, statement)``, ``name`` None for an untimed
+    one) in order and prints the seconds of each named step as one JSON line."""
+    lines = ["import json, sys, time", "_t = {}", "_s = time.perf_counter()"]
+    for name, statement in steps:
+        lines.append(statement.format(path=path))
+        if name is not None:
+            lines += [f"_t[{name!r}] = time.perf_counter() - _s"]
+        lines.append("_s = time.perf_counter()")
+    lines += [tail, "print(json.dumps(_t))"]
+    return "\n".join(lines)
+
+
+def _split_script(path: str) -> str:
+    """The split: import torch, torchfw, SVC, then the first and a warm fit (and whether the
+    fits imported torch's compiler stack)."""
+    compiler = ('_t["compiler"] = sorted(m for m in sys.modules '
+                'if m.startswith(("torch._dynamo", "torch._inductor")))')
+    return _steps_script([("torch", "import torch"), ("torchfw", "import torchfw"),
+                          ("svc", "from torchfw import SVC"), (None, _LOAD),
+                          ("first", _FIT), ("warm", _FIT)], path, compiler)
+
 
 # The same process with numba's one-time start-up taken apart: numba's import, torchfw's modules
 # over it, SciPy's linear algebra and the rest of numba's CPU-target initialization (both of
 # which the first compiled call otherwise pays), then the fits (what remains: cache loads).
-_PARTS = """
-import json, time
-t0 = time.perf_counter()
-import torch
-t1 = time.perf_counter()
-import numba
-t2 = time.perf_counter()
-from torchfw import SVC
-t3 = time.perf_counter()
-import scipy.linalg
-t4 = time.perf_counter()
-from numba.core.registry import cpu_target
-cpu_target.target_context.refresh()
-t5 = time.perf_counter()
-import numpy as np
-data = np.load({path!r})
-X, y = data["X"], data["y"]
-t6 = time.perf_counter()
-SVC().fit(X, y)
-t7 = time.perf_counter()
-SVC().fit(X, y)
-t8 = time.perf_counter()
-print(json.dumps({{"numba": t2 - t1, "torchfw": t3 - t2, "scipy.linalg": t4 - t3,
-                  "registries": t5 - t4, "first fit": t7 - t6, "warm fit": t8 - t7}}))
-"""
+def _parts_script(path: str) -> str:
+    """The parts of numba's start-up, timed apart in one fresh process (see above)."""
+    registries = ("from numba.core.registry import cpu_target\n"
+                  "cpu_target.target_context.refresh()")
+    return _steps_script([(None, "import torch"), ("numba", "import numba"),
+                          ("torchfw", "from torchfw import SVC"),
+                          ("scipy.linalg", "import scipy.linalg"),
+                          ("registries", registries), (None, _LOAD),
+                          ("first fit", _FIT), ("warm fit", _FIT)], path)
+
 
 # The totals, timed from outside: what a user's `python -c "import ...; fit"` costs.
 _TOTAL = """
@@ -259,7 +249,7 @@ def cold_table(repeats: int, bytecode: bool = True):
                                        n_classes=k, n_clusters_per_class=1, random_state=0)
             path = str(Path(tmp) / f"data_{m}_{k}.npz")
             np.savez(path, X=(X - X.mean(0)) / X.std(0), y=y)
-            codes = {"split": _SPLIT.format(path=path), "parts": _PARTS.format(path=path),
+            codes = {"split": _split_script(path), "parts": _parts_script(path),
                      "torchfw": _TOTAL.format(imports="import torch, torchfw", path=path,
                                               fit='torchfw.SVC().fit(data["X"], data["y"])'),
                      "sklearn": _TOTAL.format(imports="from sklearn.svm import SVC", path=path,
