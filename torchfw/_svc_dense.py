@@ -31,7 +31,7 @@ import numpy as np
 import torch
 
 from ._numba import njit as _njit  # None without numba
-from ._svc_matrix import full_source, plain_kernel_matrix, source_row
+from ._svc_matrix import cache_slots, full_source, plain_kernel_matrix, source_row
 from ._threads import one_thread
 from .optimizers import _kernels as K
 from .optimizers._engine import ZERO_TOL
@@ -355,9 +355,9 @@ def dense_budget_ok(model, X, problems=None) -> bool:
     :data:`torchfw._svc_large.LARGE_M` examples (the sampled storage's domain). Its rows of
     :math:`K + 1` come from the full matrix when it fits ``cache_size`` MB -- the memory the
     lazy path's column cache may use anyway (LIBSVM's default, 200 MB: m <= 7,240 in float32,
-    5,120 in float64) -- and otherwise from a cache of ``cache_size`` MB of rows, computed on
-    first use and evicted least recently used first (:func:`torchfw._svc_matrix.cached_source`:
-    the lazy path's column cache, in compiled code; every kernel but the float64 RBF, whose
+    5,120 in float64) -- and otherwise from a cache of ``cache_size`` MB of rows (at least two),
+    computed on first use (:func:`torchfw._svc_matrix.cached_source`: the lazy path's column
+    cache and admission policy, in compiled code; every kernel but the float64 RBF, whose
     exponential is NumPy's). One-vs-one ``problems`` need the largest pair's matrix to fit (10
     classes of 14,000 examples: pairs of 2,800).
     """
@@ -372,16 +372,14 @@ def dense_budget_ok(model, X, problems=None) -> bool:
         return _fits(model, max(p.rows.shape[0] for p in problems))
     if _fits(model, n):
         return True
-    itemsize = 8 if model.dtype == torch.float64 else 4
-    rbf_f64 = model.kernel == "rbf" and itemsize == 8
-    return n < LARGE_M and not rbf_f64 and \
-        float(model.cache_size) * 2**20 >= 2 * n * itemsize
+    f64 = model.dtype == torch.float64
+    return n < LARGE_M and not (model.kernel == "rbf" and f64) and \
+        cache_slots(model, n, np.float64 if f64 else np.float32) >= 2
 
 
 def _fits(model, n: int) -> bool:
     """Whether an ``n x n`` matrix in the model's precision fits its ``cache_size``."""
-    itemsize = 8 if model.dtype == torch.float64 else 4
-    return n * n * itemsize <= float(model.cache_size) * 2**20
+    return cache_slots(model, n, np.float64 if model.dtype == torch.float64 else np.float32) >= n
 
 
 def fit_problems(model, X, problems, C_examples, kdtype, previous, factory, gram=None):
