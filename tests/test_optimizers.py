@@ -39,6 +39,7 @@ from __future__ import annotations
 import functools
 import math
 import time
+import warnings
 
 import numpy as np
 import pytest
@@ -808,6 +809,29 @@ def test_nan_mid_run_stops_with_nonfinite_and_keeps_the_last_finite_iterate(wher
     if check_every == 1:
         # Every iterate is checked: the returned one is the last finite iterate.
         assert last_iteration == res.history.iteration[-2]
+
+
+@pytest.mark.parametrize("variant", VARIANT_PARAMS)
+def test_compiled_step_traces_whole_without_falling_back(variant, monkeypatch):
+    # execution="compile"/"graph" fuse one step with torch.compile(fullgraph=True); a step that
+    # dynamo cannot trace falls back to eager steps with a RuntimeWarning (and, under CUDA-graph
+    # capture, to errors). A Line dataclass default of a Scalars object did that on torch 2.11.
+    # Tracing is checked with dynamo's eager backend: no inductor compilation, so it stays cheap.
+    _, cls, kwargs, _ = variant
+    real_compile = torch.compile
+    monkeypatch.setattr(torch, "compile",
+                        lambda fn, **kw: real_compile(fn, **{**kw, "backend": "eager"}))
+    n = 60
+    Q, c = _quadratic(n)
+    lmo = tf.Simplex()
+    f_ref, gap_ref = _reference(n, "simplex")
+    tol = _tol(variant)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)
+        res = cls(lmo, tol=tol, max_iter=20_000, execution="compile", check_every=10,
+                  **kwargs).minimize(tf.Quadratic(Q, c))
+    assert res.info["execution"] == "compile"
+    _check_against_reference(res, Q, c, lmo, f_ref, gap_ref, tol)
 
 
 @requires_cuda

@@ -57,7 +57,13 @@ class Line:
     curvature: Any = None
     phi: Callable[[Any], Any] | None = None
     dnorm2: Any = None
-    ops: Scalars = HOST
+    # None, not HOST, as the default: torch.compile (dynamo, torch 2.11) cannot build a Line
+    # whose __init__ defaults hold a Scalars object, and fell back to eager steps on CUDA.
+    ops: Scalars = None  # type: ignore[assignment]
+
+    def __post_init__(self) -> None:
+        if self.ops is None:
+            self.ops = HOST
 
     def model_decrease(self, gamma):
         """``f(x) - f(x + gamma d)`` when the curvature is known (exact for quadratics)."""

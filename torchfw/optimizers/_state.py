@@ -40,10 +40,14 @@ class EngineState:
     def count(self, name: str, cond=True) -> None:
         """Add one to counter ``name`` where ``cond`` holds (sync-free on device)."""
         if self.ops.on_device:
-            inc = torch.as_tensor(cond, device=self._device).to(torch.int64)
             if name not in self._counts:
                 self._counts[name] = torch.zeros(1, dtype=torch.int64, device=self._device)
-            self._counts[name].add_(inc)
+            if isinstance(cond, Tensor):
+                self._counts[name].add_(cond.to(torch.int64))
+            elif cond:
+                # A Python constant adds on the device: no host-to-device copy, which a CUDA
+                # graph capture of an eager (uncompiled) step would refuse.
+                self._counts[name].add_(1)
         elif cond:
             self._counts[name] = self._counts.get(name, 0) + 1
 
