@@ -51,9 +51,12 @@ SECTIONS = [
      "fresh-process tables inside the two warm tables are older. Measured on the 2-CPU "
      "machine (load average in the table). The same command on two machines of the same "
      "2-CPU class gives different ratios: scikit-learn's `SVC` runs about twice as fast on the "
-     "Intel Xeon (AVX-512) as on the AMD EPYC, torchfw's fits about as fast on both.",
+     "Intel Xeon (AVX-512) as on the AMD EPYC, torchfw's fits about as fast on both. The last "
+     "table (`--c-sweep`) gives the accuracy on the 500-example sets against `C`: torchfw's `C` "
+     "is the seed papers', LIBLINEAR's squared-hinge `C` times 2 (the SVC guide, \"What C "
+     "means\").",
      ["svm_small.md", "svm_small_xeon.md", "svc_scheme_crossover.md",
-      "svm_small_cold_xeon.md"]),
+      "svm_small_cold_xeon.md", "svm_small_c.md"]),
     ("Probabilities: calibration against scikit-learn",
      "`SVC(probability=True)` (Platt sigmoids on 5-fold out-of-fold decision values, as "
      "LIBSVM's `-b 1`) against scikit-learn's `SVC(probability=True)` with the same `C` and "

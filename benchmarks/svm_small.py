@@ -21,10 +21,16 @@ it; the first fit; a second, warm fit of the same data), and from outside the wa
 ``python -c "import ...; fit"``, torchfw against scikit-learn, with the bare imports alongside.
 It prints "import over torch" and "first fit over warm" against their 0.3 s budgets.
 
+``--c-sweep`` measures only the accuracy of torchfw ``SVC(C=...)`` for several ``C`` against
+scikit-learn's ``SVC()`` on the 500-example generated sets, over ``--splits`` splits (into
+``benchmarks/results/svm_small_c.md``): torchfw's ``C`` is the seed papers', which is LIBLINEAR's
+squared-hinge ``C`` times 2 (the SVC guide, "What C means").
+
 Usage::
 
     python benchmarks/svm_small.py --quick --cold
     python benchmarks/svm_small.py --cold-only
+    python benchmarks/svm_small.py --c-sweep --splits 30
 """
 
 from __future__ import annotations
@@ -392,6 +398,40 @@ def markdown(rows, cold, args) -> str:
     return "\n".join(lines) + "\n"
 
 
+#: The ``C`` values of ``--c-sweep``.
+SWEEP_C = (0.5, 1.0, 2.0, 4.0)
+
+
+def c_sweep(splits: int) -> str:
+    """Points of test accuracy below scikit-learn's ``SVC()`` of torchfw ``SVC(C=c)`` for each
+    ``c`` of :data:`SWEEP_C` on the 500-example generated sets (mean and standard error over
+    ``splits`` splits), as Markdown."""
+    from sklearn.svm import SVC as SkSVC
+
+    from torchfw import SVC
+
+    lines = [f"# torchfw SVC(C) accuracy against scikit-learn SVC() ({cpu_model()})", "",
+             f"`python benchmarks/svm_small.py --c-sweep --splits {splits}`: points of test "
+             f"accuracy below scikit-learn's `SVC()` (C=1), mean ± standard error over {splits} "
+             f"stratified 70/30 splits, standardized inputs.", "",
+             "| data | " + " | ".join(f"torchfw C={c:g}" for c in SWEEP_C) + " |",
+             "|---|" + "---|" * len(SWEEP_C)]
+    for name, X, y in datasets(quick=True):
+        if not name.endswith("m=500"):
+            continue
+        losses = {c: [] for c in SWEEP_C}
+        for seed in range(splits):
+            Xtr, Xte, ytr, yte = split(X, y, seed)
+            reference = SkSVC().fit(Xtr, ytr).score(Xte, yte)
+            for c in SWEEP_C:
+                score = SVC(C=c, random_state=seed).fit(Xtr, ytr).score(Xte, yte)
+                losses[c].append(100 * (reference - score))
+        cells = [f"{statistics.mean(v):+.2f} ± {statistics.stdev(v) / math.sqrt(len(v)):.2f}"
+                 for v in losses.values()]
+        lines.append(f"| {name} | " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="skip m = 20,000")
@@ -407,7 +447,19 @@ def main(argv=None) -> None:
                         help="70/30 splits the accuracy is averaged over (the time: the first)")
     parser.add_argument("--out", default=None,
                         help="the Markdown report (default benchmarks/results/svm_small.md)")
+    parser.add_argument("--c-sweep", action="store_true",
+                        help="only the accuracy against C on the 500-example sets "
+                             "(default --out: svm_small_c.md)")
     args = parser.parse_args(argv)
+    if args.c_sweep:
+        if args.splits < 2:
+            parser.error("--c-sweep needs --splits of at least 2")
+        text = c_sweep(args.splits)
+        print(text)
+        out = Path(args.out or RESULTS / "svm_small_c.md")
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(text)
+        return
     if args.cold_repeats < 1:
         parser.error("--cold-repeats must be at least 1")
     out = Path(args.out or RESULTS / ("svm_small_cold.md" if args.cold_only else "svm_small.md"))

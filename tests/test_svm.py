@@ -410,3 +410,25 @@ def test_one_epoch_sfw_on_a9a_is_stable_with_the_tail_average():
     assert min(accuracy[True]) > 0.835
     assert max(accuracy[True]) - min(accuracy[True]) < 0.01
     assert np.mean(accuracy[True]) > np.mean(accuracy[False]) + 0.01
+
+
+@pytest.mark.parametrize("C", [0.25, 1.0, 4.0])
+def test_linear_model_is_liblinears_squared_hinge_at_half_C(C):
+    # The model, independently of this package: the CVM primal ||w||^2 + b^2 - 2 rho + C sum xi^2
+    # is, scaled by its margin rho, LIBLINEAR's L2-loss SVM 1/2 ||w||^2 + C' sum xi^2 with the
+    # bias as a feature of value 1 (intercept_scaling=1, regularized as here) and C' = C / 2.
+    # A wrong bias, C, loss or decision scale would part the two decision functions.
+    LinearSVC = pytest.importorskip("sklearn.svm").LinearSVC
+    from sklearn.datasets import make_classification
+
+    X, y = make_classification(n_samples=300, n_features=8, random_state=0)
+    ref = LinearSVC(loss="squared_hinge", dual=True, C=C / 2, tol=1e-10, max_iter=200_000,
+                    intercept_scaling=1.0).fit(X, y)
+    ours = SVC(kernel="linear", C=C, tol=1e-7, dtype=torch.float64, max_iter=10**6,
+               random_state=0).fit(X, y)
+    f_ref = ref.decision_function(X)
+    assert np.abs(ours.decision_function(X) - f_ref).max() <= 1e-5 * np.abs(f_ref).max()
+    # ... and not at LIBLINEAR's C = C: the factor 2 is real.
+    other = LinearSVC(loss="squared_hinge", dual=True, C=C, tol=1e-10, max_iter=200_000,
+                      intercept_scaling=1.0).fit(X, y)
+    assert np.abs(ours.decision_function(X) - other.decision_function(X)).max() > 1e-3

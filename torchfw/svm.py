@@ -117,7 +117,9 @@ class SVC(BaseEstimator):
         ``gamma``, ``degree`` and ``coef0`` are not used. A model with a callable kernel
         cannot be saved (its state holds no code).
     C : float, default 1.0
-        Regularization (larger C fits the training data more closely).
+        Regularization (larger C fits the training data more closely), as in the seed papers'
+        primal ``||w||^2 + b^2 - 2 rho + C sum xi_i^2``: LIBLINEAR's L2-loss SVM (scikit-learn's
+        ``LinearSVC(loss="squared_hinge")``) at ``C`` is this model at ``2 C``.
     gamma : {"scale", "auto"} or float, default "scale"
         Kernel coefficient; ``"scale"`` is ``1 / (n_features * X.var())`` and ``"auto"`` is
         ``1 / n_features``, as in scikit-learn.
