@@ -124,13 +124,17 @@ def main(argv=None) -> int:
             row["total_vs_libsvm"] = row["total_s"] / base
     empty = [py, "-c", "pass"]
     interpreter = statistics.median(_timed(empty)[0] for _ in range(args.repeats))
+    # What every torchfw process pays before torchfw's own code runs.
+    bare_torch = statistics.median(_timed([py, "-c", "import torch"])[0]
+                                   for _ in range(args.repeats))
     machine = f"{cpu_model()}, {os.cpu_count()} cores"
     command = "python benchmarks/cli_vs_libsvm.py " + " ".join(argv or sys.argv[1:])
     lines = [f"# CLI end to end: torchfw vs LIBSVM's Python bindings ({args.dataset})", "",
              f"Machine: {machine}. Command: `{command.strip()}`. Training file: {n_lines} "
              f"lines, {n_features} features; test file {test.name}. Each time is the median "
              f"of {args.repeats} fresh processes, measured from outside (an empty `python -c "
-             f"pass` costs {interpreter:.2f} s here).", "",
+             f"pass` costs {interpreter:.2f} s here, `python -c \"import torch\"` "
+             f"{bare_torch:.2f} s: each of torchfw's train and predict pays it).", "",
              "| setup | train (s) | predict (s) | total (s) | total / LIBSVM | test accuracy |",
              "|---|---|---|---|---|---|"]
     for row in rows:

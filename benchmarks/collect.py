@@ -68,10 +68,11 @@ SECTIONS = [
      "`python -m torchfw train` then `predict` on a 3,000-line LIBSVM file, each in a fresh "
      "process timed from outside, against the same with LIBSVM's own Python bindings "
      "(`benchmarks/cli_vs_libsvm.py`). A fresh torchfw process pays `import torch` (1.7-2.5 s "
-     "here) and numba's start-up before its fit, and `import torch` again to predict; "
+     "on the AMD machine of the first table, about 1.1 s on the Xeon of the second, which "
+     "prints it) and numba's start-up before its fit, and `import torch` again to predict; "
      "LIBSVM's bindings load a small C library, so on a file this small they finish first. "
-     "Measured on the 2-CPU machine right after the table above.",
-     ["cli_vs_libsvm.md"]),
+     "The first table predates the cold-start work of issue 16.",
+     ["cli_vs_libsvm.md", "cli_vs_libsvm_xeon.md"]),
     ("Kernel columns: storage and cache",
      "The CPU column pass with features stored in one byte against four, and the cache hit "
      "rates of the column requests of real fits replayed through frequency-based admission "

@@ -432,3 +432,27 @@ def test_linear_model_is_liblinears_squared_hinge_at_half_C(C):
     other = LinearSVC(loss="squared_hinge", dual=True, C=C, tol=1e-10, max_iter=200_000,
                       intercept_scaling=1.0).fit(X, y)
     assert np.abs(ours.decision_function(X) - other.decision_function(X)).max() > 1e-3
+
+
+def test_verbose_without_a_terminal_keeps_the_compiled_path(monkeypatch):
+    # verbose=True shows a bar only on a terminal (tqdm's disable=None); elsewhere (a log, a
+    # pipe, the CLI's default) the fit must not give up the compiled solve for a bar no one sees.
+    import io
+    import sys
+
+    class Terminal(io.StringIO):
+        def isatty(self):
+            return True
+
+    X, y = _problem(200, 4)
+    monkeypatch.setattr(sys, "stderr", io.StringIO())
+    quiet = SVC(gamma=0.5, random_state=0, verbose=True).fit(X, y)
+    assert quiet.result_.info["engine"] == "compiled whole solve"
+    assert sys.stderr.getvalue() == ""
+    monkeypatch.setattr(sys, "stderr", Terminal())
+    shown = SVC(gamma=0.5, random_state=0, verbose=True).fit(X, y)
+    assert shown.result_.info["engine"] != "compiled whole solve"
+    assert "gap=" in sys.stderr.getvalue()
+    # The same iterates either way: only the engine differs.
+    assert shown.n_iter_ == quiet.n_iter_
+    assert np.array_equal(shown.predict(X), quiet.predict(X))

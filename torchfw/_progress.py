@@ -17,7 +17,7 @@ from __future__ import annotations
 import math
 import sys
 
-__all__ = ["GapProgress", "log_progress"]
+__all__ = ["GapProgress", "log_progress", "bar_shown"]
 
 
 def log_progress(first_gap: float, gap: float, target: float) -> float:
@@ -31,6 +31,18 @@ def log_progress(first_gap: float, gap: float, target: float) -> float:
     span = math.log(first_gap / target)
     done = math.log(first_gap / gap) if gap > 0 else span
     return float(min(100.0, max(0.0, 100.0 * done / span)))
+
+
+def bar_shown(file=None) -> bool:
+    """Whether :class:`GapProgress` would draw on ``file`` (``sys.stderr`` by default).
+
+    tqdm's rule for ``disable=None``: no bar on a stream that says it is not a terminal. A
+    caller that would give up something for the bar (the compiled SVC solve has none) asks
+    this first: ``verbose=True`` with the output going to a log draws nothing anyway.
+    """
+    stream = file if file is not None else sys.stderr
+    isatty = getattr(stream, "isatty", None)
+    return isatty is None or bool(isatty())
 
 
 class GapProgress:

@@ -26,7 +26,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from ._svc_dense import VARIANTS
+from ._svc_dense import VARIANTS, shows_bar
 from .optimizers._kernels import HAVE_NUMBA
 
 __all__ = ["check_custom_kernel", "custom_matrix", "train_gram", "precomputed_scores"]
@@ -56,8 +56,8 @@ def check_custom_kernel(model, m: int, device) -> None:
     for name in ("sample_size", "time_limit"):
         if getattr(model, name) is not None:
             missing.append(f"{name} is set")
-    if model.verbose:
-        missing.append("verbose=True (the compiled solve has no progress bar)")
+    if shows_bar(model):
+        missing.append("verbose=True on a terminal (the compiled solve has no progress bar)")
     if model.dense is False or model.dense is np.False_:
         missing.append("dense=False")
     if missing:

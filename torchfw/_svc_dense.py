@@ -351,7 +351,8 @@ def dense_budget_ok(model, X, problems=None) -> bool:
     """Whether ``SVC(dense="auto")`` takes the compiled path on ``X``.
 
     It does on the CPU, with numba, for the solvers above (no candidate sampling, clock or
-    progress bar, which the compiled loop does not have), below
+    progress bar, which the compiled loop does not have: ``verbose`` counts only where a bar
+    would be drawn, :func:`torchfw._progress.bar_shown`), below
     :data:`torchfw._svc_large.LARGE_M` examples (the sampled storage's domain). Its rows of
     :math:`K + 1` come from the full matrix when it fits ``cache_size`` MB -- the memory the
     lazy path's column cache may use anyway (LIBSVM's default, 200 MB: m <= 7,240 in float32,
@@ -365,7 +366,7 @@ def dense_budget_ok(model, X, problems=None) -> bool:
 
     if not K.HAVE_NUMBA or X.device.type != "cpu" or model.solver not in VARIANTS:
         return False
-    if model.sample_size is not None or model.time_limit is not None or model.verbose:
+    if model.sample_size is not None or model.time_limit is not None or shows_bar(model):
         return False
     n = X.shape[0]
     if problems and all(p.rows is not None for p in problems):
@@ -375,6 +376,15 @@ def dense_budget_ok(model, X, problems=None) -> bool:
     f64 = model.dtype == torch.float64
     return n < LARGE_M and not (model.kernel == "rbf" and f64) and \
         cache_slots(model, n, np.float64 if f64 else np.float32) >= 2
+
+
+def shows_bar(model) -> bool:
+    """Whether ``model.verbose`` would draw a progress bar (stderr is a terminal), which only
+    the lazy path has. Without a terminal the bar is not drawn, and the compiled path loses
+    nothing (``python -m torchfw train``, verbose by default, writing to a log)."""
+    from ._progress import bar_shown
+
+    return bool(model.verbose) and bar_shown()
 
 
 def _fits(model, n: int) -> bool:

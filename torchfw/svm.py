@@ -153,7 +153,8 @@ class SVC(BaseEstimator):
     random_state : int, optional
         Seed of the initial subset and of sampling.
     verbose : bool, default False
-        Show a progress bar with the gap.
+        Show a progress bar with the gap (on a terminal: tqdm draws none on a stream that is
+        not one, and the fit then takes the compiled path as without ``verbose``).
     warm_start : bool, default False
         Start from the previous solution when refitting on the same data.
     n_init : int, default 20
@@ -171,7 +172,8 @@ class SVC(BaseEstimator):
         Run the whole solve in one compiled call (:mod:`torchfw._svc_dense`; the lazy path's
         iterates without its interpreter). ``"auto"``: on the CPU with numba, for ``fw``,
         ``away``, ``pairwise``, ``swap``, ``swap2``, ``partan``, below 200,000 examples, without
-        ``sample_size``, ``time_limit``, ``verbose``; the ``m x m`` matrix once if it fits
+        ``sample_size``, ``time_limit`` or a progress bar (``verbose`` with stderr a terminal:
+        without one no bar is drawn); the ``m x m`` matrix once if it fits
         ``cache_size`` (200 MB: 7,240 examples in float32), else a cache of its rows (not for
         the float64 RBF, nor one-vs-one pairs over it). ``False``: the lazy path; ``True``:
         the whole matrix, or an error. Precomputed and callable kernels always take it.
@@ -409,10 +411,10 @@ class SVC(BaseEstimator):
             return _svc_dense.dense_budget_ok(self, X, problems)
         if not (_svc_dense.K.HAVE_NUMBA and X.device.type == "cpu"
                 and self.solver in _svc_dense.VARIANTS and self.sample_size is None
-                and self.time_limit is None and not self.verbose):
+                and self.time_limit is None and not _svc_dense.shows_bar(self)):
             raise ValueError(f"dense=True runs the compiled CPU solve: it needs numba, CPU data, "
                              f"a solver among {tuple(_svc_dense.VARIANTS)} and no sample_size, "
-                             f"time_limit or verbose")
+                             f"time_limit or progress bar (verbose on a terminal)")
         return True
 
     def _fit_binary(self, X: Tensor, y_pm: np.ndarray, C_examples, kdtype, alpha0, k):
