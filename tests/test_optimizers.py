@@ -1103,3 +1103,31 @@ def test_a_stopping_rule_replaces_the_optimizer_parameters():
     from torchfw.lasso_problem import LassoGapRule
 
     assert issubclass(LassoGapRule, StoppingRule)
+
+
+def test_a_step_that_fails_to_compile_runs_eagerly_and_is_not_captured(monkeypatch):
+    # torch.compile can fail (an unsupported construct, an old torch): the run must stay
+    # correct on eager steps, and must not try to capture them as a CUDA graph, whose capture
+    # refuses what an eager step may do. On the CPU an attempted capture fails outright.
+    from torchfw.optimizers._compiled import CompiledBlocks
+
+    def broken(fn, **kwargs):
+        def fail(*args):
+            raise RuntimeError("no compiler here")
+        return fail
+
+    monkeypatch.setattr(torch, "compile", broken)
+    n = 40
+    Q, c = _quadratic(n)
+    line_search = tf.ExactLineSearch()
+    opt = tf.SwapFrankWolfe(tf.Simplex(), line_search, execution="device")
+    engine, _ = opt._make_engine(tf.Quadratic(Q, c), tf.Simplex().initial_point(n, dtype=F64),
+                                 line_search)
+    opt._ls = line_search
+    blocks = CompiledBlocks(opt, engine, block=8, use_graph=True)
+    with pytest.warns(RuntimeWarning, match="torch.compile failed"):
+        blocks.run(8)
+    blocks.run(8)
+    blocks.run(8)
+    assert blocks.step is not None and not blocks.step.fused and blocks.graph is None
+    assert engine.iteration() == 24

@@ -43,14 +43,19 @@ class CompiledStep:
                 setattr(config, name, 256)
         self._pure = pure_step
         self._fn = torch.compile(pure_step, fullgraph=True, dynamic=False)
+        #: False once compilation failed and the step runs eagerly.
+        self.fused = True
 
     def __call__(self) -> None:
         try:
             new = self._fn(*self.buffers)
         except Exception as exc:  # compilation can fail on exotic setups: stay correct
+            if not self.fused:
+                raise
             warnings.warn(f"torch.compile failed ({type(exc).__name__}: {exc}); running the "
                           f"step uncompiled", RuntimeWarning, stacklevel=2)
             self._fn = self._pure
+            self.fused = False
             new = self._fn(*self.buffers)
         torch._foreach_copy_(self.buffers, list(new))
         self.engine.bind_state(self.buffers)
@@ -64,7 +69,9 @@ class CompiledBlocks:
     compiled call at a time (compiling and warming up), and then -- with ``use_graph`` --
     captures a full block of ``block`` iterations as a CUDA graph (a capture records without
     executing). Later full blocks replay the graph; a shorter block (the last one before
-    ``max_iter``) runs compiled calls.
+    ``max_iter``) runs compiled calls. A step that failed to compile runs eagerly and is not
+    captured: only the fused step is known to make no host-to-device copy, which a capture
+    refuses (an eager step's Python constants became such copies, 2026-11-27).
     """
 
     def __init__(self, optimizer, engine, block: int, use_graph: bool):
@@ -86,7 +93,7 @@ class CompiledBlocks:
             return
         for _ in range(n):
             self.step()
-        if self.use_graph and self.graph is None and self.block >= 2:
+        if self.use_graph and self.graph is None and self.block >= 2 and self.step.fused:
             self.graph = torch.cuda.CUDAGraph()
             with torch.cuda.graph(self.graph):
                 for _ in range(self.block):
