@@ -2,11 +2,12 @@
 
 Both at C=1, gamma="scale", on standardized inputs (scaler fitted on the training part of a
 70/30 stratified split), in the same process, warm (one untimed fit first), median fit time of
-``--repeats`` fits; test accuracy averaged over ``--splits`` such splits (default 10, the
-protocol behind ``SVC``'s ``tol="auto"``: on one split of iris a single test example is 2.2
-points). Data: iris, wine, breast_cancer, digits
-(scikit-learn's loaders) and ``make_classification`` sets, binary and 10 classes, of m = 500,
-2,000, 8,000 and 20,000 examples (20,000 skipped with ``--quick``). Prints a table with the
+``--repeats`` rounds of fits, each round fitting both estimators in turn (more rounds for fits
+of a few milliseconds: :data:`MIN_TIMED`); test accuracy averaged over ``--splits`` such
+splits (default 10, the protocol behind ``SVC``'s ``tol="auto"``: on one split of iris a single
+test example is 2.2 points). Data: iris, wine, breast_cancer, digits (scikit-learn's loaders)
+and ``make_classification`` sets, binary and 10 classes, of m = 500, 2,000, 8,000 and 20,000
+examples (20,000 skipped with ``--quick``). Prints a table with the
 time ratio per row and its geometric mean, and writes it to
 ``benchmarks/results/svm_small.md`` (and ``.json``).
 
@@ -92,15 +93,36 @@ def split_accuracies(make, X, y, splits, first):
     return scores
 
 
-def timed_fit(make, Xtr, ytr, repeats):
-    make().fit(Xtr, ytr)  # warm: compiled kernels loaded, caches filled
-    times = []
-    for _ in range(repeats):
-        model = make()
+#: Each estimator's fits of a row take at least about this many seconds in all: a fit of a
+#: millisecond is repeated until then (at most :data:`MAX_REPEATS` times), so that a burst of
+#: load on a shared machine moves the median of a small set no more than that of a large one.
+MIN_TIMED = 0.25
+MAX_REPEATS = 200
+
+
+def timed_fits(makers, Xtr, ytr, repeats):
+    """Median fit time and last model of each estimator in ``makers``, fitted in turn.
+
+    Warm first (compiled kernels loaded, caches filled); then ``repeats`` rounds -- more for
+    fast fits, up to :data:`MIN_TIMED` seconds per estimator -- each fitting every estimator
+    once, interleaved, so that both sides of a ratio see the same machine.
+    """
+    first = []
+    for make in makers:
         start = time.perf_counter()
-        model.fit(Xtr, ytr)
-        times.append(time.perf_counter() - start)
-    return statistics.median(times), model
+        make().fit(Xtr, ytr)
+        first.append(time.perf_counter() - start)
+    rounds = max(repeats, min(MAX_REPEATS, math.ceil(MIN_TIMED / max(min(first), 1e-6))))
+    times = [[] for _ in makers]
+    models = [None] * len(makers)
+    for _ in range(rounds):
+        for k, make in enumerate(makers):
+            model = make()
+            start = time.perf_counter()
+            model.fit(Xtr, ytr)
+            times[k].append(time.perf_counter() - start)
+            models[k] = model
+    return [(statistics.median(t), model) for t, model in zip(times, models, strict=True)]
 
 
 def warm_table(quick: bool, repeats: int, splits: int):
@@ -114,13 +136,12 @@ def warm_table(quick: bool, repeats: int, splits: int):
         reps = repeats if len(ytr) <= 6000 else max(1, repeats // 3)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            t_sk, sk = timed_fit(lambda: SkSVC(), Xtr, ytr, reps)
-            t_fw, fw = timed_fit(lambda: torchfw.SVC(), Xtr, ytr, reps)
+            (t_sk, sk), (t_fw, fw) = timed_fits([SkSVC, torchfw.SVC], Xtr, ytr, reps)
             other = None
             if len(np.unique(y)) > 2:  # the scheme SVC() does not use, for the default's choice
                 scheme = "ovo" if fw.multi_class_ == "ovr" else "ovr"
-                t_other, fit_other = timed_fit(lambda s=scheme: torchfw.SVC(multi_class=s), Xtr,
-                                               ytr, reps)
+                (t_other, fit_other), = timed_fits(
+                    [lambda s=scheme: torchfw.SVC(multi_class=s)], Xtr, ytr, reps)
                 other = {"scheme": scheme, "s": t_other, "ratio": t_other / t_sk,
                          "acc": float(np.mean(split_accuracies(
                              lambda s=scheme: torchfw.SVC(multi_class=s), X, y, splits,
@@ -363,7 +384,9 @@ def markdown(rows, cold, args) -> str:
                  f"({os.cpu_count()} CPUs).", ""]
         return "\n".join(lines + cold_markdown(cold, args)) + "\n"
     lines = [f"# torchfw SVC() vs scikit-learn SVC() at defaults ({cpu_model()})", "",
-             f"`python benchmarks/svm_small.py{flags}`; warm fits, median of {args.repeats}; "
+             f"`python benchmarks/svm_small.py{flags}`; warm fits, median of {args.repeats} "
+             f"interleaved rounds (up to {MAX_REPEATS} for fast fits: at least "
+             f"{MIN_TIMED:g} s of fits per estimator); "
              f"C=1, gamma='scale', standardized inputs, timed on one 70/30 split; accuracy "
              f"averaged over {args.splits} stratified 70/30 splits. Load average "
              f"{args.load[0]:.1f} at the start, {args.load[1]:.1f} at the end "
