@@ -117,9 +117,8 @@ class SVC(BaseEstimator):
         ``gamma``, ``degree`` and ``coef0`` are not used. A model with a callable kernel
         cannot be saved (its state holds no code).
     C : float, default 1.0
-        Regularization (larger C fits the training data more closely), as in the seed papers'
-        primal ``||w||^2 + b^2 - 2 rho + C sum xi_i^2``: LIBLINEAR's L2-loss SVM (scikit-learn's
-        ``LinearSVC(loss="squared_hinge")``) at ``C`` is this model at ``2 C``.
+        Regularization (larger C fits the training data more closely), the seed papers' C:
+        ``LinearSVC(loss="squared_hinge", C=c)`` is this model at ``C = 2 c`` (see the guide).
     gamma : {"scale", "auto"} or float, default "scale"
         Kernel coefficient; ``"scale"`` is ``1 / (n_features * X.var())`` and ``"auto"`` is
         ``1 / n_features``, as in scikit-learn.
@@ -153,8 +152,7 @@ class SVC(BaseEstimator):
     random_state : int, optional
         Seed of the initial subset and of sampling.
     verbose : bool, default False
-        Show a progress bar with the gap (on a terminal: tqdm draws none on a stream that is
-        not one, and the fit then takes the compiled path as without ``verbose``).
+        Show a progress bar with the gap, on a terminal (elsewhere tqdm draws none).
     warm_start : bool, default False
         Start from the previous solution when refitting on the same data.
     n_init : int, default 20
@@ -169,14 +167,13 @@ class SVC(BaseEstimator):
         threshold at the mercy of its last steps (one-epoch a9a accuracy 63-84% over random
         orders, against 84.9-85.2% averaged; see the SVC guide). Ignored by the other solvers.
     dense : {"auto", True, False}, default "auto"
-        Run the whole solve in one compiled call (:mod:`torchfw._svc_dense`; the lazy path's
-        iterates without its interpreter). ``"auto"``: on the CPU with numba, for ``fw``,
-        ``away``, ``pairwise``, ``swap``, ``swap2``, ``partan``, below 200,000 examples, without
-        ``sample_size``, ``time_limit`` or a progress bar (``verbose`` with stderr a terminal:
-        without one no bar is drawn); the ``m x m`` matrix once if it fits
+        Run the whole solve in one compiled call (:mod:`torchfw._svc_dense`: the lazy path's
+        iterates without its interpreter). ``"auto"``: on the CPU with numba, for the solvers
+        but ``fc``, ``sfw``, ``msfw``, below 200,000 examples, without ``sample_size``,
+        ``time_limit`` or a bar drawn for ``verbose``; the ``m x m`` matrix once if it fits
         ``cache_size`` (200 MB: 7,240 examples in float32), else a cache of its rows (not for
-        the float64 RBF, nor one-vs-one pairs over it). ``False``: the lazy path; ``True``:
-        the whole matrix, or an error. Precomputed and callable kernels always take it.
+        the float64 RBF, nor one-vs-one pairs over it). ``False``: the lazy path; ``True``: the
+        whole matrix, or an error. Precomputed and callable kernels always take it.
     probability : bool, default False
         Fit Platt sigmoids on out-of-fold decision values (internal stratified 5-fold
         cross-validation, five extra fits, as LIBSVM's ``-b 1``) so that :meth:`predict_proba`
@@ -435,8 +432,7 @@ class SVC(BaseEstimator):
         return initial_alpha(operator, y_pm, self.n_init, seed)
 
     def _set_model(self, X: Tensor, problems, alphas, results) -> None:
-        # All problems at once, in NumPy on the host (a 100-example fit of three problems spent
-        # a fifth of its time in per-problem tensor operations here).
+        # All problems at once in NumPy (per-problem tensor ops: a fifth of a 100-example fit)
         A = torch.stack(alphas).cpu().numpy()
         positive = A > 0
         support = np.flatnonzero(positive.any(0))
