@@ -23,7 +23,8 @@ it; the first fit; a second, warm fit of the same data), and from outside the wa
 It prints "import over torch" and "first fit over warm" against their 0.3 s budgets.
 
 ``--c-sweep`` measures only the accuracy of torchfw ``SVC(C=...)`` for several ``C`` against
-scikit-learn's ``SVC()`` on the 500-example generated sets, over ``--splits`` splits (into
+scikit-learn's ``SVC()`` on the small sets (iris to digits, generated m = 500), over
+``--splits`` splits (into
 ``benchmarks/results/svm_small_c.md``): torchfw's ``C`` is the seed papers', which is LIBLINEAR's
 squared-hinge ``C`` times 2 (the SVC guide, "What C means").
 
@@ -427,8 +428,8 @@ SWEEP_C = (0.5, 1.0, 2.0, 4.0)
 
 def c_sweep(splits: int) -> str:
     """Points of test accuracy below scikit-learn's ``SVC()`` of torchfw ``SVC(C=c)`` for each
-    ``c`` of :data:`SWEEP_C` on the 500-example generated sets (mean and standard error over
-    ``splits`` splits), as Markdown."""
+    ``c`` of :data:`SWEEP_C` on the small sets (scikit-learn's four and the 500-example
+    generated ones; mean and standard error over ``splits`` splits), as Markdown."""
     from sklearn.svm import SVC as SkSVC
 
     from torchfw import SVC
@@ -440,7 +441,7 @@ def c_sweep(splits: int) -> str:
              "| data | " + " | ".join(f"torchfw C={c:g}" for c in SWEEP_C) + " |",
              "|---|" + "---|" * len(SWEEP_C)]
     for name, X, y in datasets(quick=True):
-        if not name.endswith("m=500"):
+        if name.startswith("generated") and not name.endswith("m=500"):
             continue
         losses = {c: [] for c in SWEEP_C}
         for seed in range(splits):
@@ -471,7 +472,7 @@ def main(argv=None) -> None:
     parser.add_argument("--out", default=None,
                         help="the Markdown report (default benchmarks/results/svm_small.md)")
     parser.add_argument("--c-sweep", action="store_true",
-                        help="only the accuracy against C on the 500-example sets "
+                        help="only the accuracy against C on the small sets "
                              "(default --out: svm_small_c.md)")
     args = parser.parse_args(argv)
     if args.c_sweep:
