@@ -440,6 +440,7 @@ def c_sweep(splits: int) -> str:
              f"stratified 70/30 splits, standardized inputs.", "",
              "| data | " + " | ".join(f"torchfw C={c:g}" for c in SWEEP_C) + " |",
              "|---|" + "---|" * len(SWEEP_C)]
+    times = []
     for name, X, y in datasets(quick=True):
         if name.startswith("generated") and not name.endswith("m=500"):
             continue
@@ -453,6 +454,15 @@ def c_sweep(splits: int) -> str:
         cells = [f"{statistics.mean(v):+.2f} ± {statistics.stdev(v) / math.sqrt(len(v)):.2f}"
                  for v in losses.values()]
         lines.append(f"| {name} | " + " | ".join(cells) + " |")
+        Xtr, _, ytr, _ = split(X, y, 0)
+        fits = timed_fits([lambda c=c: SVC(C=c) for c in SWEEP_C], Xtr, ytr, 9)
+        times.append((name, [t / fits[SWEEP_C.index(1.0)][0] for t, _ in fits]))
+    lines += ["", "Fit time against `C=1` (warm, split 0, median of interleaved fits as in the "
+              "warm table):", "",
+              "| data | " + " | ".join(f"C={c:g}" for c in SWEEP_C) + " |",
+              "|---|" + "---|" * len(SWEEP_C)]
+    lines += [f"| {name} | " + " | ".join(f"{r:.2f}" for r in ratios) + " |"
+              for name, ratios in times]
     return "\n".join(lines) + "\n"
 
 
