@@ -1,7 +1,7 @@
 """Data-parallel SVC training with torchfw.distributed: 1 and 2 gloo ranks on CPU (issue 8).
 
-Part 1, **fit**: ``DistributedSVC`` (RBF kernel, ``gamma="scale"``, ``C=1``, the default
-``tol``, ``--solver``, default SWAP) on generated data (``torchfw.datasets.
+Part 1, **fit**: ``DistributedSVC`` (RBF kernel, ``gamma="scale"``, ``C=1``: the stored
+results' and the default before it became 2, the default ``tol``, ``--solver``, default SWAP) on generated data (``torchfw.datasets.
 make_large_classification``, ``--m`` training examples of ``--d`` features plus 5,000 held-out
 ones) with 1 and with 2 ranks, once per exchange mode (``"gather"``, ``"broadcast"``). Each rank
 is a process started by ``torch.multiprocessing.spawn`` with a ``file://`` rendezvous; it holds
@@ -139,7 +139,7 @@ def _worker(rank: int, world: int, store: str, out: str, cfg: dict) -> None:
         Xw, yw = make_large_classification(400, cfg["d"], random_state=1)
         a, b = shard_range(400, rank, world)
         for mode in EXCHANGES:
-            DistributedSVC(solver=cfg["solver"], max_iter=60, exchange=mode,
+            DistributedSVC(C=1.0, solver=cfg["solver"], max_iter=60, exchange=mode,
                            random_state=0).fit(Xw[a:b], yw[a:b])
 
         m, d = cfg["m"], cfg["d"]
@@ -151,7 +151,7 @@ def _worker(rank: int, world: int, store: str, out: str, cfg: dict) -> None:
         for mode in EXCHANGES:
             dist.barrier()
             start = time.perf_counter()
-            model = DistributedSVC(solver=cfg["solver"], exchange=mode, random_state=0).fit(
+            model = DistributedSVC(C=1.0, solver=cfg["solver"], exchange=mode, random_state=0).fit(
                 X[a:b], y[a:b])
             fit_s = time.perf_counter() - start
             r = model.result_
@@ -172,9 +172,9 @@ def _worker(rank: int, world: int, store: str, out: str, cfg: dict) -> None:
         if world == 1 and cfg["reference"]:
             # The single-process reference in the same process, right after the 1-rank fits
             # (same thread count, same moment's machine load).
-            SVC(solver=cfg["solver"], max_iter=60, random_state=0).fit(Xw, yw)
+            SVC(C=1.0, solver=cfg["solver"], max_iter=60, random_state=0).fit(Xw, yw)
             start = time.perf_counter()
-            model = SVC(solver=cfg["solver"], random_state=0).fit(X[:m], y[:m])
+            model = SVC(C=1.0, solver=cfg["solver"], random_state=0).fit(X[:m], y[:m])
             fit_s = time.perf_counter() - start
             r = model.result_
             results["reference"] = {

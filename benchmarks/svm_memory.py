@@ -51,13 +51,13 @@ def child(m: int, d: int, iterations: int, cache_size: float, solver: str) -> No
     torch.set_num_threads(2)
     # Compile the CPU kernels on a tiny problem first: numba's own memory is not the fit's.
     Xw, yw = make_large_classification(500, d, random_state=1)
-    SVC(solver=solver, max_iter=20, random_state=0).fit(Xw, yw)
+    SVC(C=1.0, solver=solver, max_iter=20, random_state=0).fit(Xw, yw)
     X, y = make_large_classification(m, d, random_state=0)
     before = _rss_mb()
     start = time.perf_counter()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)  # a fixed budget, on purpose
-        model = SVC(solver=solver, max_iter=iterations, cache_size=cache_size,
+        model = SVC(C=1.0, solver=solver, max_iter=iterations, cache_size=cache_size,
                     random_state=0).fit(X, y)
     elapsed = time.perf_counter() - start
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KB on Linux

@@ -429,36 +429,50 @@ SWEEP_C = (0.5, 1.0, 2.0, 4.0)
 def c_sweep(splits: int) -> str:
     """Points of test accuracy below scikit-learn's ``SVC()`` of torchfw ``SVC(C=c)`` for each
     ``c`` of :data:`SWEEP_C` on the small sets (scikit-learn's four and the 500-example
-    generated ones; mean and standard error over ``splits`` splits), as Markdown."""
+    generated ones; mean and standard error over ``splits`` splits), then of the two
+    ``multi_class`` schemes at the default ``C`` on the multiclass ones, as Markdown."""
     from sklearn.svm import SVC as SkSVC
 
     from torchfw import SVC
 
+    default_c = SVC().C
     lines = [f"# torchfw SVC(C) accuracy against scikit-learn SVC() ({cpu_model()})", "",
              f"`python benchmarks/svm_small.py --c-sweep --splits {splits}`: points of test "
              f"accuracy below scikit-learn's `SVC()` (C=1), mean ± standard error over {splits} "
-             f"stratified 70/30 splits, standardized inputs.", "",
+             f"stratified 70/30 splits (torchfw's `random_state` the split's seed), standardized "
+             f"inputs. torchfw's default is C={default_c:g}.", "",
              "| data | " + " | ".join(f"torchfw C={c:g}" for c in SWEEP_C) + " |",
              "|---|" + "---|" * len(SWEEP_C)]
-    times = []
+
+    def loss(cell):
+        return f"{statistics.mean(cell):+.2f} ± {statistics.stdev(cell) / math.sqrt(len(cell)):.2f}"
+
+    times, schemes = [], []
     for name, X, y in datasets(quick=True):
         if name.startswith("generated") and not name.endswith("m=500"):
             continue
-        losses = {c: [] for c in SWEEP_C}
+        multiclass = len(np.unique(y)) > 2
+        losses = {c: [] for c in SWEEP_C} | ({"ovr": [], "ovo": []} if multiclass else {})
         for seed in range(splits):
             Xtr, Xte, ytr, yte = split(X, y, seed)
             reference = SkSVC().fit(Xtr, ytr).score(Xte, yte)
-            for c in SWEEP_C:
-                score = SVC(C=c, random_state=seed).fit(Xtr, ytr).score(Xte, yte)
-                losses[c].append(100 * (reference - score))
-        cells = [f"{statistics.mean(v):+.2f} ± {statistics.stdev(v) / math.sqrt(len(v)):.2f}"
-                 for v in losses.values()]
-        lines.append(f"| {name} | " + " | ".join(cells) + " |")
+            for key in losses:
+                params = dict(multi_class=key) if key in ("ovr", "ovo") else dict(C=key)
+                score = SVC(random_state=seed, **params).fit(Xtr, ytr).score(Xte, yte)
+                losses[key].append(100 * (reference - score))
+        lines.append(f"| {name} | " + " | ".join(loss(losses[c]) for c in SWEEP_C) + " |")
+        if multiclass:
+            scheme = SVC().fit(*split(X, y, 0)[::2]).multi_class_
+            schemes.append(f"| {name} | {loss(losses['ovr'])} | {loss(losses['ovo'])} | {scheme} |")
         Xtr, _, ytr, _ = split(X, y, 0)
         fits = timed_fits([lambda c=c: SVC(C=c) for c in SWEEP_C], Xtr, ytr, 9)
-        times.append((name, [t / fits[SWEEP_C.index(1.0)][0] for t, _ in fits]))
-    lines += ["", "Fit time against `C=1` (warm, split 0, median of interleaved fits as in the "
-              "warm table):", "",
+        times.append((name, [t / fits[SWEEP_C.index(default_c)][0] for t, _ in fits]))
+    lines += ["", f"The multiclass sets at C={default_c:g} by scheme (`multi_class`), the same "
+              f"splits and measure; the last column is the scheme `multi_class=\"auto\"` "
+              f"takes:", "", "| data | one-vs-rest | one-vs-one | auto |", "|---|---|---|---|",
+              *schemes]
+    lines += ["", f"Fit time against `C={default_c:g}` (warm, split 0, median of interleaved "
+              "fits as in the warm table):", "",
               "| data | " + " | ".join(f"C={c:g}" for c in SWEEP_C) + " |",
               "|---|" + "---|" * len(SWEEP_C)]
     lines += [f"| {name} | " + " | ".join(f"{r:.2f}" for r in ratios) + " |"

@@ -30,22 +30,24 @@ pytestmark = pytest.mark.skipif(not (dist.is_available() and dist.is_gloo_availa
 WORLD = 2
 M, D = 300, 5
 
-#: (key, DistributedSVC/SVC parameters, sparse input): fixed budgets follow the same path.
+#: (key, DistributedSVC/SVC parameters, sparse input): fixed budgets follow the same path. C=1,
+#: at which the rounding bound of ``test_same_path_as_one_process`` was measured.
 PATH_CASES = [
-    (f"{solver}-{exchange}", dict(solver=solver, max_iter=120, tol=1e-6, exchange=exchange),
-     False)
+    (f"{solver}-{exchange}", dict(solver=solver, max_iter=120, tol=1e-6, exchange=exchange,
+                                  C=1.0), False)
     for solver, exchanges in [("fw", ("gather", "broadcast")), ("swap", ("gather", "broadcast")),
                               ("partan", ("gather", "broadcast")), ("away", ("gather",)),
                               ("swap2", ("gather",)), ("fc", ("broadcast",))]
     for exchange in exchanges
 ]
 CONVERGED_CASES = [
-    ("converged-swap", dict(solver="swap", tol=1e-3), False),
+    ("converged-swap", dict(solver="swap", tol=1e-3, C=1.0), False),
     # Pairwise's first away atom is the active atom of largest gradient, and at the start (the
     # exact optimum of the subset problem) every active atom has the same gradient: an exact
     # tie, which float32 columns (one process) and float64 sharded entries break either way.
     # Compared by the certified bound instead of step by step.
-    ("converged-pairwise", dict(solver="pairwise", tol=1e-3, exchange="broadcast"), False),
+    ("converged-pairwise", dict(solver="pairwise", tol=1e-3, exchange="broadcast", C=1.0),
+     False),
     ("multiclass-sparse-balanced", dict(solver="swap", tol=1e-3, class_weight="balanced",
                                         C=2.0), True),
 ]
@@ -157,7 +159,9 @@ def _reference(key, params, sparse):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         params = {k: v for k, v in params.items() if k != "exchange"}
-        return SVC(random_state=0, **params).fit(X.to_sparse_csr() if sparse else X, y)
+        # One-vs-rest, the one multiclass scheme of DistributedSVC.
+        return SVC(random_state=0, multi_class="ovr", **params).fit(
+            X.to_sparse_csr() if sparse else X, y)
 
 
 @pytest.mark.parametrize("key,params,sparse", PATH_CASES, ids=[c[0] for c in PATH_CASES])
@@ -189,7 +193,7 @@ def test_converged_dual_matches_one_process(two_ranks, key, params, sparse):
     ref = _reference(key, params, sparse)
     refs = ref.result_ if isinstance(ref.result_, list) else [ref.result_]
     assert len(got["alphas"]) == len(refs)
-    C = params.get("C", 1.0)
+    C = params.get("C", SVC().C)
     if params.get("class_weight") == "balanced":  # the largest per-example C bounds them all
         counts = np.bincount(np.unique(_case_data(key)[1], return_inverse=True)[1])
         C *= float((counts.sum() / (len(counts) * counts)).max())

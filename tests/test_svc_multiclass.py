@@ -101,11 +101,11 @@ def test_predict_votes_and_decision_shapes():
 
 
 def test_ovr_still_available_and_different():
-    X, y = _blobs(m=150, k=3, spread=0.8)
-    ovr = tf.SVC(random_state=0).fit(X, y)  # "auto" below OVO_FROM examples: one-vs-rest
+    X, y = _blobs(m=160, k=4, spread=0.8)
+    ovr = tf.SVC(random_state=0).fit(X, y)  # "auto", 4 classes below OVO_FROM: one-vs-rest
     ovo = tf.SVC(random_state=0, multi_class="ovo").fit(X, y)
     assert (ovr.multi_class, ovr.multi_class_, ovo.multi_class_) == ("auto", "ovr", "ovo")
-    assert ovr.dual_coef_.shape[0] == ovo.dual_coef_.shape[0] == 3
+    assert (ovr.dual_coef_.shape[0], ovo.dual_coef_.shape[0]) == (4, 6)  # classes, pairs
     assert not np.allclose(ovr.decision_function(X), ovo.decision_function(X))
     assert np.array_equal(ovr.predict(X), ovr.classes_[np.argmax(ovr.decision_function(X), 1)])
     assert ovr.score(X, y) > 0.6 and ovo.score(X, y) > 0.6
@@ -199,10 +199,15 @@ def test_sample_weight_and_class_weight_reach_each_pair():
 def test_auto_scheme_follows_the_measured_crossover():
     from torchfw._svc_multiclass import OVO_FROM
 
-    X, y = _blobs(m=OVO_FROM, k=3, spread=0.8)
+    X, y = _blobs(m=OVO_FROM, k=4, spread=0.8)
     big = tf.SVC(random_state=0, tol=0.5).fit(X, y)
     small = tf.SVC(random_state=0, tol=0.5).fit(X[:OVO_FROM - 1], y[:OVO_FROM - 1])
     assert (big.multi_class_, small.multi_class_) == ("ovo", "ovr")
+    # Three classes: three pairs are no more problems than three classes, and smaller.
+    three = y < 3
+    assert tf.SVC(tol=0.5).fit(X[three][:60], y[three][:60]).multi_class_ == "ovo"
+    assert tf.SVC(tol=0.5, multi_class="ovr").fit(X[three][:60], y[three][:60]).multi_class_ \
+        == "ovr"
     # Pair values asked for: one-vs-one at any size.
     assert tf.SVC(decision_function_shape="ovo").fit(X[:90], y[:90]).multi_class_ == "ovo"
     # The scheme survives saving, and so do the predictions.

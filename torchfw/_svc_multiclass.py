@@ -43,15 +43,22 @@ MULTI_CLASS = ("auto", "ovr", "ovo")
 OVO_FROM = 1500
 
 
-def resolve_scheme(multi_class: str, n_samples: int, decision_function_shape: str) -> str:
-    """``"ovr"`` or ``"ovo"`` for a fit of ``n_samples`` examples (``"auto"`` resolved).
+def resolve_scheme(multi_class: str, n_samples: int, n_classes: int,
+                   decision_function_shape: str) -> str:
+    """``"ovr"`` or ``"ovo"`` for a fit of ``n_samples`` examples of ``n_classes`` classes.
 
-    ``"auto"`` takes one-vs-one from :data:`OVO_FROM` examples on, or whenever the pair values
-    are asked for (``decision_function_shape="ovo"``).
+    ``"auto"`` takes one-vs-one from :data:`OVO_FROM` examples on, whenever the pair values are
+    asked for (``decision_function_shape="ovo"``), and for at most three classes at any size:
+    there the ``k (k - 1) / 2`` pairs are no more problems than the ``k`` of one-vs-rest, and each
+    holds two classes' examples, not all. 3 classes of 490 and 1,050 examples: one-vs-one takes
+    0.84 and 0.69 of one-vs-rest's time (``benchmarks/results/svc_scheme_crossover.md``); the
+    test accuracy by scheme is in ``benchmarks/results/svm_small_c.md`` (``--c-sweep``).
     """
     if multi_class != "auto":
         return multi_class
-    return "ovo" if n_samples >= OVO_FROM or decision_function_shape == "ovo" else "ovr"
+    pairs_are_fewer = n_classes * (n_classes - 1) // 2 <= n_classes
+    return ("ovo" if n_samples >= OVO_FROM or pairs_are_fewer or decision_function_shape == "ovo"
+            else "ovr")
 
 
 class BinaryProblem(NamedTuple):

@@ -49,7 +49,7 @@ options (LIBSVM's svm-train meaning where they apply):
   -g gamma : a number, 'scale' (default, as scikit-learn) or 'auto' (1/num_features,
              LIBSVM's default)
   -r coef0 : coef0 of the polynomial and sigmoid kernels (default 0)
-  -c cost : C (default 1)
+  -c cost : C, the seed papers' (default 2: LIBLINEAR's C=1 for the squared hinge)
   -m cachesize : kernel cache in MB (default 200)
   -e epsilon : tolerance: duality gap relative to the margin (default 'auto': 0.3,
                0.1 below 1,000 examples; see the docs)
@@ -235,7 +235,7 @@ def train(argv: list[str]) -> int:
     max_iter = _number("--max-iter", opts["--max-iter"], int, minimum=1) \
         if "--max-iter" in opts else None
     seed = _number("--seed", opts.get("--seed", "0"), int, minimum=0)
-    params = dict(kernel=kernel, C=_number("-c", opts.get("-c", "1"), minimum=0.0, exclusive=True),
+    params = dict(kernel=kernel, C=_number("-c", opts.get("-c", "2"), minimum=0.0, exclusive=True),
                   gamma=gamma, degree=_number("-d", opts.get("-d", "3"), int, minimum=1),
                   coef0=_number("-r", opts.get("-r", "0")),
                   solver=opts.get("--solver", "swap"),

@@ -116,9 +116,10 @@ class SVC(BaseEstimator):
         numba (a ValueError says so, and how large ``cache_size`` must be, otherwise);
         ``gamma``, ``degree`` and ``coef0`` are not used. A model with a callable kernel
         cannot be saved (its state holds no code).
-    C : float, default 1.0
+    C : float, default 2.0
         Regularization (larger C fits the training data more closely), the seed papers' C:
-        ``LinearSVC(loss="squared_hinge", C=c)`` is this model at ``C = 2 c`` (see the guide).
+        ``LinearSVC(loss="squared_hinge", C=c)`` is this model at ``C = 2 c``, so the default is
+        LIBLINEAR's and scikit-learn's default for that loss (see the guide, "What C means").
     gamma : {"scale", "auto"} or float, default "scale"
         Kernel coefficient; ``"scale"`` is ``1 / (n_features * X.var())`` and ``"auto"`` is
         ``1 / n_features``, as in scikit-learn.
@@ -185,10 +186,9 @@ class SVC(BaseEstimator):
         problem per class against all others, predicting by the largest decision value;
         ``"ovo"``, one problem per pair of classes on their examples only, predicting by vote
         (LIBSVM's and scikit-learn's scheme). ``"auto"`` takes the faster at equal accuracy, as
-        measured (``benchmarks/svm_small.py``; see the SVC guide): one-vs-rest below 1,500
-        training examples, where each problem's fixed cost dominates, one-vs-one from there on
-        (:data:`torchfw._svc_multiclass.OVO_FROM`), and one-vs-one whenever
-        ``decision_function_shape="ovo"``. The scheme used is ``multi_class_``.
+        measured (``benchmarks/svm_small.py``; the SVC guide): one-vs-one for three classes, from
+        1,500 examples (:data:`torchfw._svc_multiclass.OVO_FROM`) or with
+        ``decision_function_shape="ovo"``, else one-vs-rest. The scheme used is ``multi_class_``.
     decision_function_shape : {"ovr", "ovo"}, default "ovr"
         As in scikit-learn: the shape of :meth:`decision_function` for more than two classes.
         With ``multi_class="ovo"``, ``"ovr"`` turns the pair values into one column per class
@@ -228,7 +228,7 @@ class SVC(BaseEstimator):
     # Fitted in fit (declared for the type checker; no class-level value).
     support_: np.ndarray
 
-    def __init__(self, kernel="rbf", C=1.0, gamma="scale", degree=3, coef0=0.0, solver="swap",
+    def __init__(self, kernel="rbf", C=2.0, gamma="scale", degree=3, coef0=0.0, solver="swap",
                  tol="auto", max_iter=None, sample_size=None, cache_size=200.0, device=None,
                  dtype=None, class_weight=None, random_state=None, verbose=False,
                  warm_start=False, n_init=20, time_limit=None, average=True, dense="auto",
@@ -336,7 +336,7 @@ class SVC(BaseEstimator):
         self._gamma = self._resolve_gamma(X)
         self._kernel = self._make_kernel()
         C_examples = self._example_C(y_encoded, len(classes), sample_weight)
-        self.multi_class_ = resolve_scheme(self.multi_class, X.shape[0],
+        self.multi_class_ = resolve_scheme(self.multi_class, X.shape[0], len(classes),
                                            self.decision_function_shape)
         problems = binary_problems(y_encoded, len(classes), self.multi_class_)
         if previous is not None and (len(previous) != len(problems)

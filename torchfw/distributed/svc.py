@@ -65,7 +65,7 @@ class DistributedSVC(SVC):
     # One problem per class, solved over the ranks together (one-vs-one is not distributed).
     multi_class, decision_function_shape, break_ties = "ovr", "ovr", False
 
-    def __init__(self, kernel="rbf", C=1.0, gamma="scale", degree=3, coef0=0.0, solver="swap",
+    def __init__(self, kernel="rbf", C=2.0, gamma="scale", degree=3, coef0=0.0, solver="swap",
                  tol=0.3, max_iter=None, cache_size=200.0, device=None, dtype=None,
                  class_weight=None, random_state=None, verbose=False, warm_start=False,
                  n_init=20, time_limit=None, exchange="auto", group=None):
