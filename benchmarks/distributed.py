@@ -1,19 +1,20 @@
 """Data-parallel SVC training with torchfw.distributed: 1 and 2 gloo ranks on CPU (issue 8).
 
 Part 1, **fit**: ``DistributedSVC`` (RBF kernel, ``gamma="scale"``, ``C=1``: the stored
-results' and the default before it became 2, the default ``tol``, ``--solver``, default SWAP) on generated data (``torchfw.datasets.
-make_large_classification``, ``--m`` training examples of ``--d`` features plus 5,000 held-out
-ones) with 1 and with 2 ranks, once per exchange mode (``"gather"``, ``"broadcast"``). Each rank
-is a process started by ``torch.multiprocessing.spawn`` with a ``file://`` rendezvous; it holds
-its contiguous shard (``shard_range``) and runs with one thread (the per-iteration kernels are
-single-threaded). Every process first makes a tiny fit per mode (numba compilation, gloo
-connections), outside the timings. Reported: fit time (slowest rank, wall seconds of ``fit``),
-the solver loop's time, iterations, time per iteration, the speed-up of 2 ranks over 1, whether
-the 1- and 2-rank models agree (dual coefficients, support, held-out predictions), and each
-rank's communication during the solver loop from the ``Communicator`` counters
-(``result_.info["communication"]``): bytes handed to collectives (*sent*) and got back from the
-other ranks (*received*), per iteration. A plain ``SVC`` (no process group, one thread) is
-fitted too, as the single-process reference, in the 1-rank process right after its fits.
+results' and the default before it became 2, the default ``tol``, ``--solver``, default SWAP)
+on generated data (``torchfw.datasets.make_large_classification``, ``--m`` training examples of
+``--d`` features plus 5,000 held-out ones) with 1 and with 2 ranks, once per exchange mode
+(``"gather"``, ``"broadcast"``). Each rank is a process started by
+``torch.multiprocessing.spawn`` with a ``file://`` rendezvous; it holds its contiguous shard
+(``shard_range``) and runs with one thread (the per-iteration kernels are single-threaded).
+Every process first makes a tiny fit per mode (numba compilation, gloo connections), outside
+the timings. Reported: fit time (slowest rank, wall seconds of ``fit``), the solver loop's
+time, iterations, time per iteration, the speed-up of 2 ranks over 1, whether the 1- and 2-rank
+models agree (dual coefficients, support, held-out predictions), and each rank's communication
+during the solver loop from the ``Communicator`` counters (``result_.info["communication"]``):
+bytes handed to collectives (*sent*) and got back from the other ranks (*received*), per
+iteration. A plain ``SVC`` (no process group, one thread) is fitted too, as the single-process
+reference, in the 1-rank process right after its fits.
 
 Part 2, **communication formula**: the byte counts per iteration follow from the code of
 ``torchfw/distributed/engine.py`` (SWAP over the simplex, no time limit or callback):

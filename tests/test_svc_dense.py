@@ -314,6 +314,26 @@ def test_switch_follows_the_byte_budget():
         tf.SVC(dense="yes").fit(X, y)
 
 
+@pytest.mark.parametrize("solver", ["swap", "pairwise"])
+def test_one_large_binary_problem_reads_a_cache_with_room_for_every_row(solver):
+    from torchfw._svc_matrix import ROWS_FROM
+
+    X, y = _data(m=ROWS_FROM, d=4, seed=3)
+    kw = dict(solver=solver, random_state=0, tol=0.05)
+    cached = tf.SVC(**kw).fit(X, y)
+    info = cached.result_.info
+    # A cache, though the full matrix fits cache_size: the rows the solve visits, each once.
+    assert info["execution"] == "dense" and info["cached_rows"] == ROWS_FROM
+    assert 0 < info["misses"] < ROWS_FROM and info["hits"] > info["misses"]
+    _assert_same_fit(cached, tf.SVC(dense=False, **kw).fit(X, y))
+    # Below ROWS_FROM, dense=True, or several problems: the full matrix.
+    small = tf.SVC(**kw).fit(X[:ROWS_FROM - 1], y[:ROWS_FROM - 1])
+    assert "cached_rows" not in small.result_.info
+    assert "cached_rows" not in tf.SVC(dense=True, **kw).fit(X, y).result_.info
+    three = tf.SVC(multi_class="ovr", **kw).fit(X, np.digitize(X[:, 1], [-0.5, 0.5]))
+    assert all("cached_rows" not in r.info for r in three.result_)
+
+
 @pytest.mark.parametrize("solver", ["swap", "partan"])
 def test_one_vs_one_pairs_take_the_compiled_path_one_matrix_each(solver):
     # A cache_size too small for the m x m matrix but large enough for every pair's: the

@@ -17,9 +17,9 @@ positions :math:`a < b`, sharing their support vectors, which are listed class b
 coefficient for the pair :math:`(c, o)` in column :math:`o - 1` if :math:`o > c`, else in
 column :math:`o`; pair :math:`p` has its own ``rho[p]``, and a positive value votes for
 ``label[a]``. A one-vs-one :class:`~torchfw.SVC` (``multi_class="ovo"``, or ``"auto"`` on
-1,500 examples or more) is exactly that model over its sorted classes, so it is exchanged both
-ways; a one-vs-rest model is refused with a message that says so. The coefficients are written
-with 17 significant digits, so the round trip is exact in float64.
+three classes or 1,500 examples or more) is exactly that model over its sorted classes, so it
+is exchanged both ways; a one-vs-rest model is refused with a message that says so. The
+coefficients are written with 17 significant digits, so the round trip is exact in float64.
 
 **Precomputed kernels** (``kernel="precomputed"``, LIBSVM's ``-t 4``): a support vector line
 holds the example's ID instead of its features, ``0:ID`` with IDs counted from 1 -- the
