@@ -436,18 +436,21 @@ def markdown(rows, cold, args) -> str:
     return "\n".join(lines) + "\n"
 
 
-#: The ``C`` values of ``--c-sweep``.
+#: The ``C`` values of ``--c-sweep``, and its ``tol`` values (at the default ``C``).
 SWEEP_C = (0.5, 1.0, 2.0, 4.0)
+SWEEP_TOL = (0.1, 0.2, 0.3)
 
 
 def c_sweep(splits: int) -> str:
     """Points of test accuracy below scikit-learn's ``SVC()`` of torchfw ``SVC(C=c)`` for each
     ``c`` of :data:`SWEEP_C` on the small sets (scikit-learn's four and the 500-example
     generated ones; mean and standard error over ``splits`` splits), then of the two
-    ``multi_class`` schemes at the default ``C`` on the multiclass ones, as Markdown."""
+    ``multi_class`` schemes at the default ``C`` on the multiclass ones and of each ``tol`` of
+    :data:`SWEEP_TOL` (with its fit time), as Markdown."""
     from sklearn.svm import SVC as SkSVC
 
     from torchfw import SVC
+    from torchfw.svm import SMALL_M, SMALL_TOL
 
     default_c = SVC().C
     lines = [f"# torchfw SVC(C) accuracy against scikit-learn SVC() ({cpu_model()})", "",
@@ -461,17 +464,19 @@ def c_sweep(splits: int) -> str:
     def loss(cell):
         return f"{statistics.mean(cell):+.2f} ± {statistics.stdev(cell) / math.sqrt(len(cell)):.2f}"
 
-    times, schemes = [], []
+    times, schemes, tols = [], [], []
     for name, X, y in datasets(quick=True):
         if name.startswith("generated") and not name.endswith("m=500"):
             continue
         multiclass = len(np.unique(y)) > 2
-        losses = {c: [] for c in SWEEP_C} | ({"ovr": [], "ovo": []} if multiclass else {})
+        losses = {c: [] for c in SWEEP_C} | {("tol", t): [] for t in SWEEP_TOL} | \
+            ({"ovr": [], "ovo": []} if multiclass else {})
         for seed in range(splits):
             Xtr, Xte, ytr, yte = split(X, y, seed)
             reference = SkSVC().fit(Xtr, ytr).score(Xte, yte)
             for key in losses:
-                params = dict(multi_class=key) if key in ("ovr", "ovo") else dict(C=key)
+                params = dict(multi_class=key) if key in ("ovr", "ovo") else \
+                    dict(tol=key[1]) if isinstance(key, tuple) else dict(C=key)
                 score = SVC(random_state=seed, **params).fit(Xtr, ytr).score(Xte, yte)
                 losses[key].append(100 * (reference - score))
         lines.append(f"| {name} | " + " | ".join(loss(losses[c]) for c in SWEEP_C) + " |")
@@ -481,10 +486,19 @@ def c_sweep(splits: int) -> str:
         Xtr, _, ytr, _ = split(X, y, 0)
         fits = timed_fits([lambda c=c: SVC(C=c) for c in SWEEP_C], Xtr, ytr, 9)
         times.append((name, [t / fits[SWEEP_C.index(default_c)][0] for t, _ in fits]))
+        tol_fits = timed_fits([lambda t=t: SVC(tol=t) for t in SWEEP_TOL], Xtr, ytr, 15)
+        tols.append(f"| {name} | " + " | ".join(
+            f"{loss(losses[('tol', t)])} ({1e3 * s:.2f} ms)"
+            for t, (s, _) in zip(SWEEP_TOL, tol_fits, strict=True)) + " |")
     lines += ["", f"The multiclass sets at C={default_c:g} by scheme (`multi_class`), the same "
               f"splits and measure; the last column is the scheme `multi_class=\"auto\"` "
               f"takes:", "", "| data | one-vs-rest | one-vs-one | auto |", "|---|---|---|---|",
               *schemes]
+    lines += ["", f"`tol` at C={default_c:g}, the same splits and measure, and the median fit "
+              f"time (warm, split 0, interleaved; `tol=\"auto\"` is {SMALL_TOL:g} below "
+              f"{SMALL_M:,} examples):", "",
+              "| data | " + " | ".join(f"tol={t:g}" for t in SWEEP_TOL) + " |",
+              "|---|" + "---|" * len(SWEEP_TOL), *tols]
     lines += ["", f"Fit time against `C={default_c:g}` (warm, split 0, median of interleaved "
               "fits as in the warm table):", "",
               "| data | " + " | ".join(f"C={c:g}" for c in SWEEP_C) + " |",
