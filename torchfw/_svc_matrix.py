@@ -306,14 +306,14 @@ def plain_problem(model, X, C_examples, kdtype, one_problem=False):
 
 
 #: Examples from which one binary problem reads its rows from a cache (room for all of them
-#: within ``cache_size``), computed on first use, rather than from the full matrix: a solve
-#: reads only the rows of the atoms it visits (2,730 iterations at 5,600 examples read 2,307
-#: distinct rows), and the matrix's fresh memory, faulted in from two threads, costs more than
-#: its compute on some machines (32-147 ms for the 5,600 x 5,600 matrix, run to run, against
-#: 75 ms on one thread). Fits on a 2-core Xeon, full matrix vs rows (``make_classification``,
-#: 20 features, median of 101 fits): 350 examples 1.02 vs 1.36 ms, 700 2.81 vs 2.57 ms, 1,400
-#: 6.15 vs 4.34 ms, 5,600 69.5 vs 54.1 ms. The problems of a multiclass fit keep the full
-#: matrix, which lets them be solved on several threads (a cache is solved on one).
+#: within ``cache_size``), computed on first use, rather than from the whole matrix: a solve
+#: reads only the rows of the atoms it visits (1,846 of 5,600 on a generated set), and the
+#: whole matrix's fresh memory is written by two threads at once, which on a shared machine can
+#: cost several times the compute. ``python benchmarks/svc_rows_crossover.py`` (2-core Xeon,
+#: generated sets of 20 features, median of 31 fits), default over whole matrix: 350 examples
+#: 1.03, 700 0.95, 1,001 0.92, 1,400 0.66, 2,800 0.85, 5,600 0.81 (57 against 70 ms). The
+#: problems of a multiclass fit keep the whole matrix, which lets them be solved on several
+#: threads (a cache is solved on one).
 ROWS_FROM = 1000
 
 

@@ -89,7 +89,7 @@ PROBABILITY_TOL = 0.05
 #: ``tol="auto"``: ``SMALL_TOL`` below ``SMALL_M`` examples, else ``TOL``. With few examples each
 #: support vector weighs on the boundary: at C=2 over 100 splits of the small sets
 #: (``benchmarks/svm_small.py --c-sweep``), tol 0.3 is 0.51 points below scikit-learn on iris,
-#: 0.2 within 0.22 on every set (0.1 the same within the error, for 4-11% more time); from 1,257
+#: 0.2 within 0.22 on every set (0.1 the same within the error, for 2-12% more time); from 1,257
 #: examples on 0.3 is within 0.25 points and 0.1 costs 10-20% more time (a9a, w8a: 1.5-2x the
 #: iterations for <= 0.1 point).
 SMALL_M, SMALL_TOL, TOL = 1000, 0.2, 0.3
