@@ -117,9 +117,8 @@ class SVC(BaseEstimator):
         ``gamma``, ``degree`` and ``coef0`` are not used. A model with a callable kernel
         cannot be saved (its state holds no code).
     C : float, default 2.0
-        Regularization (larger C fits the training data more closely), the seed papers' C:
-        ``LinearSVC(loss="squared_hinge", C=c)`` is this model at ``C = 2 c``, so the default is
-        LIBLINEAR's and scikit-learn's default for that loss (see the guide, "What C means").
+        Regularization (larger fits closer), the seed papers' C: ``LinearSVC(loss="squared_hinge",
+        C=c)`` is this model at ``C = 2 c``; the default is LIBLINEAR's C=1 ("What C means").
     gamma : {"scale", "auto"} or float, default "scale"
         Kernel coefficient; ``"scale"`` is ``1 / (n_features * X.var())`` and ``"auto"`` is
         ``1 / n_features``, as in scikit-learn.
@@ -172,8 +171,9 @@ class SVC(BaseEstimator):
         iterates without its interpreter). ``"auto"``: on the CPU with numba, for the solvers
         but ``fc``, ``sfw``, ``msfw``, below 200,000 examples, without ``sample_size``,
         ``time_limit`` or a bar drawn for ``verbose``; the ``m x m`` matrix once if it fits
-        ``cache_size`` (200 MB: 7,240 examples in float32), else a cache of its rows (not for
-        the float64 RBF, nor one-vs-one pairs over it). ``False``: the lazy path; ``True``: the
+        ``cache_size`` (200 MB: 7,240 examples in float32), else -- or for a binary fit from
+        1,000 examples -- a cache of its rows (not the float64 RBF's, nor for one-vs-one pairs
+        over the budget). ``False``: the lazy path; ``True``: the
         whole matrix, or an error. Precomputed and callable kernels always take it.
     probability : bool, default False
         Fit Platt sigmoids on out-of-fold decision values (internal stratified 5-fold
