@@ -52,7 +52,7 @@ options (LIBSVM's svm-train meaning where they apply):
   -c cost : C, the seed papers' (default 2: LIBLINEAR's C=1 for the squared hinge)
   -m cachesize : kernel cache in MB (default 200)
   -e epsilon : tolerance: duality gap relative to the margin (default 'auto': 0.3,
-               0.2 below 1,000 examples; see the docs)
+               0.1 below 1,000 examples; see the docs)
   -h shrinking : 0 or 1, accepted for compatibility (Frank-Wolfe has no shrinking)
   -b probability_estimates : 1 to fit Platt probabilities by internal 5-fold CV (default 0)
   -wi weight : multiply C by weight for class i (repeatable)

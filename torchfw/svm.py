@@ -22,7 +22,7 @@ on LIBSVM's scale (margin 1): :math:`f(x) = \rho^{-1} \sum_i \alpha_i y_i (k(x_i
 the unscaled decision function: the largest amount by which a training point's (regularized)
 margin falls short of :math:`\rho`. ``tol`` bounds :math:`g / \rho`, the worst margin violation
 as a fraction of the margin, the same quantity LIBSVM bounds on its margin-1 scale. The
-default (``"auto"``: 0.3, and 0.2 below 1,000 examples) is loose by LIBSVM standards because
+default (``"auto"``: 0.3, and 0.1 below 1,000 examples) is loose by LIBSVM standards because
 test accuracy saturates long before the dual converges; ``benchmarks/svm_vs_libsvm.py`` shows
 accuracy against ``tol``, ``benchmarks/svm_small.py`` the small problems behind the 0.1.
 """
@@ -87,12 +87,11 @@ def _solver_factory(name: str):
 PROBABILITY_TOL = 0.05
 
 #: ``tol="auto"``: ``SMALL_TOL`` below ``SMALL_M`` examples, else ``TOL``. With few examples each
-#: support vector weighs on the boundary: at C=2 over 100 splits of the small sets
-#: (``benchmarks/svm_small.py --c-sweep``), tol 0.3 is 0.51 points below scikit-learn on iris,
-#: 0.2 within 0.22 on every set (0.1 the same within the error, for 2-12% more time); from 1,257
-#: examples on 0.3 is within 0.25 points and 0.1 costs 10-20% more time (a9a, w8a: 1.5-2x the
-#: iterations for <= 0.1 point).
-SMALL_M, SMALL_TOL, TOL = 1000, 0.2, 0.3
+#: support vector weighs on the boundary: at C=2 over 100 splits of the small sets, 3 random
+#: starts each (``benchmarks/svm_small.py --c-sweep``), tol 0.2 is 0.42 points below
+#: scikit-learn on iris and 0.1 0.30, for 4-8% more time; from 1,257 examples on 0.3 is within
+#: 0.25 points and 0.1 costs 10-20% more time (a9a, w8a: 1.5-2x the iterations for <= 0.1 point).
+SMALL_M, SMALL_TOL, TOL = 1000, 0.1, 0.3
 
 #: Solver names accepted by :class:`SVC` (from :data:`torchfw.solvers.SOLVERS`).
 SOLVERS = solver_names("svc")
@@ -134,7 +133,7 @@ class SVC(BaseEstimator):
         :class:`torchfw.optim.StochasticFrankWolfe`).
     tol : float or "auto", default "auto"
         Stop when the dual gap is at most ``tol`` times the margin :math:`\rho` (see the module
-        docstring). ``"auto"``: 0.2 below 1,000 training examples (:data:`SMALL_M`: as accurate
+        docstring). ``"auto"``: 0.1 below 1,000 training examples (:data:`SMALL_M`: as accurate
         as LIBSVM there), 0.3 above (test accuracy has saturated). Ignored by the streaming
         solvers, which run ``max_iter`` samples.
     max_iter : int, optional
