@@ -208,7 +208,7 @@ def _result(model, start, outcome, elapsed, matrix_info):
     w = torch.from_numpy(start.w)
     result = Result(x=w, value=value, gap=gap, n_iter=n_iter,
                     status=Status.CONVERGED if status == _CONVERGED else Status.MAX_ITER,
-                    history=_history(hist, hist_counts, elapsed),
+                    history=_ChecksHistory(hist, hist_counts, elapsed),
                     weights=w.clone(), best_gap=min(float(hist[:, 2].min()), gap),
                     info={"engine": "compiled whole solve", "execution": "dense",
                           **matrix_info})
@@ -317,11 +317,6 @@ def _matrix_info(src) -> dict:
     from ._svc_matrix import cache_stats
 
     return {"matrix_bytes": int(src[0].nbytes), **cache_stats(src)}
-
-
-def _history(hist, hist_counts, elapsed):
-    """The :class:`~torchfw.result.History` of a compiled solve from its check arrays."""
-    return _ChecksHistory(hist, hist_counts, elapsed)
 
 
 class _ChecksHistory(History):
