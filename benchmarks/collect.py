@@ -31,7 +31,7 @@ SECTIONS = [
      "(`benchmarks/svm_vs_libsvm.py`). CPU rows come from the 2-core CI-class machine; GPU rows "
      "from a lent H100.",
      ["svm_a9a_cpu.md", "svm_a9a_cpu_repeats.md", "svm_w8a_cpu.md", "svm_scaling.md",
-      "svm_a9a_h100.md", "svm_a9a_h100_s26.md"]),
+      "svm_a9a_h100.md", "svm_a9a_h100_s26.md", "svm_a9a_h100_s28.md"]),
     ("Small and medium SVMs against scikit-learn",
      "torchfw `SVC()` against scikit-learn `SVC()` at the defaults of both, warm, in one "
      "process, and fresh `python -c` processes timed from outside (`benchmarks/svm_small.py`). "
@@ -97,7 +97,8 @@ SECTIONS = [
     ("GPU hot loop",
      "Per-iteration time of the simplex solvers on a lazy RBF kernel against the "
      "memory-bandwidth floor (`benchmarks/gpu_loop.py`).",
-     ["gpu_loop_h100.md", "gpu_loop_h100_s26.md", "gpu_check_h100_s26.md"]),
+     ["gpu_loop_h100.md", "gpu_loop_h100_s26.md", "gpu_check_h100_s26.md",
+      "gpu_loop_h100_s28.md", "gpu_check_h100_s28.md"]),
     ("Distributed training",
      "Data-parallel `SVC` over `torch.distributed` with 1 and 2 gloo ranks, and the measured "
      "communication volume per iteration (`benchmarks/distributed.py`).",

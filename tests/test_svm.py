@@ -351,10 +351,14 @@ def test_graph_execution_matches_host_on_cuda():
                          dtype=torch.float64)
     x0 = torch.zeros(2000, dtype=torch.float64, device="cuda")
     x0[0] = 1.0
-    for cls in (tf.SwapFrankWolfe, tf.PartanFrankWolfe, tf.AwayStepFrankWolfe):
-        ref = cls(tf.Simplex(), tol=1e-7, max_iter=50_000, execution="host",
+    # PARTAN has no away steps: like plain FW it converges sublinearly once the optimum lies on
+    # a face, and here needs 3,550 iterations for gap 1e-4 but 49,250 for 1e-5 (on the CPU's host
+    # loop); at 1e-7 it never converged within max_iter (found on a lent H100, 2026-11-27).
+    for cls, tol in ((tf.SwapFrankWolfe, 1e-7), (tf.PartanFrankWolfe, 1e-4),
+                     (tf.AwayStepFrankWolfe, 1e-7)):
+        ref = cls(tf.Simplex(), tol=tol, max_iter=50_000, execution="host",
                   check_every=50).minimize(tf.Quadratic(op), x0)
-        graph = cls(tf.Simplex(), tol=1e-7, max_iter=50_000, execution="graph",
+        graph = cls(tf.Simplex(), tol=tol, max_iter=50_000, execution="graph",
                     check_every=50).minimize(tf.Quadratic(op), x0)
         assert graph.info["execution"] == "graph" and graph.converged and ref.converged
         assert abs(graph.value - ref.value) <= graph.gap + ref.gap + 1e-12
