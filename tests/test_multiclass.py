@@ -141,32 +141,37 @@ def test_auto_gap_checks_same_iterates():
     assert (np.diff(fixed.gap_epochs_) == 3).all()
 
 
-@pytest.mark.parametrize("thr", [np.inf, 0.0])
+@pytest.mark.parametrize("thr", [np.inf, 0.0, "screen"])
 def test_uncompiled_epoch_equals_compiled(thr):
     """Without numba the same epoch function runs in the interpreter, with the same result
-    (unshrunk, and shrinking slots at 0 with a positive gradient, skipping a few blocks)."""
-    from torchfw import _ww_kernels as K
+    (unshrunk, shrinking slots at 0 with a positive gradient and skipping a few blocks, and
+    screening)."""
+    from torchfw import _ww_sweep as K
 
     X, y = blobs(n=60, d=5, k=7, seed=15, sep=1.0)
+    screen = thr == "screen"
     runs = []
     for epoch_fn in (K._ww_epoch_py, K.ww_epoch):
-        prob = WWDualProblem(_as_csr(X), y, 7, 0.8)
+        prob = WWDualProblem(_as_csr(X), y, 7, 0.8, shrinking=screen)
         ws = prob.ws
-        orders = np.random.default_rng(0).permuted(np.tile(np.arange(60), (4, 1)), axis=1)
+        orders = np.random.default_rng(0).permuted(np.tile(np.arange(60), (8, 1)), axis=1)
         for e, order in enumerate(orders):
-            if e == 2:
+            if e == 2 and not screen:
                 prob.skip[::7] = 1
             epoch_fn(prob.X.indptr, prob.X.indices, prob.X.data, prob.sqnorm, prob.y, order,
                      prob.W, prob.beta, prob.bsum, prob.C, 0, 1, 1e-6, prob.active,
-                     prob.n_act, thr if e else np.inf, prob.skip, prob.gblk, ws.scores, ws.v,
-                     ws.bnew, ws.heap, ws.hidx, ws.sv, ws.si, ws.prefix, ws.grad, ws.changed,
-                     ws.u, ws.cls, ws.sc, prob.est)
-        runs.append((prob.W.copy(), prob.n_act.copy(), prob.gblk.copy()))
+                     prob.n_act, np.inf if screen or not e else thr, prob.skip, prob.gblk,
+                     ws.scores, ws.v, ws.bnew, ws.heap, ws.hidx, ws.sv, ws.si, ws.prefix,
+                     ws.grad, ws.changed, ws.u, ws.cls, ws.sc, prob.est, *prob.screen_arrays())
+        runs.append((prob.W.copy(), prob.n_act.copy(), prob.gblk.copy(), prob._gmin.copy()))
     np.testing.assert_allclose(runs[0][0], runs[1][0], rtol=0, atol=1e-12)
     assert np.array_equal(runs[0][1], runs[1][1])
     np.testing.assert_allclose(runs[0][2], runs[1][2], rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(runs[0][3], runs[1][3], rtol=1e-12, atol=1e-12)
     if thr == 0.0:  # the gather path (few slots listed) ran too
         assert (runs[1][1] < 3).any()
+    if screen:  # blocks were recorded as screenable
+        assert (runs[1][3] > 0).any()
 
 
 def test_sweep_gap_estimate():
@@ -194,16 +199,16 @@ def _kkt_violation(X, y, W, beta, C):
 
 
 def test_shrinking_same_solution_and_stopping_rule():
-    """Shrinking changes the path, not the problem: the same first gap, the rule met on the
-    full problem (gap recomputed from scratch), the same optimum as plain BCD."""
+    """Heuristic shrinking changes the path, not the problem: the same first gap, the rule
+    met on the full problem (gap recomputed from scratch), the same optimum as plain BCD."""
     X, y = blobs(n=400, d=10, k=8, seed=16, sep=1.5)
     C = 0.5
     fits = {}
-    for shrink in (False, True):
+    for shrink in (False, "heuristic"):
         for tol in (0.0009, 1e-7):
             fits[shrink, tol] = WestonWatkinsSVC(C=C, tol=tol, random_state=3, max_iter=5000,
                                                  shrinking=shrink).fit(X, y)
-    plain, shrunk = fits[False, 0.0009], fits[True, 0.0009]
+    plain, shrunk = fits[False, 0.0009], fits["heuristic", 0.0009]
     assert shrunk.gap_history_[0] == pytest.approx(plain.gap_history_[0], rel=1e-12)
     for f in (plain, shrunk):
         W = f.coef_.numpy()
@@ -214,7 +219,7 @@ def test_shrinking_same_solution_and_stopping_rule():
         assert P - D == pytest.approx(f.gap_history_[-1], rel=1e-8, abs=1e-10)
         assert P - D <= 0.0009 * f.gap_history_[0]
     # at a tight tolerance both reach the same optimum: objectives and the KKT conditions
-    a, b = fits[False, 1e-7], fits[True, 1e-7]
+    a, b = fits[False, 1e-7], fits["heuristic", 1e-7]
     assert b.primal_history_[-1] == pytest.approx(a.primal_history_[-1], rel=1e-7)
     assert b.dual_history_[-1] == pytest.approx(a.dual_history_[-1], rel=1e-7)
     np.testing.assert_allclose(b.coef_.numpy(), a.coef_.numpy(), atol=1e-4)
@@ -230,7 +235,7 @@ def test_shrinking_shrinks_and_recovers_from_a_wrong_shrink():
     csr = _as_csr(X)
     plain = WWDualProblem(csr, y, 6, 0.5)
     r0 = BlockCoordinateDescent(rtol=1e-6, random_state=1, max_iter=5000).minimize(plain)
-    prob = WWDualProblem(csr, y, 6, 0.5, shrinking=True)
+    prob = WWDualProblem(csr, y, 6, 0.5, shrinking="heuristic")
     seen = {"listed": [], "visited": []}
     sweep = prob.sweep
 
@@ -246,7 +251,7 @@ def test_shrinking_shrinks_and_recovers_from_a_wrong_shrink():
     assert min(seen["listed"]) < 5 and min(seen["visited"]) < 1.0
     assert r1.value == pytest.approx(r0.value, rel=1e-6)
 
-    wrong = WWDualProblem(csr, y, 6, 0.5, shrinking=True)
+    wrong = WWDualProblem(csr, y, 6, 0.5, shrinking="heuristic")
     sweep2 = wrong.sweep
 
     def sabotage(order, solver, steps):

@@ -1,8 +1,9 @@
-"""Weston-Watkins shrinking on unscaled data (issue 19, item 1).
+"""Weston-Watkins screening and shrinking, on unscaled data above all (issue 19, item 1).
 
-Shrinking must not change the answer: a shrunk run stops on the same full-problem gap rule, in
-about as many epochs as plain BCD, at the same objective, never less accurate; its exact gaps
-are not inflated by slots left out of the sweeps.
+The default, safe screening, must not change the answer at all: the same iterates, epochs and
+model as plain BCD, bit for bit. The opt-in heuristic shrinking stops on the same full-problem
+gap rule, in about as many epochs as plain BCD, at the same objective; its exact gaps are not
+inflated by slots left out of the sweeps.
 """
 
 from __future__ import annotations
@@ -47,13 +48,72 @@ def digits_raw():
     return train_test_split(X, y, test_size=0.3, random_state=0)
 
 
+def _screening_cases():
+    from sklearn.datasets import load_digits
+
+    X, y = load_digits(return_X_y=True)
+    rng = np.random.default_rng(4)
+    centers = 3.0 * rng.normal(size=(5, 8))
+    yb = rng.integers(0, 5, size=400)
+    Xb = centers[yb] + rng.normal(size=(400, 8))
+    return [("digits raw", X[:1200], y[:1200], 1.0, 0.0009),
+            ("unscaled 0-100", *unscaled(n=500, seed=5), 2.0 ** -10, 0.0009),
+            ("blobs, tight tol", Xb, yb, 0.5, 1e-6)]
+
+
+@pytest.mark.parametrize("case", range(3))
+def test_default_screening_is_plain_bcd_bit_for_bit(case):
+    """shrinking=True (the default) screens blocks at 0 only while a bound proves their solve
+    would leave them there: the fit is plain BCD's (shrinking=False) to the last bit, so it
+    can never be less accurate; and it does pass over visits."""
+    name, X, y, C, tol = _screening_cases()[case]
+    fits = {s: WestonWatkinsSVC(C=C, tol=tol, random_state=2, shrinking=s,
+                                max_iter=20000).fit(X, y) for s in (True, False)}
+    scr, plain = fits[True], fits[False]
+    assert scr.converged_ and plain.converged_, name
+    assert scr.n_iter_ == plain.n_iter_
+    assert np.array_equal(scr.gap_history_, plain.gap_history_)
+    assert np.array_equal(scr.coef_.numpy(), plain.coef_.numpy())
+    assert np.array_equal(scr.result_.x.numpy(), plain.result_.x.numpy())
+    assert np.array_equal(scr.predict(X), plain.predict(X))
+
+    classes, yi = np.unique(y, return_inverse=True)
+    prob = WWDualProblem(_as_csr(X.astype(np.float64)), yi, len(classes), C, shrinking=True)
+    BlockCoordinateDescent(rtol=tol, random_state=2, max_iter=20000).minimize(prob)
+    assert prob.screened > 0.05 * prob.epochs * prob.n_blocks, name
+
+
+def test_screening_without_its_bound_changes_the_answer():
+    """The identity above rests on the bound: screening every block that was at 0 with margins
+    above 1 at its last visit, whatever W did since (the bound's terms made hugely negative),
+    ends at another model than plain BCD's, so the test has teeth."""
+    X, y = unscaled(n=500, seed=5)
+    classes, yi = np.unique(y, return_inverse=True)
+    runs = {}
+    for mode in (False, True):
+        prob = WWDualProblem(_as_csr(X.astype(np.float64)), yi, len(classes), 2.0 ** -10,
+                             shrinking=mode)
+        if mode:
+            sweep = prob.sweep
+
+            def blind(order, solver, steps, prob=prob, sweep=sweep):
+                prob._rb[:] = -1e300  # B_c = bnd[c] + rb[i, c]: "nothing moved"
+                return sweep(order, solver, steps)
+
+            prob.sweep = blind
+        BlockCoordinateDescent(rtol=0.0009, random_state=2, max_iter=3000).minimize(prob)
+        runs[mode] = prob
+    assert not np.array_equal(runs[True].beta, runs[False].beta)
+    assert runs[True].screened > 0
+
+
 def test_digits_raw_shrinking_converges_to_the_plain_optimum(digits_raw):
     """The issue's case: with shrinking it used to stop at max_iter=1000 (gap 0.958) where
     plain BCD converged in 994 epochs; now both converge, at the same objective."""
     Xtr, Xte, ytr, yte = digits_raw
     fits = {s: WestonWatkinsSVC(C=1.0, random_state=0, shrinking=s).fit(Xtr, ytr)
-            for s in (True, False)}
-    shr, plain = fits[True], fits[False]
+            for s in ("heuristic", False)}
+    shr, plain = fits["heuristic"], fits[False]
     assert plain.converged_ and shr.converged_
     assert shr.n_iter_ <= 1.1 * plain.n_iter_
     target = 0.0009 * shr.gap_history_[0]
@@ -76,8 +136,8 @@ def test_unscaled_certified_gap_and_accuracy():
     C = 2.0 ** -10
     for tol in (0.0009, 1e-6):
         fits = {s: WestonWatkinsSVC(C=C, tol=tol, random_state=1, shrinking=s,
-                                    max_iter=20000).fit(Xtr, ytr) for s in (True, False)}
-        shr, plain = fits[True], fits[False]
+                                    max_iter=20000).fit(Xtr, ytr) for s in ("heuristic", False)}
+        shr, plain = fits["heuristic"], fits[False]
         assert shr.converged_ and plain.converged_
         P, D = primal_dual(Xtr, ytr, shr.coef_.numpy(), shr.result_.x.numpy(), C)
         assert P - D <= tol * shr.gap_history_[0]
@@ -104,7 +164,7 @@ def test_exact_gaps_not_inflated_by_shrinking():
     run's exact gaps stay those of plain BCD (geometric mean of the ratio, epoch by epoch)."""
     X, y = unscaled(n=600, seed=2)
     g_plain, _ = _gaps_every_epoch(X, y, 1.0, False, 150)
-    g_shr, prob = _gaps_every_epoch(X, y, 1.0, True, 150)
+    g_shr, prob = _gaps_every_epoch(X, y, 1.0, "heuristic", 150)
     assert g_shr[0] == pytest.approx(g_plain[0], rel=1e-12)  # epoch 1 runs unshrunk
     ratio = np.exp(np.mean(np.log(g_shr[1:] / g_plain[1:])))
     assert ratio < 1.15  # 1.23 with the former policy (cap of 50, skipping throughout)
@@ -116,7 +176,7 @@ def test_slow_problems_stop_skipping_blocks_fast_ones_keep_it():
     progress; once a phase needed MAX_SHRUNK_SWEEPS sweeps, every sweep is full."""
     X, y = unscaled(n=600, seed=2)
     classes, yi = np.unique(y, return_inverse=True)
-    prob = WWDualProblem(_as_csr(X), yi, len(classes), 1.0, shrinking=True)
+    prob = WWDualProblem(_as_csr(X), yi, len(classes), 1.0, shrinking="heuristic")
     rng = np.random.default_rng(0)
     skipped_after_slow = shrunk_after_slow = 0
     for _ in range(120):
@@ -131,7 +191,7 @@ def test_slow_problems_stop_skipping_blocks_fast_ones_keep_it():
     centers = 3.0 * rng.normal(size=(4, 6))
     yb = rng.integers(0, 4, size=300)
     Xb = centers[yb] + rng.normal(size=(300, 6))
-    fast = WWDualProblem(_as_csr(Xb), yb, 4, 0.5, shrinking=True)
+    fast = WWDualProblem(_as_csr(Xb), yb, 4, 0.5, shrinking="heuristic")
     skipped = 0
     for _ in range(15):
         fast.sweep(rng.permutation(fast.n_blocks), "exact", 1)
@@ -145,7 +205,7 @@ def test_target_known_brings_a_full_sweep_before_stopping():
     re-check, as LIBLINEAR does), so the run is checked on a sweep that saw every slot."""
     X, y = unscaled(n=300, seed=3)
     classes, yi = np.unique(y, return_inverse=True)
-    prob = WWDualProblem(_as_csr(X), yi, len(classes), 2.0 ** -10, shrinking=True)
+    prob = WWDualProblem(_as_csr(X), yi, len(classes), 2.0 ** -10, shrinking="heuristic")
     told = []
     original = prob.set_gap_target
     prob.set_gap_target = lambda t: (told.append(t), original(t))
@@ -154,7 +214,7 @@ def test_target_known_brings_a_full_sweep_before_stopping():
     assert res.converged
     assert told == [pytest.approx(0.0009 * res.info["first_gap"])]
 
-    fresh = WWDualProblem(_as_csr(X), yi, len(classes), 2.0 ** -10, shrinking=True)
+    fresh = WWDualProblem(_as_csr(X), yi, len(classes), 2.0 ** -10, shrinking="heuristic")
     rng = np.random.default_rng(0)
     fresh.sweep(rng.permutation(fresh.n_blocks), "exact", 1)  # full (epoch 1)
     fresh.set_gap_target(np.inf)  # any shrunk prediction is within reach of the target
@@ -207,7 +267,7 @@ def test_dna_keeps_shrinking_after_a_capped_phase():
 
     with lzma.open(data_path("dna.scale.xz")) as f:
         X, y = load_svmlight_file(f)
-    prob = ww_problem(X, y, 2.0 ** -4, shrinking=True).problem
+    prob = ww_problem(X, y, 2.0 ** -4, shrinking="heuristic").problem
     full, capped = [], []
     sweep = prob.sweep
 
@@ -238,8 +298,8 @@ def test_shrinking_never_ends_at_a_worse_certified_objective(seed):
     Xtr, ytr = X[:280], y[:280]
     C, tol = 2.0 ** -10, 0.0009
     fits = {s: WestonWatkinsSVC(C=C, tol=tol, random_state=seed, shrinking=s,
-                                max_iter=5000).fit(Xtr, ytr) for s in (True, False)}
-    shr, plain = fits[True], fits[False]
+                                max_iter=5000).fit(Xtr, ytr) for s in ("heuristic", False)}
+    shr, plain = fits["heuristic"], fits[False]
     assert shr.converged_ and plain.converged_
     assert shr.gap_history_[0] == plain.gap_history_[0]  # one target for both
     target = tol * plain.gap_history_[0]
@@ -250,5 +310,5 @@ def test_shrinking_never_ends_at_a_worse_certified_objective(seed):
         assert P[s] - D[s] <= target * (1 + 1e-9)
         assert np.all(beta >= 0.0) and np.all(beta <= C)
     lower = max(D.values())
-    assert P[True] - lower <= target * (1 + 1e-9)
+    assert P["heuristic"] - lower <= target * (1 + 1e-9)
     assert P[False] - lower <= target * (1 + 1e-9)

@@ -49,9 +49,46 @@ def _hinge_sum_py(scores, yi):
 _hinge_sum = _jit(_hinge_sum_py)
 
 
+def _screen_norm_py(dn2, off, bnd, c, cross, square):
+    """Add ``cross + square`` to the running ``||D_c||^2`` (``dn2[0, c]``) and its magnitude to
+    ``dn2[1, c]``; ``bnd[c]`` is the norm with room for the running sum's rounding (the sum can
+    cancel to far below the terms it added), plus ``off[c]``."""
+    dn2[0, c] += cross + square
+    dn2[1, c] += abs(cross) + square
+    bnd[c] = math.sqrt(max(dn2[0, c], 0.0) + 1e-12 * dn2[1, c]) + off[c]
+
+
+_screen_norm = _jit(_screen_norm_py)
+
+
+def _screen_record_py(scores, yi, i, k, bnd, off, rb, gmin):
+    """Record block ``i`` (at 0 after its visit) for safe screening: its smallest margin
+    gradient ``min_c G_ic`` at ``scores`` (the weights it ends its visit with), less a rounding
+    allowance, and ``rb[i, c] = ||D_c|| - off[c]`` (``bnd[c] - 2 off[c]``; see
+    :func:`ww_epoch`)."""
+    sy = scores[yi]
+    g = math.inf
+    big = abs(sy)
+    for c in range(k):
+        if c != yi:
+            G = sy - scores[c] - 1.0
+            if G < g:
+                g = G
+            if abs(scores[c]) > big:
+                big = abs(scores[c])
+    # scores are sums in floating point: leave room for their rounding (relative 1e-16 per
+    # term, far below this allowance) so that a screened G is > 0 in the sums plain BCD forms
+    gmin[i] = g - 1e-9 * (1.0 + big)
+    for c in range(k):
+        rb[i, c] = bnd[c] - 2.0 * off[c]  # ||D_c|| (with its rounding room) - off[c]
+
+
+_screen_record = _jit(_screen_record_py)
+
+
 def _ww_epoch_py(indptr, indices, data, sqnorm, y, order, W, beta, bsum, C, method, fw_steps,
                  eps, active, n_act, shrink_thr, skip, gblk, scores, v, bnew, heap, hidx, sv, si,
-                 prefix, grad, changed, u, cls, sc, est):
+                 prefix, grad, changed, u, cls, sc, est, screen, D, dn2, off, bnd, rb, gmin):
     r"""One outer iteration: an inner iteration for every example ``order[t]``, in that order.
 
     ``W`` is ``(d, k)`` (feature-major: row ``f`` holds the ``k`` class weights of feature ``f``,
@@ -83,17 +120,34 @@ def _ww_epoch_py(indptr, indices, data, sqnorm, y, order, W, beta, bsum, C, meth
       listed classes and ``y_i`` are computed (a gather when few are listed).
     - ``skip[i] > 0``: block ``i`` is not visited this epoch (the counter is decremented).
 
-    ``est`` (length 4) carries by-products of the sweep. ``est[0]`` receives the hinge sum of
+    Safe screening (``screen`` true; the caller keeps full lists and ``shrink_thr = inf``): a
+    block with ``beta_i = 0`` whose margins, at its last computed visit ``t_i``, all exceeded 1
+    by ``gmin[i] > 0`` is passed over while that slack provably holds. Since
+    ``|Delta (w_y - w_c)^T x_i| <= ||x_i|| (||Delta w_y|| + ||Delta w_c||)``, every margin is
+    still above 1 if ``gmin[i] > ||x_i|| (B_y + max_{c != y} B_c)``, ``B_c`` bounding
+    ``||w_c - w_c(t_i)||``; the block's exact solve would then return 0 again, so skipping it
+    changes nothing: the iterates are plain BCD's, bit for bit. The bounds run through a
+    snapshot ``S`` of ``W`` taken by the caller: ``D = W - S`` (same layout as ``W``) and
+    ``dn2[0, c] = ||D_c||^2`` are updated with ``W`` (``dn2[1, c]`` holds the magnitude of the
+    running sum, for its rounding); ``off[c]`` adds up the norms ``||S_c - S_c'||`` of the
+    snapshots' moves so far; ``bnd[c] = ||D_c|| + off[c]``; and
+    ``rb[i, c] = ||D_c(t_i)|| - off_c(t_i)``, so that ``B_c = bnd[c] + rb[i, c]`` (the triangle
+    inequality through every snapshot since ``t_i``). ``gmin[i] <= 0`` marks a block that is
+    not eligible.
+
+    ``est`` (length 5) carries by-products of the sweep. ``est[0]`` receives the hinge sum of
     every listed slot at the scores computed on its visit (the weights move during the epoch,
     so this is not the primal, only a predictor of it: on sector it overestimates the primal's
     hinge part by ~1.2-1.6x, steadily); ``est[1]``, the caller's ``||W||^2``, is kept current by
     ``||W + x u^T||^2 = ||W||^2 + 2 u^T W^T x + q ||u||^2``; ``est[2]`` and ``est[3]`` receive
     the largest and smallest projected gradient (``min(G, 0)`` at 0, ``max(G, 0)`` at ``C``,
-    ``G`` between) over the listed slots at their visit.
+    ``G`` between) over the listed slots at their visit; ``est[4]``, the number of visits
+    screened.
     """
     k = W.shape[1]
     m = k - 1
     n_changed = 0
+    n_screened = 0
     loss_est = 0.0
     wn = est[1]
     pg_max = -math.inf
@@ -109,6 +163,25 @@ def _ww_epoch_py(indptr, indices, data, sqnorm, y, order, W, beta, bsum, C, meth
             continue
         a = n_act[i]
         bsum_i = bsum[i]
+        if screen and bsum_i == 0.0 and gmin[i] > 0.0:
+            yi = y[i]
+            by = bnd[yi] + rb[i, yi]
+            bmax = 0.0
+            for c in range(k):
+                if c != yi:
+                    bc = bnd[c] + rb[i, c]
+                    if bc > bmax:
+                        bmax = bc
+            if gmin[i] > math.sqrt(q) * (by + bmax):
+                # every G_is is still > 0: plain BCD's visit would find b = 0 optimal (its
+                # projected gradients 0, its gap share 0) and move nothing
+                if pg_max < 0.0:
+                    pg_max = 0.0
+                if pg_min > 0.0:
+                    pg_min = 0.0
+                gblk[i] = 0.0
+                n_screened += 1
+                continue
         if a == 0 and bsum_i == 0.0:
             gblk[i] = 0.0
             continue  # every slot shrunk at 0: nothing to compute
@@ -194,7 +267,11 @@ def _ww_epoch_py(indptr, indices, data, sqnorm, y, order, W, beta, bsum, C, meth
         gblk[i] = gi
         if not any_pos and bsum_i == 0.0:
             # b = 0 is optimal and already in place (the common well-classified case)
+            if screen:
+                _screen_record(scores, yi, i, k, bnd, off, rb, gmin)
             continue
+        if screen:
+            gmin[i] = 0.0  # recorded below if the block ends at 0
         if method == 0:
             new_sum = walrus_single(v, na, C, bnew, heap, hidx, sv, si, prefix, bsum_i)
         else:
@@ -215,6 +292,8 @@ def _ww_epoch_py(indptr, indices, data, sqnorm, y, order, W, beta, bsum, C, meth
                 n_c += 1
                 beta[i, s] = bnew[j]
         if n_c == 0:
+            if screen and new_sum == 0.0:
+                _screen_record(scores, yi, i, k, bnd, off, rb, gmin)
             continue
         n_changed += 1
         uy = new_sum - bsum_i
@@ -223,6 +302,37 @@ def _ww_epoch_py(indptr, indices, data, sqnorm, y, order, W, beta, bsum, C, meth
         wn += 2.0 * uy * sy + q * uy * uy
         for r in range(n_c):
             wn += 2.0 * u[r] * scores[changed[r]] + q * u[r] * u[r]
+        if screen:
+            # D moves with W; ||D_c + u_c x||^2 = ||D_c||^2 + 2 u_c D_c^T x + q u_c^2, with
+            # D_c^T x read before the row's own update (a CSR row names each feature once)
+            dy = 0.0
+            for r in range(n_c):
+                grad[r] = 0.0
+            for p in range(start, stop):
+                xv = data[p]
+                row = W[indices[p]]
+                drow = D[indices[p]]
+                dy += xv * drow[yi]
+                row[yi] += xv * uy
+                drow[yi] += xv * uy
+                for r in range(n_c):
+                    cr = changed[r]
+                    grad[r] += xv * drow[cr]
+                    row[cr] += xv * u[r]
+                    drow[cr] += xv * u[r]
+            _screen_norm(dn2, off, bnd, yi, 2.0 * uy * dy, q * uy * uy)
+            for r in range(n_c):
+                _screen_norm(dn2, off, bnd, changed[r], 2.0 * u[r] * grad[r], q * u[r] * u[r])
+            if new_sum == 0.0:  # the block ends at 0: its margins at the updated W
+                for c in range(k):
+                    scores[c] = 0.0
+                for p in range(start, stop):
+                    xv = data[p]
+                    row = W[indices[p]]
+                    for c in range(k):
+                        scores[c] += xv * row[c]
+                _screen_record(scores, yi, i, k, bnd, off, rb, gmin)
+            continue
         for p in range(start, stop):
             xv = data[p]
             row = W[indices[p]]
@@ -233,6 +343,7 @@ def _ww_epoch_py(indptr, indices, data, sqnorm, y, order, W, beta, bsum, C, meth
     est[1] = wn
     est[2] = pg_max
     est[3] = pg_min
+    est[4] = n_screened
     return n_changed
 
 
