@@ -135,19 +135,21 @@ def _ww_epoch_py(indptr, indices, data, sqnorm, y, order, W, beta, bsum, C, meth
     inequality through every snapshot since ``t_i``). ``gmin[i] <= 0`` marks a block that is
     not eligible.
 
-    ``est`` (length 5) carries by-products of the sweep. ``est[0]`` receives the hinge sum of
+    ``est`` (length 6) carries by-products of the sweep. ``est[0]`` receives the hinge sum of
     every listed slot at the scores computed on its visit (the weights move during the epoch,
     so this is not the primal, only a predictor of it: on sector it overestimates the primal's
     hinge part by ~1.2-1.6x, steadily); ``est[1]``, the caller's ``||W||^2``, is kept current by
     ``||W + x u^T||^2 = ||W||^2 + 2 u^T W^T x + q ||u||^2``; ``est[2]`` and ``est[3]`` receive
     the largest and smallest projected gradient (``min(G, 0)`` at 0, ``max(G, 0)`` at ``C``,
     ``G`` between) over the listed slots at their visit; ``est[4]``, the number of visits
-    screened.
+    screened; ``est[5]``, the number of visits that found ``b = 0`` optimal in place (all
+    ``G_is >= 0``: the blocks screening could pass over).
     """
     k = W.shape[1]
     m = k - 1
     n_changed = 0
     n_screened = 0
+    n_idle = 0
     loss_est = 0.0
     wn = est[1]
     pg_max = -math.inf
@@ -267,6 +269,7 @@ def _ww_epoch_py(indptr, indices, data, sqnorm, y, order, W, beta, bsum, C, meth
         gblk[i] = gi
         if not any_pos and bsum_i == 0.0:
             # b = 0 is optimal and already in place (the common well-classified case)
+            n_idle += 1
             if screen:
                 _screen_record(scores, yi, i, k, bnd, off, rb, gmin)
             continue
@@ -344,6 +347,7 @@ def _ww_epoch_py(indptr, indices, data, sqnorm, y, order, W, beta, bsum, C, meth
     est[2] = pg_max
     est[3] = pg_min
     est[4] = n_screened
+    est[5] = n_idle
     return n_changed
 
 
