@@ -212,7 +212,7 @@ class WWDualProblem(BlockProblem):
                 self.unshrink()
             # slow problems (see _after_shrunk_sweep) run plain BCD: no slot leaves a list
             thr = math.inf if self.epochs == 0 or self._slow else SHRINK_THRESHOLD
-        screen = self.screening and self.eligible >= SCREEN_MIN_ELIGIBLE
+        screen = bool(self.screening and self.eligible >= SCREEN_MIN_ELIGIBLE)
         if screen and (not self._screened_last or self.epochs % SNAPSHOT_EVERY == 0):
             # a new snapshot S = W: D restarts at 0, the old D's norm joins the offsets
             self._off += self._bnd - self._off
@@ -231,12 +231,13 @@ class WWDualProblem(BlockProblem):
         self.screened += int(self.est[4])
         if self.screening:
             n = max(self.n_blocks, 1)
-            self.eligible = (np.count_nonzero(self._gmin > 0.0) if screen else self.est[5]) / n
+            self.eligible = float(np.count_nonzero(self._gmin > 0.0) if screen
+                                  else self.est[5]) / n
             if screen and self.eligible < SCREEN_MIN_ELIGIBLE:
                 # too few blocks to pass over to pay for D: stop, forgetting the records (D
                 # is not kept meanwhile, so their bounds would not hold)
                 self._gmin[:] = 0.0
-            self._screened_last = screen and self.eligible >= SCREEN_MIN_ELIGIBLE
+            self._screened_last = bool(screen and self.eligible >= SCREEN_MIN_ELIGIBLE)
         if self.shrinking:
             if full and self._capped:
                 self._capped = False
