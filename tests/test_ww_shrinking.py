@@ -107,6 +107,28 @@ def test_screening_without_its_bound_changes_the_answer():
     assert runs[True].screened > 0
 
 
+def test_screening_stops_where_it_cannot_pay():
+    """Where W moves too far between visits for the bound to hold (features in 0-100 at C = 1,
+    pendigits' case), screening stops and waits before trying again, rather than keeping D up
+    for nothing; where it screens (C = 2^-12) it goes on. Either way the iterates are plain
+    BCD's (see above)."""
+    X, y = unscaled(n=600, seed=2)
+    classes, yi = np.unique(y, return_inverse=True)
+    waits = {}
+    for C in (1.0, 2.0 ** -12):
+        prob = WWDualProblem(_as_csr(X.astype(np.float64)), yi, len(classes), C,
+                             shrinking=True)
+        rng = np.random.default_rng(0)
+        waits[C] = 0
+        for _ in range(120):
+            prob.sweep(rng.permutation(prob.n_blocks), "exact", 1)
+            waits[C] += prob._retry_at > prob.epochs
+        assert prob.eligible > wp.SCREEN_MIN_ELIGIBLE  # blocks at 0 there are, in both
+    assert waits[1.0] > 80  # mostly waiting: futile tries double the wait
+    assert waits[2.0 ** -12] < 40 and prob.screened > 0.1 * 120 * prob.n_blocks
+    assert prob._retry_wait == wp.SCREEN_RETRY  # the last phase paid off
+
+
 def test_digits_raw_shrinking_converges_to_the_plain_optimum(digits_raw):
     """The issue's case: with shrinking it used to stop at max_iter=1000 (gap 0.958) where
     plain BCD converged in 994 epochs; now both converge, at the same objective."""

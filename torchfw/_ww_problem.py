@@ -37,7 +37,8 @@ from .optimizers.bcd import BlockProblem, BlockQuadratic
 from .oracles import Box
 from .walrus import iterative_ww_subproblem, walrus
 
-__all__ = ["WWDualProblem", "SNAPSHOT_EVERY", "SCREEN_MIN_ELIGIBLE", "SHRINK_THRESHOLD",
+__all__ = ["WWDualProblem", "SNAPSHOT_EVERY", "SCREEN_MIN_ELIGIBLE", "SCREEN_MIN_SCREENED",
+           "SCREEN_RETRY", "SHRINK_THRESHOLD",
            "UNSHRINK_FACTOR", "SKIP_FRACTION", "MAX_SHRUNK_SWEEPS", "SLOW_WRONG_FRACTION",
            "TARGET_MARGIN", "TARGET_RECHECK_FACTOR"]
 
@@ -52,6 +53,13 @@ SNAPSHOT_EVERY = 4
 #: recorded so. Below it, keeping ``D`` costs more than it saves (up to 1.65x a plain sweep
 #: on sector, whose blocks are nearly all support vectors; letter screens 3-4% of its visits).
 SCREEN_MIN_ELIGIBLE = 0.15
+#: ... and stops, to try again ``SCREEN_RETRY`` sweeps later (twice as late after each futile
+#: try in a row), when a sweep after the first of its phase (which only records) passed over
+#: fewer than this share of the blocks: where ``W`` moves too far between visits for any bound
+#: to hold (pendigits' raw 0-100 features at C = 1 have 57% of the blocks eligible and none
+#: screened), keeping ``D`` only costs (1.25x a plain sweep).
+SCREEN_MIN_SCREENED = 0.05
+SCREEN_RETRY = 10
 
 #: Heuristic shrinking (``WWDualProblem(shrinking="heuristic")``). A slot at 0 whose
 #: gradient ``G = margin - 1`` exceeds this at its visit leaves the sweep's list: its gap term
@@ -158,7 +166,9 @@ class WWDualProblem(BlockProblem):
         self._gmin = np.zeros(n if self.screening else 1)
         self.screened = 0  # visits passed over by the screening, in all
         self.eligible = 0.0  # share of the blocks the next sweep could screen
-        self._screened_last = False  # the last sweep screened, and the next goes on doing so
+        self._phase = 0  # screening sweeps in a row so far (0: the next one starts a phase)
+        self._retry_at = 0  # no screening before this sweep (after a futile phase)
+        self._retry_wait = SCREEN_RETRY
         self.active = np.empty((n, self.k - 1), dtype=np.int64)
         self.n_act = np.empty(n, dtype=np.int64)
         self.skip = np.zeros(n, dtype=np.int64)
@@ -212,8 +222,9 @@ class WWDualProblem(BlockProblem):
                 self.unshrink()
             # slow problems (see _after_shrunk_sweep) run plain BCD: no slot leaves a list
             thr = math.inf if self.epochs == 0 or self._slow else SHRINK_THRESHOLD
-        screen = bool(self.screening and self.eligible >= SCREEN_MIN_ELIGIBLE)
-        if screen and (not self._screened_last or self.epochs % SNAPSHOT_EVERY == 0):
+        screen = bool(self.screening and self.eligible >= SCREEN_MIN_ELIGIBLE
+                      and self.epochs >= self._retry_at)
+        if screen and (self._phase == 0 or self.epochs % SNAPSHOT_EVERY == 0):
             # a new snapshot S = W: D restarts at 0, the old D's norm joins the offsets
             self._off += self._bnd - self._off
             self._bnd[:] = self._off
@@ -230,14 +241,7 @@ class WWDualProblem(BlockProblem):
         self.epochs += 1
         self.screened += int(self.est[4])
         if self.screening:
-            n = max(self.n_blocks, 1)
-            self.eligible = float(np.count_nonzero(self._gmin > 0.0) if screen
-                                  else self.est[5]) / n
-            if screen and self.eligible < SCREEN_MIN_ELIGIBLE:
-                # too few blocks to pass over to pay for D: stop, forgetting the records (D
-                # is not kept meanwhile, so their bounds would not hold)
-                self._gmin[:] = 0.0
-            self._screened_last = bool(screen and self.eligible >= SCREEN_MIN_ELIGIBLE)
+            self._after_screening_sweep(screen)
         if self.shrinking:
             if full and self._capped:
                 self._capped = False
@@ -252,6 +256,28 @@ class WWDualProblem(BlockProblem):
         """The safe-screening arguments of :func:`~torchfw._ww_sweep.ww_epoch`: ``(screen, D,
         dn2, off, bnd, rb, gmin)`` (1-element stand-ins when not screening)."""
         return (self.screening, self._D, self._dn2, self._off, self._bnd, self._rb, self._gmin)
+
+    def _after_screening_sweep(self, screen: bool) -> None:
+        """Decide whether the next sweep screens (``SCREEN_MIN_ELIGIBLE``,
+        ``SCREEN_MIN_SCREENED``, ``SCREEN_RETRY``). The choice changes only the cost of a
+        sweep: screened or not, its iterates are plain BCD's."""
+        n = max(self.n_blocks, 1)
+        if not screen:
+            self.eligible = float(self.est[5]) / n
+            return
+        self._phase += 1
+        self.eligible = float(np.count_nonzero(self._gmin > 0.0)) / n
+        futile = self._phase >= 2 and self.est[4] < SCREEN_MIN_SCREENED * n
+        if self.eligible < SCREEN_MIN_ELIGIBLE or futile:
+            # stop, forgetting the records: D is not kept meanwhile, so their bounds would
+            # not hold when screening starts again (from a new snapshot)
+            self._gmin[:] = 0.0
+            self._phase = 0
+            if futile:  # each futile phase in a row doubles the wait before the next
+                self._retry_at = self.epochs + self._retry_wait
+                self._retry_wait *= 2
+        elif self._phase >= 2:
+            self._retry_wait = SCREEN_RETRY
 
     def _listed(self) -> np.ndarray:
         """``(n, k-1)`` mask of the slots in the sweep's lists."""
