@@ -83,6 +83,22 @@ def test_default_screening_is_plain_bcd_bit_for_bit(case):
     assert prob.screened > 0.05 * prob.epochs * prob.n_blocks, name
 
 
+def test_screening_with_frank_wolfe_block_steps_is_plain_bcd():
+    """Screening passes over only visits that move nothing, whatever the block step: with one
+    Frank-Wolfe step per visit too (where "heuristic" falls back to it)."""
+    X, y = unscaled(n=300, seed=7)
+    fits = {s: WestonWatkinsSVC(C=2.0 ** -12, subproblem="fw", random_state=0, shrinking=s,
+                                max_iter=300).fit(X, y) for s in (True, False, "heuristic")}
+    for s in (True, "heuristic"):
+        assert np.array_equal(fits[s].coef_.numpy(), fits[False].coef_.numpy())
+        assert fits[s].n_iter_ == fits[False].n_iter_
+    classes, yi = np.unique(y, return_inverse=True)
+    prob = WWDualProblem(_as_csr(X.astype(np.float64)), yi, len(classes), 2.0 ** -12,
+                         shrinking=True)
+    BlockCoordinateDescent("fw", rtol=0.0009, random_state=0, max_iter=300).minimize(prob)
+    assert prob.screened > 0.05 * prob.epochs * prob.n_blocks
+
+
 def test_screening_without_its_bound_changes_the_answer():
     """The identity above rests on the bound: screening every block that was at 0 with margins
     above 1 at its last visit, whatever W did since (the bound's terms made hugely negative),

@@ -157,8 +157,8 @@ class WestonWatkinsSVC(BaseEstimator):
         re-checking everything whenever the shrunk sweeps' predicted gap has fallen tenfold.
         Its gap is certified over every example and class like the others', but it follows
         another path, so its model differs from plain BCD's within that gap (test accuracy
-        by a test example or two either way; ``docs/ww_svm.md``). ``"heuristic"`` is
-        ignored (off) with ``subproblem="fw"``.
+        by a test example or two either way; ``docs/ww_svm.md``). With ``subproblem="fw"``,
+        ``"heuristic"`` screens instead (its rule presumes exact block solves).
 
     Attributes
     ----------
