@@ -264,6 +264,9 @@ SETS = {"simplex": lambda: tf.Simplex(2.0), "l1": lambda: tf.L1Ball(1.5),
        tau=st.sampled_from([1.5, 2.0, 10.0]))
 # Found by CI: the sufficient-decrease bound rounded one ulp above f(x).
 @example(kind="logistic", set_name="l1", seed=1112, n=2, eta=0.5, tau=1.5)
+# Found by a local run: x0 projects onto a vertex of the L1 ball that is optimal (gap exactly
+# 0), so the run rightly stops before its first step.
+@example(kind="quartic", set_name="l1", seed=323, n=2, eta=0.5, tau=1.5)
 def test_backtracking_never_increases_f(kind, set_name, seed, n, eta, tau):
     objective = _objective(kind, n, seed)
     lmo = SETS[set_name]()
@@ -273,7 +276,7 @@ def test_backtracking_never_increases_f(kind, set_name, seed, n, eta, tau):
                         check_every=1, callback=lambda info: values.append(info.value)
                         ).minimize(objective, x0)
     values.append(res.value)
-    assert len(values) >= 2
+    assert len(values) >= 2 or (res.n_iter == 0 and res.gap <= 1e-12)
     for k, (a, b) in enumerate(zip(values[:-1], values[1:], strict=True)):
         assert b <= a, f"f increased at iteration {k}: {a!r} -> {b!r}"
     assert values[-1] < values[0] or res.gap <= 1e-12
