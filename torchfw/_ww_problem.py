@@ -156,7 +156,7 @@ class WWDualProblem(BlockProblem):
             raise ValueError(f"shrinking must be True, False or 'heuristic'; got {shrinking!r}")
         # True: safe screening, plain BCD's iterates (see ww_epoch); "heuristic": the
         # LIBLINEAR-style policy below
-        self.screening = shrinking is True
+        self.screening = shrinking != "heuristic" and bool(shrinking)
         self.shrinking = shrinking == "heuristic"
         sk = self.k if self.screening else 1
         self._D = _k.aligned_zeros((d, sk) if self.screening else (1, 1))
