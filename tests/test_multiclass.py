@@ -162,7 +162,8 @@ def test_uncompiled_epoch_equals_compiled(thr):
                      prob.W, prob.beta, prob.bsum, prob.C, 0, 1, 1e-6, prob.active,
                      prob.n_act, np.inf if screen or not e else thr, prob.skip, prob.gblk,
                      ws.scores, ws.v, ws.bnew, ws.heap, ws.hidx, ws.sv, ws.si, ws.prefix,
-                     ws.grad, ws.changed, ws.u, ws.cls, ws.sc, prob.est, *prob.screen_arrays())
+                     ws.grad, ws.changed, ws.u, ws.cls, ws.sc, prob.est, screen,
+                     *prob.screen_arrays())
         runs.append((prob.W.copy(), prob.n_act.copy(), prob.gblk.copy(), prob._gmin.copy()))
     np.testing.assert_allclose(runs[0][0], runs[1][0], rtol=0, atol=1e-12)
     assert np.array_equal(runs[0][1], runs[1][1])

@@ -38,9 +38,8 @@ from .oracles import Box
 from .walrus import iterative_ww_subproblem, walrus
 
 __all__ = ["WWDualProblem", "SNAPSHOT_EVERY", "SCREEN_MIN_ELIGIBLE", "SCREEN_MIN_SCREENED",
-           "SCREEN_RETRY", "SHRINK_THRESHOLD",
-           "UNSHRINK_FACTOR", "SKIP_FRACTION", "MAX_SHRUNK_SWEEPS", "SLOW_WRONG_FRACTION",
-           "TARGET_MARGIN", "TARGET_RECHECK_FACTOR"]
+           "SCREEN_RETRY", "SHRINK_THRESHOLD", "UNSHRINK_FACTOR", "SKIP_FRACTION",
+           "MAX_SHRUNK_SWEEPS", "SLOW_WRONG_FRACTION", "TARGET_MARGIN", "TARGET_RECHECK_FACTOR"]
 
 #: Safe screening (``WWDualProblem(shrinking=True)``, the estimator's default) takes a new
 #: snapshot of ``W`` every this many sweeps: each snapshot adds a triangle inequality to the
@@ -158,13 +157,14 @@ class WWDualProblem(BlockProblem):
         # LIBLINEAR-style policy below
         self.screening = shrinking != "heuristic" and bool(shrinking)
         self.shrinking = shrinking == "heuristic"
-        sk = self.k if self.screening else 1
-        self._D = _k.aligned_zeros((d, sk) if self.screening else (1, 1))
+        # the screening state of ww_epoch (1-element stand-ins when not screening)
+        sd, sn, sk = (d, n, self.k) if self.screening else (1, 1, 1)
+        self._D = _k.aligned_zeros((sd, sk))
         self._dn2 = np.zeros((2, sk))
         self._off = np.zeros(sk)
         self._bnd = np.zeros(sk)
-        self._rb = np.zeros((n, sk) if self.screening else (1, 1))
-        self._gmin = np.zeros(n if self.screening else 1)
+        self._rb = np.zeros((sn, sk))
+        self._gmin = np.zeros(sn)
         self.screened = 0  # visits passed over by the screening, in all
         self.eligible = 0.0  # share of the blocks the next sweep could screen
         self._phase = 0  # screening sweeps in a row so far (0: the next one starts a phase)
@@ -226,9 +226,9 @@ class WWDualProblem(BlockProblem):
         screen = bool(self.screening and self.eligible >= SCREEN_MIN_ELIGIBLE
                       and self.epochs >= self._retry_at)
         if screen and (self._phase == 0 or self.epochs % SNAPSHOT_EVERY == 0):
-            # a new snapshot S = W: D restarts at 0, the old D's norm joins the offsets
-            self._off += self._bnd - self._off
-            self._bnd[:] = self._off
+            # a new snapshot S = W: D restarts at 0, and the old D's norm joins the offsets
+            # (off + ||D|| is bnd)
+            self._off[:] = self._bnd
             self._D[:] = 0.0
             self._dn2[:] = 0.0
         visited = self.skip == 0
@@ -238,7 +238,7 @@ class WWDualProblem(BlockProblem):
                                   int(fw_steps), self.eps, self.active, self.n_act, thr,
                                   self.skip, self.gblk, ws.scores, ws.v, ws.bnew, ws.heap,
                                   ws.hidx, ws.sv, ws.si, ws.prefix, ws.grad, ws.changed, ws.u,
-                                  ws.cls, ws.sc, self.est, screen, *self.screen_arrays()[1:]))
+                                  ws.cls, ws.sc, self.est, screen, *self.screen_arrays()))
         self.epochs += 1
         self.screened += int(self.est[4])
         if self.screening:
@@ -254,9 +254,9 @@ class WWDualProblem(BlockProblem):
         return changed
 
     def screen_arrays(self) -> tuple:
-        """The safe-screening arguments of :func:`~torchfw._ww_sweep.ww_epoch`: ``(screen, D,
-        dn2, off, bnd, rb, gmin)`` (1-element stand-ins when not screening)."""
-        return (self.screening, self._D, self._dn2, self._off, self._bnd, self._rb, self._gmin)
+        """The screening state that :func:`~torchfw._ww_sweep.ww_epoch` takes after its
+        ``screen`` flag: ``(D, dn2, off, bnd, rb, gmin)``."""
+        return (self._D, self._dn2, self._off, self._bnd, self._rb, self._gmin)
 
     def _after_screening_sweep(self, screen: bool) -> None:
         """Decide whether the next sweep screens (``SCREEN_MIN_ELIGIBLE``,
