@@ -99,6 +99,38 @@ def test_screening_with_frank_wolfe_block_steps_is_plain_bcd():
     assert prob.screened > 0.05 * prob.epochs * prob.n_blocks
 
 
+def test_screening_on_a_csr_tensor_naming_a_column_twice():
+    """torch's CSR tensors may repeat a column within a row; the sweep reads and updates a row
+    of D in one pass, which needs each column once: the input is summed first, and the fit
+    equals the dense one's (and plain BCD's)."""
+    import torch
+
+    X, y = unscaled(n=200, seed=8)
+    rows, cols = np.nonzero(X)
+    vals = X[rows, cols]
+    # split every entry in two halves at the same position, the second half listed first
+    r2 = np.concatenate([rows, rows])
+    c2 = np.concatenate([cols, cols])
+    v2 = np.concatenate([vals / 2, vals - vals / 2])
+    order = np.lexsort((-np.arange(r2.size), r2))
+    crow = np.zeros(X.shape[0] + 1, dtype=np.int64)
+    np.cumsum(np.bincount(r2, minlength=X.shape[0]), out=crow[1:])
+    Xt = torch.sparse_csr_tensor(torch.from_numpy(crow), torch.from_numpy(c2[order]),
+                                 torch.from_numpy(v2[order]), size=X.shape,
+                                 dtype=torch.float64)
+    from torchfw._csr import as_csr
+
+    csr = as_csr(Xt)
+    assert csr.indices.size == cols.size  # summed
+    np.testing.assert_allclose(csr.data, vals, rtol=1e-15)
+    fits = [WestonWatkinsSVC(C=2.0 ** -10, random_state=0, shrinking=s).fit(Xin, y)
+            for s, Xin in ((True, Xt), (False, Xt), (True, X))]
+    for f in fits[1:]:
+        np.testing.assert_allclose(fits[0].coef_.numpy(), f.coef_.numpy(), rtol=1e-12,
+                                   atol=1e-15)
+    assert np.array_equal(fits[0].coef_.numpy(), fits[1].coef_.numpy())
+
+
 def test_screening_without_its_bound_changes_the_answer():
     """The identity above rests on the bound: screening every block that was at 0 with margins
     above 1 at its last visit, whatever W did since (the bound's terms made hugely negative),

@@ -18,7 +18,7 @@ from torch import Tensor
 from ._data import _is_scipy_sparse, to_csr
 from ._numba import njit
 
-__all__ = ["CSR", "as_csr", "dense_to_csr", "take_csr_rows", "csr_matmul"]
+__all__ = ["CSR", "as_csr", "dense_to_csr", "sum_duplicates", "take_csr_rows", "csr_matmul"]
 
 
 class CSR:
@@ -42,6 +42,26 @@ def dense_to_csr(a: np.ndarray) -> CSR:
     return CSR(indptr, cols, a[rows, cols], a.shape)
 
 
+def sum_duplicates(csr: CSR) -> CSR:
+    """``csr`` with each row's columns sorted and repeated columns summed (``csr`` itself when
+    that holds already)."""
+    n = csr.shape[0]
+    rows = np.repeat(np.arange(n), np.diff(csr.indptr))
+    if rows.size < 2:
+        return csr
+    step = (rows[1:] > rows[:-1]) | (csr.indices[1:] > csr.indices[:-1])
+    if step.all():
+        return csr
+    order = np.lexsort((csr.indices, rows))
+    r, c, v = rows[order], csr.indices[order], csr.data[order]
+    first = np.ones(r.size, dtype=bool)
+    first[1:] = (r[1:] != r[:-1]) | (c[1:] != c[:-1])
+    starts = np.flatnonzero(first)
+    indptr = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(np.bincount(r[starts], minlength=n), out=indptr[1:])
+    return CSR(indptr, c[starts], np.add.reduceat(v, starts), csr.shape)
+
+
 def as_csr(X, name: str = "X") -> CSR:
     """Convert X (NumPy, SciPy sparse, torch dense/COO/CSR, array-like) to checked CSR arrays."""
     if isinstance(X, Tensor):
@@ -50,8 +70,12 @@ def as_csr(X, name: str = "X") -> CSR:
         if X.layout == torch.sparse_csr:
             if X.dim() != 2:
                 raise ValueError(f"{name} must be 2-d, got shape {tuple(X.shape)}")
-            csr = CSR(X.crow_indices().cpu().numpy(), X.col_indices().cpu().numpy(),
-                      X.values().detach().cpu().to(torch.float64).numpy(), X.shape)
+            # torch's CSR tensors may name a column twice in a row (SciPy's path sums them):
+            # kernels that update and read a row in one pass assume each column once
+            csr = sum_duplicates(CSR(X.crow_indices().cpu().numpy(),
+                                     X.col_indices().cpu().numpy(),
+                                     X.values().detach().cpu().to(torch.float64).numpy(),
+                                     X.shape))
         elif X.layout == torch.strided:
             if X.is_complex():
                 raise TypeError(f"{name} must be real, got {X.dtype}")
