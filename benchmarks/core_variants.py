@@ -14,7 +14,7 @@ smallest eigenvalue ``mu``, so every variant with a linear rate on polytopes has
 constant is kept, so ``f >= 0`` and the reported values are in the problem's own units.
 
 ``Q`` is a dense tensor for n = 2,000 (32 MB) and a column operator for n = 20,000 (a dense
-matrix would be 3.2 GB in float64): :class:`RidgeGram` below, ``torchfw.gram.GramOperator`` of
+matrix would be 3.2 GB in float64): :class:`RidgeGram` below, ``torchfw.lasso.gram.GramOperator`` of
 ``A`` (column ``i`` is one matrix-vector product with ``A``, least recently used columns kept
 under a 256 MB budget) plus ``mu`` on the diagonal. The column cache is emptied before every run,
 so each run pays for its own columns.
@@ -64,7 +64,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 import torchfw as tf  # noqa: E402
-from torchfw.gram import GramOperator  # noqa: E402
+from torchfw.lasso.gram import GramOperator  # noqa: E402
 from torchfw.objectives import ColumnOperator  # noqa: E402
 
 RESULTS = ROOT / "benchmarks" / "results"
@@ -89,7 +89,7 @@ VARIANTS = {
 class RidgeGram(ColumnOperator):
     """``Q = A^T A / d + mu I`` for ``A`` of shape ``(d, n)``, columns on demand.
 
-    A :class:`~torchfw.gram.GramOperator` of ``A`` (``d`` "samples", ``n`` "features") gives
+    A :class:`~torchfw.lasso.gram.GramOperator` of ``A`` (``d`` "samples", ``n`` "features") gives
     ``A^T A / d`` with its column cache; the ridge term is added here. Tensor indices never
     leave the device (CUDA-graph safe); Python-int indices on the host go through the cache.
     """

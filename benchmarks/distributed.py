@@ -130,7 +130,7 @@ def _worker(rank: int, world: int, store: str, out: str, cfg: dict) -> None:
         minimize,
         shard_range,
     )
-    from torchfw.kernels import make_kernel
+    from torchfw.svm.kernels import make_kernel
 
     comm = Communicator()
     results = {"world": world, "fits": [], "checks": []}

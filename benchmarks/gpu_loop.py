@@ -25,7 +25,7 @@ from _machine import cpu_model  # benchmarks/ is sys.path[0] for these scripts
 
 import torchfw as tf
 from torchfw.datasets import make_large_classification
-from torchfw.kernels import SVMDualOperator, make_kernel
+from torchfw.svm.kernels import SVMDualOperator, make_kernel
 
 SOLVERS = {
     "fw": tf.FrankWolfe,

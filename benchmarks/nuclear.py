@@ -10,7 +10,7 @@ and measure the RMSE on 50,000 held-out entries, relative to the RMS of those en
 Three solvers, all in torch (float32, CPU), are run side by side in one process:
 
 * **FW**: Frank-Wolfe with exact line search. The gradient is the sparse residual matrix, its top
-  singular pair comes from :func:`torchfw.spectral.lanczos_extreme` (the nuclear-norm LMO's
+  singular pair comes from :func:`torchfw.sets.spectral.lanczos_extreme` (the nuclear-norm LMO's
   Lanczos) with sparse products, warm-started from the previous pair; the iterate is kept as its
   values on the observed and test entries (rank-one updates), never as a dense matrix.
 * **BPCG**: blended pairwise conditional gradient over the same rank-one atoms (active set of
@@ -48,8 +48,8 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from _machine import cpu_model  # noqa: E402
 
-from torchfw.oracles import L1Ball  # noqa: E402
-from torchfw.spectral import lanczos_extreme  # noqa: E402
+from torchfw.sets.oracles import L1Ball  # noqa: E402
+from torchfw.sets.spectral import lanczos_extreme  # noqa: E402
 
 RESULTS = ROOT / "benchmarks" / "results"
 

@@ -70,7 +70,7 @@ def main(argv=None) -> None:
           f"{args.solver!r}, C={args.C}, tol={args.tol}); {args.device} ({where})", flush=True)
     # Warm-up (compilation, CUDA context) on a small subset, both paths.
     first = torch.arange(0, X.shape[0], max(1, X.shape[0] // 1500))
-    from torchfw._data import take_rows
+    from torchfw.utils.data import take_rows
 
     for batched in (False, True):
         fit(take_rows(X, first), y[first.numpy()], Xt, yt, batched=batched, solver=args.solver,

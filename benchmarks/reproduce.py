@@ -53,7 +53,7 @@ from lasso_svm_equivalence import gap_curve, load_leukemia  # noqa: E402
 
 from torchfw import SVC, WestonWatkinsSVC  # noqa: E402
 from torchfw import svm as svm_module  # noqa: E402
-from torchfw._data import take_rows  # noqa: E402
+from torchfw.utils.data import take_rows  # noqa: E402
 from torchfw.lasso import LassoData  # noqa: E402
 
 DOCS = ROOT / "docs"
@@ -1045,7 +1045,7 @@ def build_report(res: dict) -> str:  # noqa: C901 - one linear report writer
     add("")
     add("The constrained Lasso `min 1/(2n) |y - Xw - b|^2, |w|_1 <= t` solved by the same "
         "Frank-Wolfe variant twice: on the L1 ball (`method=\"l1ball\"`) and as an SVM dual over "
-        "the 2p signed, shifted atoms (`method=\"svm\"`, `torchfw.equivalence`); the SVM route's "
+        "the 2p signed, shifted atoms (`method=\"svm\"`, `torchfw.lasso.equivalence`); the SVM route's "
         "weights are mapped back to `w` after every iteration (`gap_curve` of "
         "`examples/lasso_svm_equivalence.py`). The theory says the two runs pick the same atoms "
         "and take the same steps, so the iterates and gaps agree up to rounding.")

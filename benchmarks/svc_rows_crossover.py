@@ -4,7 +4,7 @@ Binary ``torchfw.SVC()`` (defaults, ``random_state=0``) on generated sets
 (``make_classification(m, 20, n_informative=10, n_clusters_per_class=1)``, standardized, the
 70/30 split of ``benchmarks/svm_small.py``), fitted with the whole ``m x m`` matrix
 (``dense=True``) and with the default (``dense="auto"``: from
-:data:`torchfw._svc_matrix.ROWS_FROM` examples, a cache with room for every row), alternating,
+:data:`torchfw.svm._matrix.ROWS_FROM` examples, a cache with room for every row), alternating,
 median of ``--repeats`` fits each; with the rows the cached solve computed. Then the whole
 matrix alone (``plain_kernel_matrix``) on one thread and on two, every time listed: its fresh
 memory faulted in by two threads is where the whole matrix's time varies on some machines.
@@ -41,7 +41,7 @@ def _data(m: int):
 
 def fits(repeats: int) -> list[str]:
     import torchfw
-    from torchfw._svc_matrix import ROWS_FROM
+    from torchfw.svm._matrix import ROWS_FROM
 
     lines = [f"Fits (`ROWS_FROM` = {ROWS_FROM:,}), median of {repeats} alternating fits:", "",
              "| m (train) | whole matrix | default | default / whole | path of the default "
@@ -68,7 +68,7 @@ def matrices(repeats: int) -> list[str]:
     import torch
 
     import torchfw
-    from torchfw._svc_matrix import plain_kernel_matrix, plain_operator
+    from torchfw.svm._matrix import plain_kernel_matrix, plain_operator
 
     lines = ["", f"The whole matrix alone (RBF, float32), {repeats} computations per thread "
              "count, each in ms, sorted:", "", "| m (train) | one thread | two threads |",

@@ -6,7 +6,7 @@ Two measurements on a LIBSVM data set with binary features (a9a by default):
    the feature-major copy stored as uint8 (what the operator picks for integer features in
    [0, 255]) and as float32 (the same values), interleaved, median over repeats.
 2. The column requests of real ``SVC`` fits, recorded, then replayed through the operator's
-   frequency-admission cache (:class:`torchfw._column_cache.ColumnCache`) and through a
+   frequency-admission cache (:class:`torchfw.utils.column_cache.ColumnCache`) and through a
    least-recently-used cache of the same number of slots. The fits themselves are not timed.
 
 Usage::
@@ -32,8 +32,8 @@ from _machine import cpu_model  # benchmarks/ is sys.path[0] for these scripts
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _data import load_libsvm  # noqa: E402
 
-from torchfw._column_cache import ColumnCache  # noqa: E402
-from torchfw.kernels import SVMDualOperator, make_kernel  # noqa: E402
+from torchfw.utils.column_cache import ColumnCache  # noqa: E402
+from torchfw.svm.kernels import SVMDualOperator, make_kernel  # noqa: E402
 from torchfw.svm import SVC, ConvergenceWarning  # noqa: E402
 
 

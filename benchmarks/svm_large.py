@@ -41,7 +41,7 @@ RESULTS = HERE / "results"
 sys.path.insert(0, str(HERE))
 
 import torchfw as tf  # noqa: E402
-from torchfw import _svc_large  # noqa: E402
+from torchfw.svm import _large as _svc_large  # noqa: E402
 
 N_TEST = 20_000
 

@@ -28,7 +28,7 @@ from _data import load_libsvm  # noqa: E402
 from svm_vs_libsvm import machine  # noqa: E402
 
 from torchfw import SVC  # noqa: E402
-from torchfw._data import take_rows  # noqa: E402
+from torchfw.utils.data import take_rows  # noqa: E402
 from torchfw.datasets import to_scipy_csr  # noqa: E402
 from torchfw.svm import ConvergenceWarning  # noqa: E402
 

@@ -12,7 +12,7 @@ paper's Algorithm 1), ``True`` (safe screening) and ``"heuristic"`` (LIBLINEAR-s
 shrinking), interleaved round by round, the same seed in a round: median CPU seconds of the
 fit, epochs, test accuracy, whether the screened model equals the plain one bit for bit, and
 the share of block visits screening passed over. Then the snapshot period
-(``torchfw._ww_problem.SNAPSHOT_EVERY``) against the share screened and the time, on dna and
+(``torchfw.ww._problem.SNAPSHOT_EVERY``) against the share screened and the time, on dna and
 satimage. Writes ``benchmarks/results/ww_screening.md`` and ``.json``.
 """
 
@@ -32,8 +32,9 @@ from ww_vs_liblinear import DATA, RESULTS, SETS, load, machine, unscaled_sets
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from torchfw import WestonWatkinsSVC, _ww_problem  # noqa: E402
-from torchfw.multiclass import ww_problem  # noqa: E402
+from torchfw import WestonWatkinsSVC  # noqa: E402
+from torchfw.ww import _problem as _ww_problem
+from torchfw.ww.estimator import ww_problem  # noqa: E402
 from torchfw.optimizers.bcd import BlockCoordinateDescent  # noqa: E402
 
 MODES = (False, True, "heuristic")

@@ -55,8 +55,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from torchfw import WestonWatkinsSVC  # noqa: E402
-from torchfw import _ww_kernels as K  # noqa: E402
-from torchfw.multiclass import WWDualProblem, _as_csr  # noqa: E402
+from torchfw.ww import _blocks as K  # noqa: E402
+from torchfw.ww.estimator import WWDualProblem, _as_csr  # noqa: E402
 
 DATA = Path(os.environ.get("TORCHFW_DATA", ROOT.parent / "shared" / "data"))
 RESULTS = ROOT / "benchmarks" / "results"

@@ -8,7 +8,7 @@ Solves B independent Weston-Watkins subproblems (4) with ``v`` drawn like BCD's 
 common shift plus Gaussian margins, some entries tied on the (C/2) Z grid), with
 
 - the sequential sort-and-sweep (numba, one CPU core, all rows in one compiled loop), and
-- :func:`torchfw.walrus.walrus_batched` on the CPU and, when present, on CUDA,
+- :func:`torchfw.ww.subproblem.walrus_batched` on the CPU and, when present, on CUDA,
 
 checks they agree, and prints microseconds per subproblem. This measures the *subproblem
 solver*; BCD itself stays sequential (see docs/design.md). Writes ``ww_batched.md`` and
@@ -30,8 +30,8 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from torchfw import _ww_kernels as K  # noqa: E402
-from torchfw.walrus import walrus_batched  # noqa: E402
+from torchfw.ww import _blocks as K  # noqa: E402
+from torchfw.ww.subproblem import walrus_batched  # noqa: E402
 
 
 def _seq_py(V, C, out, heap, hidx, sv, si, prefix):

@@ -4,11 +4,11 @@ Data: scikit-learn's bundled 8x8 digits (1,797 images, 10 classes; no download).
 
 Constraints, through :class:`torchfw.optim.StochasticFrankWolfe` (one set per tensor):
 
-* first layer ``(64, 64)``: a nuclear-norm ball (:class:`torchfw.spectral.NuclearNormBall`). Its
+* first layer ``(64, 64)``: a nuclear-norm ball (:class:`torchfw.sets.spectral.NuclearNormBall`). Its
   vertices are rank-one matrices and each step moves toward one, found by a warm-started
   Lanczos iteration (no SVD), so the layer stays a short sum of rank-one terms plus a decaying
   remainder: the singular values concentrate on a few directions;
-* second layer ``(10, 64)``: a K-sparse polytope (:class:`torchfw.polytopes.KSparsePolytope`)
+* second layer ``(10, 64)``: a K-sparse polytope (:class:`torchfw.sets.polytopes.KSparsePolytope`)
   whose vertices have ``K`` nonzero entries: most weights of the layer end up exactly zero;
 * biases: L-infinity balls.
 
@@ -34,9 +34,9 @@ import torch
 from torch import nn
 
 from torchfw.optim import StochasticFrankWolfe
-from torchfw.oracles import LinfBall
-from torchfw.polytopes import KSparsePolytope
-from torchfw.spectral import NuclearNormBall
+from torchfw.sets.oracles import LinfBall
+from torchfw.sets.polytopes import KSparsePolytope
+from torchfw.sets.spectral import NuclearNormBall
 
 HIDDEN = 64
 

@@ -31,7 +31,7 @@ import torch
 from torch import nn
 
 from torchfw.optim import StochasticFrankWolfe
-from torchfw.oracles import L1Ball, LinfBall
+from torchfw.sets.oracles import L1Ball, LinfBall
 
 DEFAULT_OUT = Path(__file__).resolve().parent / "output" / "constrained_training.png"
 

@@ -5,7 +5,7 @@ Three panels, saved as a PNG (``examples/output/lasso_svm_equivalence.png`` by d
 1. The constrained Lasso ``min (1/2n)||y - Xw - b||^2  s.t.  ||w||_1 <= t`` solved twice with
    plain Frank-Wolfe: directly over the L1 ball (``method="l1ball"``) and as an SVM dual over
    the 2p signed, shifted atoms ``+-t A_i - b`` (``method="svm"``,
-   :func:`torchfw.equivalence.lasso_to_svm`). The two duality-gap curves lie on top of each
+   :func:`torchfw.lasso.equivalence.lasso_to_svm`). The two duality-gap curves lie on top of each
    other: the runs pick the same atoms and take the same steps.
 2. The same with pairwise Frank-Wolfe (linear convergence).
 3. The regularization path of the penalized Lasso (``torchfw.lasso_path``, warm starts), with

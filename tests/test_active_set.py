@@ -64,7 +64,7 @@ def test_bad_input(B, match):
 
 def test_svc_initial_subset_is_solved_exactly():
     from torchfw.datasets import make_classification_blobs
-    from torchfw.kernels import SVMDualOperator
+    from torchfw.svm.kernels import SVMDualOperator
 
     X, y = make_classification_blobs(500, 2, n_classes=2, pattern="rings", random_state=0)
     model = tf.SVC(gamma=1.0, random_state=3, n_init=30)
@@ -106,7 +106,7 @@ def test_definite_support_solve_matches_the_kkt_system_and_refers_singular_ones(
 def test_start_subset_draws_both_classes_in_proportion(m, n_pos):
     # The compiled draw (numba's generator) and the NumPy one pick the same class counts, sorted
     # and without repeats; a seed fixes the compiled draw, and seeds differ from one another.
-    from torchfw._svc_start import _draw, initial_subset
+    from torchfw.svm._start import _draw, initial_subset
 
     y = np.array([1.0] * n_pos + [-1.0] * (m - n_pos))
     a = initial_subset(y, 20, 7)
@@ -124,7 +124,7 @@ def test_start_subset_draws_both_classes_in_proportion(m, n_pos):
 def test_compiled_start_subset_is_the_drawn_positions():
     # initial_subset runs in one compiled call; it must pick the examples draw_positions (the
     # sharded run's draw) names, on interleaved labels and the same seeds.
-    from torchfw._svc_start import draw_positions, initial_subset
+    from torchfw.svm._start import draw_positions, initial_subset
 
     rng = np.random.default_rng(3)
     for _ in range(60):

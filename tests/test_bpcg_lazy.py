@@ -3,7 +3,7 @@
 References are independent of the solvers: the exact simplex QP solver
 (:func:`torchfw.optimizers.active_set.simplex_qp`), closed-form projections (the optimum of
 ``||x - y||^2 / 2`` over a set is the projection of ``y``: ``clip`` on the hypercube, and the
-projections of :mod:`torchfw.polytopes` / :mod:`torchfw.spectral`, certified in
+projections of :mod:`torchfw.sets.polytopes` / :mod:`torchfw.sets.spectral`, certified in
 ``tests/test_sets.py``).
 """
 
@@ -16,9 +16,9 @@ import torchfw as tf
 from torchfw.optimizers.active_set import simplex_qp
 from torchfw.optimizers.bpcg import BlendedPairwiseConditionalGradient as BPCG
 from torchfw.optimizers.lazy import LazyFrankWolfe
-from torchfw.polytopes import Birkhoff, Hypercube, KSparsePolytope
+from torchfw.sets.polytopes import Birkhoff, Hypercube, KSparsePolytope
 from torchfw.result import ActiveSet
-from torchfw.spectral import NuclearNormBall
+from torchfw.sets.spectral import NuclearNormBall
 
 F64 = torch.float64
 

@@ -1,4 +1,4 @@
-"""Platt scaling and pairwise coupling (torchfw.calibration).
+"""Platt scaling and pairwise coupling (torchfw.svm.calibration).
 
 * the sigmoid fit is the minimizer of the smoothed log-loss (checked against SciPy's general
   minimizer on the same objective), finite on separable data;
@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from torchfw.calibration import couple_pairwise, fit_sigmoid, normalize_ovr, sigmoid_proba
+from torchfw.svm.calibration import couple_pairwise, fit_sigmoid, normalize_ovr, sigmoid_proba
 
 
 def _smoothed_loss(ab, d, pos):

@@ -16,7 +16,7 @@ import torch
 
 from torchfw import SVC
 from torchfw.cli import main as cli_main
-from torchfw.libsvm_model import read_libsvm_model, write_libsvm_model
+from torchfw.io.libsvm_model import read_libsvm_model, write_libsvm_model
 
 
 def _write(path, X, y):
@@ -246,7 +246,7 @@ def test_multiclass_or_broken_libsvm_files_are_refused(tmp_path):
 def test_progress_is_the_log_gap_way_to_the_target():
     import io
 
-    from torchfw._progress import GapProgress, log_progress
+    from torchfw.utils.progress import GapProgress, log_progress
 
     assert log_progress(1.0, 1e-2, 1e-4) == pytest.approx(50.0)
     assert log_progress(1.0, 1e-5, 1e-4) == 100.0

@@ -32,9 +32,9 @@ for sub in ("optim", "datasets", "distributed", "kernels", "heads", "equivalence
             "oracles", "linesearch", "objectives", "optimizers", "gram", "multiclass"):
     names[sub] = type(getattr(torchfw, sub)).__name__
 sfw = torchfw.optim.StochasticFrankWolfe
-import torchfw.walrus  # the submodule import must not shadow the function of the same name
+import torchfw.ww.subproblem  # the submodule import must not shadow the function of the same name
 print(json.dumps({"loaded": loaded, "names": names, "sfw": sfw.__name__,
-                  "walrus": type(torchfw.walrus).__name__,
+                  "walrus": type(torchfw.ww.subproblem).__name__,
                   "svc": torchfw.SVC.__module__, "dir": "SVC" in dir(torchfw)}))
 """)
     heavy = [m for m in result["loaded"]
@@ -122,8 +122,8 @@ print(json.dumps({"imported": sorted(imported), "fitted": sorted(set(sys.modules
                   "execution": model.result_.info.get("execution")}))
 """)
     assert result["execution"] == "dense"
-    other_paths = ("torchfw._svc_lazy", "torchfw._svc_batched", "torchfw._svm_probability",
-                   "torchfw.calibration", "torchfw.heads", "torchfw.distributed",
+    other_paths = ("torchfw.svm._lazy", "torchfw.svm._batched", "torchfw.svm._probability",
+                   "torchfw.svm.calibration", "torchfw.heads", "torchfw.distributed",
                    "torchfw.optimizers.batched")
     for stage in ("imported", "fitted"):
         loaded = result[stage]

@@ -20,7 +20,7 @@ import torch
 
 import torchfw as tf
 from torchfw.datasets import make_large_classification
-from torchfw.kernels import SVMDualOperator, make_kernel
+from torchfw.svm.kernels import SVMDualOperator, make_kernel
 from torchfw.svm import SVC
 
 dist = pytest.importorskip("torch.distributed")

@@ -51,7 +51,7 @@ import pytest
 import torch
 
 import torchfw as tf
-from torchfw.kernels import OneVsRestOperator, SVMDualOperator, make_kernel
+from torchfw.svm.kernels import OneVsRestOperator, SVMDualOperator, make_kernel
 from torchfw.optimizers import _kernels as K
 from torchfw.optimizers.batched import minimize_batched
 

@@ -2,7 +2,7 @@
 
 ``tests/test_engine_parity.py`` runs every variant on every storage of the engine layer against
 the host engine. The compiled small-problem path of :class:`~torchfw.SVC`
-(:mod:`torchfw._svc_dense`: the ``m x m`` matrix :math:`K + 1` formed once, every iteration of
+(:mod:`torchfw.svm._dense`: the ``m x m`` matrix :math:`K + 1` formed once, every iteration of
 FW, away, pairwise, SWAP, SWAP-2o and PARTAN in one numba call) is the registry's last storage;
 it lives here because its inputs are a kernel matrix and labels, not an engine. It starts from
 the host engine's own state at the registry's spread start (``Start.of_engine``), and must then
@@ -33,9 +33,9 @@ from test_engine_parity import (
 )
 
 import torchfw as tf
-from torchfw.kernels import SVMDualOperator, make_kernel
+from torchfw.svm.kernels import SVMDualOperator, make_kernel
 
-dense = pytest.importorskip("torchfw._svc_dense")
+dense = pytest.importorskip("torchfw.svm._dense")
 
 #: Registry name -> the compiled loop's solver name (fully corrective has no compiled loop).
 COMPILED = {"FW": "fw", "AFW": "away", "PFW": "pairwise", "SWAP": "swap", "SWAP2o": "swap2",
@@ -48,7 +48,7 @@ def _compiled_run(variant):
 
     Returns ``(history, n_iter, status, steps, w)``.
     """
-    from torchfw._scalars import HOST
+    from torchfw.utils.scalars import HOST
     from torchfw.optimizers._engine import QuadraticEngine
 
     X, Y = _svm_data()

@@ -17,8 +17,8 @@ from torchfw import (
     Quadratic,
     Simplex,
 )
-from torchfw.equivalence import SignedAtomsOperator, lasso_to_svm, svm_to_lasso
-from torchfw.gram import GramOperator
+from torchfw.lasso.equivalence import SignedAtomsOperator, lasso_to_svm, svm_to_lasso
+from torchfw.lasso.gram import GramOperator
 
 scipy_sparse = pytest.importorskip("scipy.sparse")
 
@@ -36,7 +36,7 @@ def _problem(n=30, p=12, seed=0, zero_column=True):
 
 
 def _csr(X):
-    from torchfw._data import as_matrix
+    from torchfw.utils.data import as_matrix
 
     return as_matrix(scipy_sparse.csr_matrix(X.numpy()))
 

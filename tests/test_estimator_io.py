@@ -1,6 +1,6 @@
 """Every estimator saves and loads the same safe way (issue 19, item 7).
 
-``save``/``load`` live once in :class:`torchfw._estimator.BaseEstimator`: ``torch.save`` of the
+``save``/``load`` live once in :class:`torchfw.utils.estimator.BaseEstimator`: ``torch.save`` of the
 estimator's ``state_dict`` (tensors and plain values) and ``torch.load(weights_only=True)``
 checked by the estimator's ``from_state_dict``. The SVC and Weston-Watkins files have their own
 field-by-field tests (``tests/test_svm_io.py``, ``tests/test_multiclass.py``); here the three

@@ -1,4 +1,4 @@
-"""The one table of kernel formulas (torchfw._kernel_formulas) and every implementation of it.
+"""The one table of kernel formulas (torchfw.utils.kernel_formulas) and every implementation of it.
 
 Each implementation (Kernel.from_dots, KernelSVMHead, the sharded operator's float64 scalar, the
 compiled CPU column kernels) is compared with the table's scalar float64 formulas on random
@@ -11,10 +11,10 @@ import numpy as np
 import pytest
 import torch
 
-from torchfw import _kernel_cpu
-from torchfw import _kernel_formulas as F
+from torchfw.svm import _kernel_cpu
+from torchfw.utils import kernel_formulas as F
 from torchfw.heads import KernelSVMHead
-from torchfw.kernels import KERNELS, make_kernel
+from torchfw.svm.kernels import KERNELS, make_kernel
 
 PARAMS = {"linear": {}, "rbf": {"gamma": 0.7}, "poly": {"gamma": 0.4, "degree": 3, "coef0": 0.5},
           "sigmoid": {"gamma": 0.3, "coef0": -0.2}}
@@ -117,8 +117,8 @@ def test_compiled_column_kernel_equals_the_table(name, dtype):
 @pytest.mark.skipif(not _kernel_cpu.HAVE_NUMBA, reason="the compiled kernels need numba")
 @pytest.mark.parametrize("name", list(PARAMS))
 def test_compiled_small_problem_matrix_equals_the_table(name):
-    from torchfw._svc_dense import plain_kernel_matrix
-    from torchfw.kernels import SVMDualOperator
+    from torchfw.svm._dense import plain_kernel_matrix
+    from torchfw.svm.kernels import SVMDualOperator
 
     kernel = make_kernel(name, **PARAMS[name])
     X, _ = _data(5, n=12, d=3)
@@ -132,7 +132,7 @@ def test_compiled_small_problem_matrix_equals_the_table(name):
 def test_rbf_diagonal_shortcut_is_the_formula(dtype):
     # RBFKernel.diagonal returns ones: the formula's exp(-gamma (s + s - 2 s)) is exp(-0) = 1
     # exactly, for any finite squared norm s; the shortcut must give the same bits.
-    from torchfw.kernels import Kernel
+    from torchfw.svm.kernels import Kernel
 
     sq = torch.tensor(np.random.default_rng(1).random(500) * 10.0 ** np.arange(-250, 250),
                       dtype=torch.float64).clamp(max=torch.finfo(dtype).max / 4).to(dtype)

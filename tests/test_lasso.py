@@ -364,7 +364,7 @@ def test_predict_score_and_attributes(housing):
 
 
 def test_not_fitted():
-    from torchfw._estimator import NotFittedError
+    from torchfw.utils.estimator import NotFittedError
 
     with pytest.raises(NotFittedError):
         Lasso().predict(np.ones((2, 2)))

@@ -33,7 +33,7 @@ from hypothesis import strategies as st
 from scipy.optimize import minimize_scalar
 
 import torchfw as tf
-from torchfw._scalars import DEVICE, HOST
+from torchfw.utils.scalars import DEVICE, HOST
 
 F64 = torch.float64
 

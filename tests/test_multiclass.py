@@ -10,8 +10,8 @@ import torch
 from conftest import data_path
 
 from torchfw import BlockCoordinateDescent, WestonWatkinsSVC
-from torchfw._estimator import NotFittedError
-from torchfw.multiclass import ConvergenceWarning, WWDualProblem, _as_csr
+from torchfw.utils.estimator import NotFittedError
+from torchfw.ww.estimator import ConvergenceWarning, WWDualProblem, _as_csr
 from torchfw.optimizers.bcd import BoxQuadraticProblem
 
 
@@ -146,7 +146,7 @@ def test_uncompiled_epoch_equals_compiled(thr):
     """Without numba the same epoch function runs in the interpreter, with the same result
     (unshrunk, shrinking slots at 0 with a positive gradient and skipping a few blocks, and
     screening)."""
-    from torchfw import _ww_sweep as K
+    from torchfw.ww import _sweep as K
 
     X, y = blobs(n=60, d=5, k=7, seed=15, sep=1.0)
     screen = thr == "screen"

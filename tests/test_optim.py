@@ -14,7 +14,7 @@ from torch import nn
 
 import torchfw.optim
 from torchfw.optim import StochasticFrankWolfe, lmo_from_state, lmo_to_state, make_feasible
-from torchfw.oracles import LMO, Box, L1Ball, L2Ball, LinfBall, Simplex
+from torchfw.sets.oracles import LMO, Box, L1Ball, L2Ball, LinfBall, Simplex
 
 DTYPE = torch.float64
 ATOL = 1e-9
@@ -379,8 +379,8 @@ def test_state_dict_is_plain_data_and_keeps_live_groups():
                                 {"params": list(model[2].parameters()), "lmo": Simplex(2.0)},
                                 {"params": [model[0].bias], "lmo": None}])
     state = opt.state_dict()
-    assert state["param_groups"][0]["lmo"]["type"] == "torchfw.oracles.LinfBall"
-    assert state["param_groups"][1]["lmo"] == {"type": "torchfw.oracles.Simplex",
+    assert state["param_groups"][0]["lmo"]["type"] == "torchfw.sets.oracles.LinfBall"
+    assert state["param_groups"][1]["lmo"] == {"type": "torchfw.sets.oracles.Simplex",
                                                "params": {"radius": 2.0}}
     assert state["param_groups"][2]["lmo"] is None
     assert opt.param_groups[0]["lmo"] is lmo  # the live group still holds the object
@@ -504,9 +504,9 @@ def test_bad_hyperparameters(kwargs, error, match):
 @pytest.mark.parametrize("oracle", [lambda g: -g, "l1", L1Ball, object()])
 def test_oracle_must_be_a_torchfw_lmo(oracle):
     p = nn.Parameter(torch.zeros(3))
-    with pytest.raises(TypeError, match="torchfw.oracles.LMO"):
+    with pytest.raises(TypeError, match="torchfw.sets.oracles.LMO"):
         StochasticFrankWolfe([p], lmo=oracle)
-    with pytest.raises(TypeError, match="torchfw.oracles.LMO"):
+    with pytest.raises(TypeError, match="torchfw.sets.oracles.LMO"):
         StochasticFrankWolfe([{"params": [p], "lmo": oracle}])
 
 

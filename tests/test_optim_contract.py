@@ -16,7 +16,7 @@ import torch
 from torch import nn
 
 from torchfw.optim import StochasticFrankWolfe
-from torchfw.oracles import Box, L1Ball, L2Ball, LinfBall, Simplex
+from torchfw.sets.oracles import Box, L1Ball, L2Ball, LinfBall, Simplex
 
 DTYPE = torch.float64
 

@@ -27,7 +27,7 @@ import torch
 from torch import nn
 
 from torchfw.optim import StochasticFrankWolfe
-from torchfw.oracles import L1Ball, L2Ball, LinfBall
+from torchfw.sets.oracles import L1Ball, L2Ball, LinfBall
 
 pytest.importorskip("expecttest")
 
@@ -82,7 +82,7 @@ def sfw_error_inputs(device, dtype):
         ({"lmo": LinfBall(1.0), "momentum": -0.5}, ValueError, "momentum must be",
          "momentum should be between 0 and 1"),
         ({"lmo": LinfBall(1.0), "lr": -1e-2}, ValueError, "lr must be", "negative lr"),
-        ({"lmo": lambda g: -g}, TypeError, "lmo must be a torchfw.oracles.LMO", "callable lmo"),
+        ({"lmo": lambda g: -g}, TypeError, "lmo must be a torchfw.sets.oracles.LMO", "callable lmo"),
         ({}, ValueError, "no 'lmo'", "no constraint set"),
         ({"lmo": LinfBall(1.0), "foreach": "yes"}, TypeError, "foreach must be", "foreach"),
     ]:

@@ -1,4 +1,4 @@
-"""StochasticFrankWolfe with the sets of issue 20 (torchfw.polytopes, torchfw.spectral).
+"""StochasticFrankWolfe with the sets of issue 20 (torchfw.sets.polytopes, torchfw.sets.spectral).
 
 Every new set works as a parameter group: steps keep the weights feasible, the diameter
 rescaling uses each row's own radius, the oracle survives ``state_dict`` with
@@ -14,8 +14,8 @@ import torch
 from torch import nn
 
 from torchfw.optim import StochasticFrankWolfe
-from torchfw.polytopes import Birkhoff, GroupL1Ball, Hypercube, KSparsePolytope, LpBall
-from torchfw.spectral import NuclearNormBall, Spectraplex
+from torchfw.sets.polytopes import Birkhoff, GroupL1Ball, Hypercube, KSparsePolytope, LpBall
+from torchfw.sets.spectral import NuclearNormBall, Spectraplex
 
 DTYPE = torch.float64
 

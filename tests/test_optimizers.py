@@ -884,7 +884,7 @@ def test_streaming_partan_extrapolates_past_streaming_fw():
     # stream=True runs on the working-set engine, whose PARTAN move reads slot-indexed vectors.
     # With the extrapolation broken (or skipped) PARTAN would do what FW does.
     from torchfw.datasets import make_classification_blobs
-    from torchfw.kernels import SVMDualOperator, make_kernel
+    from torchfw.svm.kernels import SVMDualOperator, make_kernel
 
     X, y = make_classification_blobs(400, 2, n_classes=2, pattern="rings", random_state=0)
     X = torch.as_tensor(X, dtype=F64)
@@ -909,7 +909,7 @@ def test_streaming_tail_average_is_the_mean_of_the_iterates_and_its_value_is_exa
     # (the callback with check_every=1 sees each of them but the last, which is Result.x), and
     # average_value is F at that mean, kept by a recursion instead of a kernel pass.
     from torchfw.datasets import make_classification_blobs
-    from torchfw.kernels import SVMDualOperator, make_kernel
+    from torchfw.svm.kernels import SVMDualOperator, make_kernel
 
     X, y = make_classification_blobs(300, 2, n_classes=2, pattern="rings", random_state=1)
     X = torch.as_tensor(X, dtype=F64)
@@ -1100,7 +1100,7 @@ def test_a_stopping_rule_replaces_the_optimizer_parameters():
     assert own.status == tf.Status.CONVERGED and own.n_iter < 500 and own.gap < 1e-2
     assert plain.history.gap[own.n_iter] == own.gap  # the same run, stopped earlier
     # The Lasso's epigraph solve stops on the Lasso's own gap through such a rule.
-    from torchfw.lasso_problem import LassoGapRule
+    from torchfw.lasso.problem import LassoGapRule
 
     assert issubclass(LassoGapRule, StoppingRule)
 

@@ -1,4 +1,4 @@
-"""Conformance suite for the linear minimization oracles (LMOs) of :mod:`torchfw.oracles`.
+"""Conformance suite for the linear minimization oracles (LMOs) of :mod:`torchfw.sets.oracles`.
 
 Every oracle (``Simplex``, ``L1Ball``, ``L2Ball``, ``LinfBall``, ``Box``), with several radii and
 bounds, including tensor radii for batched ``(B, n)`` inputs, is checked against references

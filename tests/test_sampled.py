@@ -11,7 +11,7 @@ import pytest
 import torch
 
 import torchfw as tf
-from torchfw.kernels import SVMDualOperator, make_kernel
+from torchfw.svm.kernels import SVMDualOperator, make_kernel
 from torchfw.objectives import Quadratic
 from torchfw.optimizers._kernel_rows import KernelRows
 from torchfw.optimizers._sampled import SampledEngine
@@ -306,7 +306,7 @@ def test_bad_inputs():
 
 
 def test_svc_switches_to_the_sampled_storage(monkeypatch):
-    from torchfw import _svc_large
+    from torchfw.svm import _large as _svc_large
 
     X, y = _blobs(1500)
     assert tf.SVC(sample_size=50, random_state=0).fit(X, y).result_.info["engine"] == \
@@ -322,7 +322,7 @@ def test_svc_switches_to_the_sampled_storage(monkeypatch):
 
 
 def test_svc_anytime_model_is_the_better_of_iterate_and_subset(monkeypatch):
-    from torchfw import _svc_large
+    from torchfw.svm import _large as _svc_large
 
     monkeypatch.setattr(_svc_large, "WARM_SUBSET", 300)
     monkeypatch.setattr(_svc_large, "VALIDATION", 1000)

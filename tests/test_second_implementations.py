@@ -1,7 +1,7 @@
 """Declared second implementations: the registry is complete, and each twin takes its reference's
 steps.
 
-:data:`torchfw._second_implementations.SECOND_IMPLEMENTATIONS` lists every compiled or
+:data:`torchfw.utils.twins.SECOND_IMPLEMENTATIONS` lists every compiled or
 specialised copy of an iteration's decision logic with the reference it mirrors and a parity
 test. The first tests walk the table (every twin and reference resolves, every parity test
 exists, every function that calls itself a declared second implementation is listed); the others
@@ -20,8 +20,8 @@ import pytest
 import torch
 
 import torchfw as tf
-from torchfw._scalars import HOST
-from torchfw._second_implementations import SECOND_IMPLEMENTATIONS, resolve
+from torchfw.utils.scalars import HOST
+from torchfw.utils.twins import SECOND_IMPLEMENTATIONS, resolve
 from torchfw.linesearch import ExactLineSearch, Line
 from torchfw.optim import StochasticFrankWolfe
 from torchfw.optimizers import _kernels as K
@@ -174,7 +174,7 @@ def _generic_fw(C, v, b, steps):
 
 @pytest.mark.parametrize("steps", [1, 2, 3, 5])
 def test_ww_fw_block_step_is_the_generic_block_step(steps):
-    from torchfw import _ww_kernels as W
+    from torchfw.ww import _blocks as W
 
     kernels = [W._fw_py] + ([W.fw_single] if W.HAVE_NUMBA else [])
     rng = np.random.default_rng(steps)
@@ -194,7 +194,7 @@ def test_ww_fw_block_step_is_the_generic_block_step(steps):
 
 def test_the_block_step_parity_detects_a_different_step():
     """A step rule that differs from the exact step (here: half of it) fails the comparison."""
-    from torchfw import _ww_kernels as W
+    from torchfw.ww import _blocks as W
 
     rng = np.random.default_rng(9)
     C, v, b0 = _ww_block(rng, 12)

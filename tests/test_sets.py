@@ -1,4 +1,4 @@
-"""The sets of :mod:`torchfw.polytopes` and :mod:`torchfw.spectral` against independent answers.
+"""The sets of :mod:`torchfw.sets.polytopes` and :mod:`torchfw.sets.spectral` against independent answers.
 
 * Polytopes (K-sparse, 0/1 hypercube, Birkhoff): the LMO value equals the optimum of the linear
   program over an explicit inequality description, solved by :func:`scipy.optimize.linprog`, on
@@ -23,8 +23,8 @@ import torch
 from conftest import requires_cuda
 from scipy.optimize import linprog
 
-from torchfw.polytopes import Birkhoff, GroupL1Ball, Hypercube, KSparsePolytope, LpBall
-from torchfw.spectral import NuclearNormBall, Spectraplex, lanczos_extreme
+from torchfw.sets.polytopes import Birkhoff, GroupL1Ball, Hypercube, KSparsePolytope, LpBall
+from torchfw.sets.spectral import NuclearNormBall, Spectraplex, lanczos_extreme
 
 DTYPES = [torch.float64, torch.float32]
 

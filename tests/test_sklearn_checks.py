@@ -109,15 +109,15 @@ def test_column_vector_y_warns_and_fits_the_same():
 def test_one_convergence_warning_and_not_fitted_error_subclassing_sklearn():
     import sklearn.exceptions as skx
 
-    import torchfw._estimator
-    import torchfw.multiclass
+    import torchfw.utils.estimator
+    import torchfw.ww.estimator
     import torchfw.svm
 
-    assert torchfw.svm.ConvergenceWarning is torchfw.multiclass.ConvergenceWarning
+    assert torchfw.svm.ConvergenceWarning is torchfw.ww.estimator.ConvergenceWarning
     assert torchfw.svm.ConvergenceWarning is tfx.ConvergenceWarning
     assert issubclass(tfx.ConvergenceWarning, skx.ConvergenceWarning)
     assert issubclass(tfx.NotFittedError, skx.NotFittedError)
-    assert torchfw._estimator.NotFittedError is tfx.NotFittedError
+    assert torchfw.utils.estimator.NotFittedError is tfx.NotFittedError
     X, y = _blobs()
     # a filter on scikit-learn's class catches every torchfw estimator's warning
     for fit in (lambda: WestonWatkinsSVC(max_iter=1).fit(X, y),
@@ -134,7 +134,7 @@ def test_import_torchfw_does_not_import_sklearn():
     import subprocess
     import sys
 
-    code = ("import sys, torchfw, torchfw.svm, torchfw.lasso, torchfw.multiclass; "
+    code = ("import sys, torchfw, torchfw.svm, torchfw.lasso, torchfw.ww.estimator; "
             "print('sklearn' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True)
@@ -280,7 +280,7 @@ def test_lasso_default_dtype_is_a_plain_value():
 @pytest.mark.parametrize("method", ["l1ball", "svm"])
 def test_lasso_problem_is_what_the_estimator_solves(method):
     from torchfw import ExactLineSearch, PairwiseFrankWolfe
-    from torchfw.lasso_problem import lasso_problem
+    from torchfw.lasso.problem import lasso_problem
 
     rng = np.random.default_rng(0)
     X = rng.normal(size=(50, 10))
@@ -296,7 +296,7 @@ def test_lasso_problem_is_what_the_estimator_solves(method):
 
 
 def test_ww_problem_is_what_the_estimator_solves():
-    from torchfw.multiclass import ww_problem
+    from torchfw.ww.estimator import ww_problem
     from torchfw.optimizers.bcd import BlockCoordinateDescent
 
     X, y = _blobs(n=90, k=3)

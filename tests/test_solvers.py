@@ -5,7 +5,7 @@ import torch
 
 import torchfw as tf
 from torchfw import cli, lasso, svm
-from torchfw.oracles import L1Ball, Simplex
+from torchfw.sets.oracles import L1Ball, Simplex
 from torchfw.solvers import ESTIMATORS, SOLVERS, get_solver, make_solver, solver_names
 
 EXPECTED = {  # name -> (class, fixed options): what each name meant before the registry

@@ -7,8 +7,8 @@ import pytest
 import torch
 
 import torchfw as tf
-from torchfw import _svc_dense as D
-from torchfw.kernels import SVMDualOperator, make_kernel
+from torchfw.svm import _dense as D
+from torchfw.svm.kernels import SVMDualOperator, make_kernel
 
 pytestmark = [pytest.mark.skipif(not D.K.HAVE_NUMBA, reason="custom kernels need numba"),
               pytest.mark.filterwarnings("ignore:SVC solver")]
@@ -220,7 +220,7 @@ def test_options_without_compiled_solve_refused(option):
 
 
 def test_without_numba_refused_by_name(monkeypatch):
-    from torchfw import _svc_custom
+    from torchfw.svm import _custom as _svc_custom
 
     monkeypatch.setattr(_svc_custom, "HAVE_NUMBA", False)
     X, y = _blobs(60, classes=2)
@@ -306,7 +306,7 @@ def _kernel_rows(K):
 @pytest.mark.parametrize("classes", [2, 3])
 def test_libsvm_precomputed_model_files_both_ways(tmp_path, classes):
     svmutil = pytest.importorskip("libsvm.svmutil")
-    from torchfw.libsvm_model import read_libsvm_model, write_libsvm_model
+    from torchfw.io.libsvm_model import read_libsvm_model, write_libsvm_model
 
     X, y = _linear_problem()
     y = y if classes == 3 else (y > 0).astype(int)
@@ -338,7 +338,7 @@ def test_libsvm_precomputed_model_files_both_ways(tmp_path, classes):
 
 
 def test_callable_has_no_libsvm_form(tmp_path):
-    from torchfw.libsvm_model import write_libsvm_model
+    from torchfw.io.libsvm_model import write_libsvm_model
 
     X, y = _blobs(60, classes=2)
     model = tf.SVC(kernel=_own_rbf).fit(X, y)

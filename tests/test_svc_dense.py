@@ -1,4 +1,4 @@
-"""The compiled whole-solve path of SVC (torchfw._svc_dense) against the lazy host path."""
+"""The compiled whole-solve path of SVC (torchfw.svm._dense) against the lazy host path."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ import pytest
 import torch
 
 import torchfw as tf
-from torchfw import _svc_dense as D
-from torchfw import _svc_matrix as M
-from torchfw.kernels import SVMDualOperator, make_kernel
+from torchfw.svm import _dense as D
+from torchfw.svm import _matrix as M
+from torchfw.svm.kernels import SVMDualOperator, make_kernel
 
 pytestmark = [pytest.mark.skipif(not D.K.HAVE_NUMBA, reason="the compiled path needs numba"),
               pytest.mark.filterwarnings("ignore:SVC solver")]
@@ -94,7 +94,7 @@ def test_multiclass_same_iterates_every_solver(solver, multi_class):
 def test_warm_start_with_many_atoms_same_iterates():
     # A start of more atoms than the ordered start sum takes: both paths build it through the
     # operator (kernel blocks), and still agree.
-    from torchfw.kernels import ORDERED_MATVEC_MAX
+    from torchfw.svm.kernels import ORDERED_MATVEC_MAX
 
     X, y = _data(m=2 * ORDERED_MATVEC_MAX + 100, seed=7)
     kw = dict(solver="swap", random_state=0, tol=1e-2, warm_start=True, C=100.0)
@@ -138,7 +138,7 @@ def test_row_cache_weighted_multiclass_and_warm_start(solver):
         assert {r.info["cached_rows"] for r in cached.result_} == {9}
         _assert_same_fit(cached, tf.SVC(dense=False, **kw).fit(X, y, sample_weight=weights))
     # A warm start of many atoms: its start goes through an operator on both paths.
-    from torchfw.kernels import ORDERED_MATVEC_MAX
+    from torchfw.svm.kernels import ORDERED_MATVEC_MAX
 
     m = 2 * ORDERED_MATVEC_MAX + 100
     Xw, yw = _data(m=m, seed=7)
@@ -154,11 +154,11 @@ def test_row_cache_weighted_multiclass_and_warm_start(solver):
 @pytest.mark.parametrize("solver", SOLVERS)
 def test_every_iteration_matches_the_host_engine(solver):
     # check_every=1: the value and gap after every single iteration, against the optimizer.
-    from torchfw._scalars import HOST
+    from torchfw.utils.scalars import HOST
     from torchfw.objectives import Quadratic
     from torchfw.optimizers._engine import QuadraticEngine
-    from torchfw.oracles import Simplex
-    from torchfw.svm import _solver_factory
+    from torchfw.sets.oracles import Simplex
+    from torchfw.svm.estimator import _solver_factory
 
     X, y = _data(m=70, seed=4)
     y_pm = np.where(y == 1, 1.0, -1.0)
@@ -245,7 +245,7 @@ def test_matrix_rows_are_the_lazy_columns(kernel, dtype, sparse):
 def test_row_cache_policy_is_the_column_cache():
     # The compiled cache is a declared twin of ColumnCache's admission policy: the same
     # requests give the same hits, misses and slot of every key, through the halvings too.
-    from torchfw._column_cache import ColumnCache
+    from torchfw.utils.column_cache import ColumnCache
 
     rng = np.random.default_rng(8)
     m = 40
@@ -316,7 +316,7 @@ def test_switch_follows_the_byte_budget():
 
 @pytest.mark.parametrize("solver", ["swap", "pairwise"])
 def test_one_large_binary_problem_reads_a_cache_with_room_for_every_row(solver):
-    from torchfw._svc_matrix import ROWS_FROM
+    from torchfw.svm._matrix import ROWS_FROM
 
     X, y = _data(m=ROWS_FROM, d=4, seed=3)
     kw = dict(solver=solver, random_state=0, tol=0.05)

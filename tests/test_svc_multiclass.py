@@ -7,7 +7,7 @@ import pytest
 import torch
 
 import torchfw as tf
-from torchfw._svc_multiclass import binary_problems, class_pairs, ovo_to_ovr, ovo_vote, ovo_votes
+from torchfw.svm._multiclass import binary_problems, class_pairs, ovo_to_ovr, ovo_vote, ovo_votes
 
 pytestmark = pytest.mark.filterwarnings("ignore:SVC solver")
 
@@ -197,7 +197,7 @@ def test_sample_weight_and_class_weight_reach_each_pair():
 
 
 def test_auto_scheme_follows_the_measured_crossover():
-    from torchfw._svc_multiclass import OVO_FROM
+    from torchfw.svm._multiclass import OVO_FROM
 
     X, y = _blobs(m=OVO_FROM, k=4, spread=0.8)
     big = tf.SVC(random_state=0, tol=0.5).fit(X, y)

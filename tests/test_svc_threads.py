@@ -1,7 +1,7 @@
 """The compiled SVC path on several threads gives the one-thread fit bit for bit (issue 16).
 
 The matrix rows are computed in blocks on a thread pool and the binary problems solved on it
-(torchfw._svc_matrix, torchfw._svc_fit). Whatever the number of threads, every row and every
+(torchfw.svm._matrix, torchfw.svm._fit). Whatever the number of threads, every row and every
 problem is computed by the same code on the same data, and the results, warnings and their
 order are collected in problem order: these tests force the pool on small problems (the work
 thresholds set to 0, three threads whatever the machine's cores) and compare with one thread.
@@ -19,9 +19,11 @@ import pytest
 import torch
 
 import torchfw as tf
-from torchfw import _svc_dense as D
-from torchfw import _svc_fit, _svc_matrix, _threads
-from torchfw.kernels import SVMDualOperator, make_kernel
+from torchfw.svm import _dense as D
+from torchfw.svm import _fit as _svc_fit
+from torchfw.svm import _matrix as _svc_matrix
+from torchfw.utils import threads as _threads
+from torchfw.svm.kernels import SVMDualOperator, make_kernel
 
 pytestmark = pytest.mark.skipif(not D.K.HAVE_NUMBA, reason="the compiled path needs numba")
 
@@ -170,7 +172,7 @@ def test_thread_count_follows_torch_setting():
 
 
 def test_omp_num_threads_one_gives_one_thread():
-    code = ("import torch; from torchfw._threads import allowed_threads, one_thread\n"
+    code = ("import torch; from torchfw.utils.threads import allowed_threads, one_thread\n"
             "with one_thread():\n    print(allowed_threads())")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          env={**os.environ, "OMP_NUM_THREADS": "1"}, check=True)

@@ -13,7 +13,7 @@ import torch
 from conftest import data_path, requires_cuda
 
 import torchfw as tf
-from torchfw.kernels import SVMDualOperator, make_kernel
+from torchfw.svm.kernels import SVMDualOperator, make_kernel
 from torchfw.svm import SOLVERS, SVC
 
 
@@ -400,7 +400,7 @@ def test_one_epoch_sfw_on_a9a_is_stable_with_the_tail_average():
     # Seed 001's single pass leaves the last iterate's threshold to its last few steps: on this
     # 5,000-row part of a9a its test accuracy moves by several points with the random order.
     # The tail average (the default) does not.
-    from torchfw._data import take_rows
+    from torchfw.utils.data import take_rows
     from torchfw.datasets import load_svmlight
 
     X, y = load_svmlight(data_path("a9a.xz"))

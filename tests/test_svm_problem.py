@@ -1,4 +1,4 @@
-"""The public binary SVM dual (torchfw.svm_problem): the matrix, the start, the map back, errors.
+"""The public binary SVM dual (torchfw.svm.problem): the matrix, the start, the map back, errors.
 
 The builder's objective is checked against the dual written out by hand with scikit-learn's
 kernels; a solve through a core optimizer must give the model of ``SVC(dense=False)`` (whose
@@ -17,9 +17,9 @@ import torch
 from sklearn.metrics.pairwise import polynomial_kernel, rbf_kernel
 
 import torchfw as tf
-from torchfw import _svc_lazy
+from torchfw.svm import _lazy as _svc_lazy
 from torchfw.solvers import make_solver
-from torchfw.svm_problem import SVMDualProblem, example_C, svm_dual_problem
+from torchfw.svm.problem import SVMDualProblem, example_C, svm_dual_problem
 
 
 def _data(m=60, d=4, seed=0):
@@ -232,8 +232,8 @@ def test_bad_dual_points_are_refused():
 
 def test_exported_lazily_from_torchfw():
     assert tf.svm_dual_problem is svm_dual_problem
-    code = ("import sys, torchfw; assert 'torchfw.svm_problem' not in sys.modules; "
-            "torchfw.svm_dual_problem; assert 'torchfw.svm_problem' in sys.modules")
+    code = ("import sys, torchfw; assert 'torchfw.svm.problem' not in sys.modules; "
+            "torchfw.svm_dual_problem; assert 'torchfw.svm.problem' in sys.modules")
     subprocess.run([sys.executable, "-c", code], check=True)
 
 

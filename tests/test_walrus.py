@@ -17,8 +17,8 @@ import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from torchfw import _ww_kernels as K
-from torchfw.walrus import (
+from torchfw.ww import _blocks as K
+from torchfw.ww.subproblem import (
     iterative_ww_subproblem,
     solve_ww_subproblem,
     walrus,

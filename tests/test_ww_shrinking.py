@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 
 from torchfw import WestonWatkinsSVC
-from torchfw import _ww_problem as wp
-from torchfw.multiclass import WWDualProblem, _as_csr
+from torchfw.ww import _problem as wp
+from torchfw.ww.estimator import WWDualProblem, _as_csr
 from torchfw.optimizers.bcd import BlockCoordinateDescent
 
 
@@ -118,7 +118,7 @@ def test_screening_on_a_csr_tensor_naming_a_column_twice():
     Xt = torch.sparse_csr_tensor(torch.from_numpy(crow), torch.from_numpy(c2[order]),
                                  torch.from_numpy(v2[order]), size=X.shape,
                                  dtype=torch.float64)
-    from torchfw._csr import as_csr
+    from torchfw.ww._csr import as_csr
 
     csr = as_csr(Xt)
     assert csr.indices.size == cols.size  # summed
@@ -308,7 +308,7 @@ def _skip_reference(shares, visited, fraction):
 def test_compiled_skip_choice_matches_the_numpy_policy():
     """skip_smallest picks the same blocks as the sorted cumulative sum, ties and zero shares
     (blocks shrunk to nothing) included."""
-    from torchfw._ww_sweep import skip_smallest
+    from torchfw.ww._sweep import skip_smallest
 
     rng = np.random.default_rng(0)
     for trial in range(300):
@@ -333,7 +333,7 @@ def test_dna_keeps_shrinking_after_a_capped_phase():
     from conftest import data_path
     from sklearn.datasets import load_svmlight_file
 
-    from torchfw.multiclass import ww_problem
+    from torchfw.ww.estimator import ww_problem
 
     with lzma.open(data_path("dna.scale.xz")) as f:
         X, y = load_svmlight_file(f)

@@ -1,10 +1,10 @@
 """torchfw: Frank-Wolfe optimizers for PyTorch, and the models they train best.
 
-Core: constraint sets (:mod:`torchfw.oracles`), step sizes (:mod:`torchfw.linesearch`),
+Core: constraint sets (:mod:`torchfw.sets`), step sizes (:mod:`torchfw.linesearch`),
 objectives (:mod:`torchfw.objectives`) and the Frank-Wolfe family (:mod:`torchfw.optimizers`).
-Models built on it: kernel SVMs (:class:`SVC`, :mod:`torchfw.kernels`), the Lasso and its SVM
-equivalence (:class:`Lasso`, :mod:`torchfw.equivalence`), Weston-Watkins multiclass SVMs
-(:class:`WestonWatkinsSVC`) and a ``torch.optim`` optimizer (:mod:`torchfw.optim`).
+Models built on it: kernel SVMs (:class:`SVC`, :mod:`torchfw.svm`), the Lasso and its SVM
+equivalence (:class:`Lasso`, :mod:`torchfw.lasso`), Weston-Watkins multiclass SVMs
+(:class:`WestonWatkinsSVC`, :mod:`torchfw.ww`) and a ``torch.optim`` optimizer (:mod:`torchfw.optim`).
 Multi-process training lives in :mod:`torchfw.distributed`.
 
 Everything is imported on first use (PEP 562 module ``__getattr__``): ``import torchfw`` costs
@@ -17,19 +17,17 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
-import sys
-import types
 from typing import TYPE_CHECKING
 
 __version__ = "0.1.0"
 
 # Public name -> submodule that defines it (imported when the name is first read).
 _LAZY = {
-    "LMO": "oracles", "AtomicLMO": "oracles", "Simplex": "oracles", "L1Ball": "oracles",
-    "L2Ball": "oracles", "LinfBall": "oracles", "Box": "oracles",
-    "KSparsePolytope": "polytopes", "LpBall": "polytopes", "GroupL1Ball": "polytopes",
-    "Hypercube": "polytopes", "Birkhoff": "polytopes", "NuclearNormBall": "spectral",
-    "Spectraplex": "spectral",
+    "LMO": "sets", "AtomicLMO": "sets", "Simplex": "sets", "L1Ball": "sets",
+    "L2Ball": "sets", "LinfBall": "sets", "Box": "sets",
+    "KSparsePolytope": "sets", "LpBall": "sets", "GroupL1Ball": "sets",
+    "Hypercube": "sets", "Birkhoff": "sets", "NuclearNormBall": "sets",
+    "Spectraplex": "sets",
     "LineSearch": "linesearch", "Line": "linesearch", "ExactLineSearch": "linesearch",
     "OpenLoop": "linesearch", "ShortStep": "linesearch", "Backtracking": "linesearch",
     "Objective": "objectives", "FunctionObjective": "objectives", "Quadratic": "objectives",
@@ -42,8 +40,8 @@ _LAZY = {
     "BlockCoordinateDescent": "optimizers.bcd",
     "Result": "result", "Status": "result", "History": "result", "IterationInfo": "result",
     "ActiveSet": "result",
-    "WestonWatkinsSVC": "multiclass", "walrus": "walrus",
-    "Lasso": "lasso", "lasso_path": "lasso", "SVC": "svm", "svm_dual_problem": "svm_problem",
+    "WestonWatkinsSVC": "ww", "walrus": "ww",
+    "Lasso": "lasso", "lasso_path": "lasso", "SVC": "svm", "svm_dual_problem": "svm",
 }
 
 __all__ = [
@@ -63,7 +61,7 @@ __all__ = [
 if TYPE_CHECKING:  # static checkers and IDEs see the eager imports
     from .lasso import Lasso, lasso_path
     from .linesearch import Backtracking, ExactLineSearch, Line, LineSearch, OpenLoop, ShortStep
-    from .multiclass import WestonWatkinsSVC
+    from .ww import WestonWatkinsSVC, walrus
     from .objectives import ColumnOperator, DenseOperator, FunctionObjective, Objective, Quadratic
     from .optimizers import (
         AwayStepFrankWolfe,
@@ -78,13 +76,24 @@ if TYPE_CHECKING:  # static checkers and IDEs see the eager imports
         sample_size_for,
     )
     from .optimizers.bcd import BlockCoordinateDescent
-    from .oracles import LMO, AtomicLMO, Box, L1Ball, L2Ball, LinfBall, Simplex
-    from .polytopes import Birkhoff, GroupL1Ball, Hypercube, KSparsePolytope, LpBall
+    from .sets import (
+        LMO,
+        AtomicLMO,
+        Birkhoff,
+        Box,
+        GroupL1Ball,
+        Hypercube,
+        KSparsePolytope,
+        L1Ball,
+        L2Ball,
+        LinfBall,
+        LpBall,
+        NuclearNormBall,
+        Simplex,
+        Spectraplex,
+    )
     from .result import ActiveSet, History, IterationInfo, Result, Status
-    from .spectral import NuclearNormBall, Spectraplex
-    from .svm import SVC
-    from .svm_problem import svm_dual_problem
-    from .walrus import walrus
+    from .svm import SVC, svm_dual_problem
 
 
 def __getattr__(name: str):
@@ -100,19 +109,3 @@ def __getattr__(name: str):
 
 def __dir__():
     return sorted(set(globals()) | set(__all__))
-
-
-class _Package(types.ModuleType):
-    """The package's module type: ``torchfw.walrus`` stays the function.
-
-    Importing the submodule :mod:`torchfw.walrus` (which any user or module may do) would
-    otherwise rebind the package attribute of the same name to the module.
-    """
-
-    def __setattr__(self, name, value):
-        if name == "walrus" and isinstance(value, types.ModuleType):
-            return
-        super().__setattr__(name, value)
-
-
-sys.modules[__name__].__class__ = _Package

@@ -251,7 +251,7 @@ def train(argv: list[str]) -> int:
     if kernel == "precomputed":  # the compiled solve it takes has no progress bar
         params["verbose"] = False
 
-    from .svm import SVC
+    from .svm.estimator import SVC
 
     try:
         SVC(**params)._check_params()
@@ -275,7 +275,7 @@ def train(argv: list[str]) -> int:
     elapsed = time.perf_counter() - start
     out = files[1] if len(files) > 1 else Path(files[0]).name + ".model"
     if fmt == "libsvm":
-        from .libsvm_model import write_libsvm_model
+        from .io.libsvm_model import write_libsvm_model
 
         write_libsvm_model(model, out)
     else:
@@ -293,7 +293,7 @@ def train(argv: list[str]) -> int:
 def _cross_validate(model, X, y, folds: int, seed: int) -> int:
     import torch
 
-    from ._data import take_rows
+    from .utils.data import take_rows
 
     if folds > len(y):
         raise CLIError(f"-v {folds}: more folds than the {len(y)} examples")
@@ -322,7 +322,7 @@ def _is_libsvm_file(path: str) -> bool:
 
 
 def _load_model(path: str, device):
-    from .svm import SVC
+    from .svm.estimator import SVC
 
     try:
         with open(path, "rb") as fh:
@@ -331,7 +331,7 @@ def _load_model(path: str, device):
         raise CLIError(f"cannot read model {path}: {exc.strerror or exc}") from None
     try:
         if head.startswith(b"svm_type"):
-            from .libsvm_model import read_libsvm_model
+            from .io.libsvm_model import read_libsvm_model
 
             return read_libsvm_model(path, device=device)
         return SVC.load(path, map_location=device)
@@ -388,7 +388,7 @@ def demo(argv: list[str]) -> int:
     import torch
 
     from .datasets import make_classification_blobs
-    from .svm import SVC
+    from .svm.estimator import SVC
 
     opts, _, _ = _parse_options(argv, {"--n", "--device"}, set(), (0, 0),
                                 "usage: python -m torchfw demo [--n N] [--device DEV]\n")

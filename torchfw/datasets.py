@@ -32,7 +32,7 @@ import numbers
 import numpy as np
 import torch
 
-from ._validation import check_int_at_least, check_nonnegative, resolve_device
+from .utils.validation import check_int_at_least, check_nonnegative, resolve_device
 from .io.svmlight import _csr_tensor, load_svmlight, load_svmlight_files
 
 __all__ = [

@@ -20,11 +20,11 @@ from typing import TYPE_CHECKING
 import torch
 from torch import Tensor, nn
 
-from ._kernel_formulas import CODES, from_dots
+from .utils.kernel_formulas import CODES, from_dots
 
 __all__ = ["KernelSVMHead", "LinearHead", "fit_head", "extract_features"]
 
-_KERNEL_CODES = CODES  # the one table of kernel formulas (torchfw._kernel_formulas)
+_KERNEL_CODES = CODES  # the one table of kernel formulas (torchfw.utils.kernel_formulas)
 
 
 class KernelSVMHead(nn.Module):

@@ -23,8 +23,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from ._scalars import HOST, Scalars
-from ._validation import check_int_at_least, check_positive
+from .utils.scalars import HOST, Scalars
+from .utils.validation import check_int_at_least, check_positive
 
 __all__ = ["Line", "LineSearch", "ExactLineSearch", "OpenLoop", "ShortStep", "Backtracking"]
 

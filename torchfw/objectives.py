@@ -18,7 +18,7 @@ from collections.abc import Callable
 import torch
 from torch import Tensor
 
-from ._validation import check_finite
+from .utils.validation import check_finite
 
 __all__ = ["Objective", "FunctionObjective", "Quadratic", "ColumnOperator", "DenseOperator",
            "as_objective"]
@@ -229,7 +229,7 @@ class Quadratic(Objective):
     ``Q`` must be symmetric positive semi-definite: the duality gap certifies
     :math:`f(x) - f^* \le g(x)` only for a convex objective (on an indefinite ``Q`` a vertex can
     have gap 0 far from the minimum). It is either a dense ``(n, n)`` tensor or a
-    :class:`ColumnOperator` (for instance the lazy kernel operator of :mod:`torchfw.kernels`),
+    :class:`ColumnOperator` (for instance the lazy kernel operator of :mod:`torchfw.svm.kernels`),
     in which case the full matrix is never formed. A dense tensor is checked: it must be
     symmetric to rounding and, up to ``n = 2048`` (a Cholesky factorization, at most ~0.2 s),
     positive semi-definite to rounding; larger ones are checked for symmetry and a non-negative

@@ -8,7 +8,7 @@ solver is one entry here.
 
 Each entry is a :class:`SolverSpec`; :func:`make_solver` builds the optimizer::
 
-    from torchfw.oracles import Simplex
+    from torchfw.sets.oracles import Simplex
     from torchfw.solvers import make_solver, solver_names
 
     solver_names("lasso")                     # ('fw', 'away', 'pairwise', 'swap', 'partan')
@@ -41,7 +41,7 @@ from .optimizers import (
     PartanFrankWolfe,
     SwapFrankWolfe,
 )
-from .oracles import LMO
+from .sets.oracles import LMO
 
 __all__ = ["SolverSpec", "SOLVERS", "ESTIMATORS", "solver_names", "get_solver", "make_solver"]
 

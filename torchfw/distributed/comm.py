@@ -15,7 +15,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from .._validation import check_int_at_least
+from ..utils.validation import check_int_at_least
 
 try:
     import torch.distributed as dist

@@ -14,12 +14,12 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from .._column_cache import ColumnCache
-from .._scalars import HOST
+from ..utils.column_cache import ColumnCache
+from ..utils.scalars import HOST
 from ..optimizers import _kernels as K
 from ..optimizers._engine import ZERO_TOL, Coefficients, QuadraticEngine
 from ..optimizers._selection import select_host
-from ..oracles import Simplex
+from ..sets.oracles import Simplex
 from .operator import ShardedSVMDualOperator, _Atom
 
 #: Feature exchange modes (see the module docstring).
@@ -54,7 +54,7 @@ class DistributedQuadraticEngine(QuadraticEngine):
     gather_limit : int
         ``"auto"`` uses ``"gather"`` while the gathered features are at most this many bytes.
     cache_size : float
-        MB of column slices kept (:mod:`torchfw._column_cache`), the same number of columns on
+        MB of column slices kept (:mod:`torchfw.utils.column_cache`), the same number of columns on
         every rank.
     refresh_every : int, optional
         Recompute ``s`` exactly every that many iterations (collective).

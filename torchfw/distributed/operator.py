@@ -12,8 +12,9 @@ import torch
 from numpy.typing import DTypeLike
 from torch import Tensor
 
-from .. import _kernel_cpu, _kernel_formulas
-from ..kernels import Kernel, SVMDualOperator
+from ..svm import _kernel_cpu
+from ..utils import kernel_formulas as _kernel_formulas
+from ..svm.kernels import Kernel, SVMDualOperator
 from .comm import Communicator
 
 
@@ -21,7 +22,7 @@ def _kernel_scalar(kernel: Kernel, dot: float, sq_a: float, sq_b: float) -> floa
     """``k(a, b)`` from an inner product and squared norms, in float64 scalar arithmetic.
 
     Every rank evaluates the same expression on the same inputs, so the value is the same on all
-    of them (the ranks' decisions depend on it). The formulas: :mod:`torchfw._kernel_formulas`.
+    of them (the ranks' decisions depend on it). The formulas: :mod:`torchfw.utils.kernel_formulas`.
     """
     if kernel.name not in _kernel_formulas.CODES:  # pragma: no cover - make_kernel checks
         raise ValueError(f"unsupported kernel {kernel!r}")
@@ -55,7 +56,7 @@ class ShardedSVMDualOperator:
     The rank holds the examples ``[offset, offset + n_local)`` of the global order (rank 0's
     shard first). Columns :math:`\tilde K_{\text{shard}, i}` are computed for any global atom
     ``i`` from its broadcast features (:class:`DistributedQuadraticEngine` moves them), with the
-    same compiled kernel and the same storage as :class:`~torchfw.kernels.SVMDualOperator`
+    same compiled kernel and the same storage as :class:`~torchfw.svm.kernels.SVMDualOperator`
     (which holds the shard). Creating the operator is a collective (the ranks exchange their
     shard sizes).
 

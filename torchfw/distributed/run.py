@@ -14,7 +14,7 @@ from torch import Tensor
 from ..linesearch import ExactLineSearch, OpenLoop
 from ..optimizers._stopping import StoppingRule
 from ..optimizers.away import AwayStepFrankWolfe
-from ..oracles import Simplex
+from ..sets.oracles import Simplex
 from ..result import Status
 from .comm import Communicator, gather_shards
 from .engine import DistributedQuadraticEngine

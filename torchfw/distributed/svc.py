@@ -11,15 +11,15 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from .._data import as_labels, take_rows, to_csr
-from .._svc_start import draw_positions
-from .._validation import resolve_device
-from ..kernels import KERNELS, SVMDualOperator, make_kernel
+from ..utils.data import as_labels, take_rows, to_csr
+from ..svm._start import draw_positions
+from ..utils.validation import resolve_device
+from ..svm.kernels import KERNELS, SVMDualOperator, make_kernel
 from ..optimizers.active_set import simplex_qp
-from ..oracles import Simplex
+from ..sets.oracles import Simplex
 from ..result import Status
 from ..solvers import make_solver, solver_names
-from ..svm import SVC, ConvergenceWarning
+from ..svm.estimator import SVC, ConvergenceWarning
 from .comm import Communicator
 from .engine import EXCHANGES
 from .operator import ShardedSVMDualOperator

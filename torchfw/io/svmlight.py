@@ -26,8 +26,8 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from .._data import csr_tensor
-from .._validation import check_int_at_least, resolve_device
+from ..utils.data import csr_tensor
+from ..utils.validation import check_int_at_least, resolve_device
 from ._decode import _MAX_INDEX, _PAD, _parse_numbers, _parse_unsigned, _words
 from ._grammar import _raise_first_bad_line
 from ._sources import _display_name, _iter_chunks

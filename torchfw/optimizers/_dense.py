@@ -18,9 +18,9 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from .._scalars import HOST
+from ..utils.scalars import HOST
 from ..objectives import Quadratic
-from ..oracles import AtomicLMO
+from ..sets.oracles import AtomicLMO
 from . import _kernels as K
 from ._engine import ZERO_TOL, QuadraticEngine
 

@@ -21,10 +21,10 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from .._scalars import Scalars
+from ..utils.scalars import Scalars
 from ..linesearch import Line
 from ..objectives import ColumnOperator, Quadratic
-from ..oracles import AtomicLMO, Simplex
+from ..sets.oracles import AtomicLMO, Simplex
 from . import _kernels as K
 from ._generic import GenericEngine
 from ._moves import (
@@ -254,7 +254,7 @@ class QuadraticEngine(EngineState):
         :func:`~torchfw.optimizers._selection.select` (PyTorch ops: device scalars, host
         scalars without numba, and over ``(B, N)`` the batched storage), or on the host with
         numba its compiled second implementation -- also at the start: one summation order for
-        ``p = w's``, which the compiled SVC start (``torchfw._svc_start``) computes the same way.
+        ``p = w's``, which the compiled SVC start (``torchfw.svm._start``) computes the same way.
         """
         if self.use_numba:
             sel = K.select(self._w_np, self._s_np, self._ct_np, self.ct is not None)

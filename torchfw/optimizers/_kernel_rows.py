@@ -10,7 +10,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from .._data import take_rows
+from ..utils.data import take_rows
 
 __all__ = ["KernelRows"]
 
@@ -34,7 +34,7 @@ class KernelRows:
         ``(m, d)`` dense or sparse CSR.
     y : Tensor
         Labels in ``{-1, +1}``, shape ``(m,)``.
-    kernel : torchfw.kernels.Kernel
+    kernel : torchfw.svm.kernels.Kernel
     C : float or Tensor
         Regularization, scalar or per example ``(m,)``.
     dtype : torch.dtype

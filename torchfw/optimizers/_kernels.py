@@ -20,8 +20,8 @@ import numpy as np
 import torch
 
 # numba is optional at run time: without it the torch kernels below are used.
-from .._numba import HAVE_NUMBA
-from .._numba import njit as _njit  # None without numba
+from ..utils.jit import HAVE_NUMBA
+from ..utils.jit import njit as _njit  # None without numba
 from ._moves import pair_curvature, toward_curvature
 
 __all__ = ["HAVE_NUMBA", "update", "select", "active_argmin", "extrapolation_bounds",
@@ -317,9 +317,9 @@ DENSE_FW, DENSE_AWAY, DENSE_PAIRWISE = 0, 1, 2
 def _exact_step(slope, curvature, gamma_max):
     r""":class:`~torchfw.ExactLineSearch` on host floats, branch for branch.
 
-    A declared second implementation (:mod:`torchfw._second_implementations`) of
+    A declared second implementation (:mod:`torchfw.utils.twins`) of
     ``ExactLineSearch.step`` with host scalars, which numba cannot call (it takes a ``Line`` and
-    a :class:`~torchfw._scalars.Scalars`): :math:`\gamma = \operatorname{clip}_{[0,
+    a :class:`~torchfw.utils.scalars.Scalars`): :math:`\gamma = \operatorname{clip}_{[0,
     \gamma_{\max}]}(-\text{slope} / \text{curvature})`, and on a flat line
     (curvature :math:`\le 10^{-300}`) :math:`\gamma_{\max}` along a descent direction, else 0.
     The clip is written as the host scalars' ``minimum(maximum(x, 0), gamma_max)``, so NaN and
@@ -347,7 +347,7 @@ def _dense_block_py(variant, n_iter, H, diag, ct, has_ct, w, s, zero_tol, counts
     :math:`\tilde c`), so a move costs one or two row reads and no operator call. ``counts``
     accumulates ``[fw, away, drop, pairwise]``.
 
-    A declared second implementation (:mod:`torchfw._second_implementations`) of
+    A declared second implementation (:mod:`torchfw.utils.twins`) of
     :class:`~torchfw.optimizers._engine.QuadraticEngine` with :class:`~torchfw.ExactLineSearch`
     under :class:`~torchfw.FrankWolfe`, :class:`~torchfw.AwayStepFrankWolfe` and
     :class:`~torchfw.PairwiseFrankWolfe`: the same choice of move (away when its slope

@@ -37,7 +37,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from .._scalars import Scalars
+from ..utils.scalars import Scalars
 from ..linesearch import Line
 
 __all__ = ["ZERO_TOL", "Coefficients", "Move", "ops_abs", "toward_curvature", "away_step_max",

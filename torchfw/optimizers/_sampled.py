@@ -59,7 +59,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from .._scalars import HOST
+from ..utils.scalars import HOST
 from . import _kernels as K
 from ._engine import ZERO_TOL, Coefficients, QuadraticEngine
 from ._kernel_rows import KernelRows

@@ -15,7 +15,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from .._scalars import HOST, Scalars
+from ..utils.scalars import HOST, Scalars
 from ._moves import Coefficients
 
 __all__ = ["EngineState"]

@@ -36,9 +36,9 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from .._scalars import HOST
+from ..utils.scalars import HOST
 from ..objectives import Quadratic
-from ..oracles import LMO, Simplex
+from ..sets.oracles import LMO, Simplex
 from . import _kernels as K
 from ._engine import ZERO_TOL, Coefficients, QuadraticEngine
 from ._selection import select_host
@@ -63,7 +63,7 @@ class StreamingEngine(QuadraticEngine):
     ----------
     objective : Quadratic
         Its operator must provide ``column_rows(i, rows)`` (e.g.
-        :class:`torchfw.kernels.SVMDualOperator`).
+        :class:`torchfw.svm.kernels.SVMDualOperator`).
     lmo : Simplex
     first : int
         The initial vertex (``w = e_first``).
@@ -80,7 +80,7 @@ class StreamingEngine(QuadraticEngine):
             raise ValueError("streaming candidates need a Simplex with a scalar radius")
         if not hasattr(objective.Q, "column_rows"):
             raise ValueError("streaming candidates need an operator with column_rows(i, rows), "
-                             "such as torchfw.kernels.SVMDualOperator")
+                             "such as torchfw.svm.kernels.SVMDualOperator")
         self.objective = objective
         self.lmo = lmo
         self.Q = objective.Q

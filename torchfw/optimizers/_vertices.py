@@ -17,7 +17,7 @@ from typing import cast
 import torch
 from torch import Tensor
 
-from ..oracles import AtomicLMO
+from ..sets.oracles import AtomicLMO
 from ..result import ActiveSet, Result
 from .base import ConstrainedOptimizer
 

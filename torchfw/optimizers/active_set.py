@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._numba import njit
+from ..utils.jit import njit
 
 __all__ = ["simplex_qp"]
 

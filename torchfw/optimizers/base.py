@@ -27,11 +27,11 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from .._scalars import DEVICE, HOST
-from .._validation import check_finite, check_int_at_least, check_nonnegative, check_positive
+from ..utils.scalars import DEVICE, HOST
+from ..utils.validation import check_finite, check_int_at_least, check_nonnegative, check_positive
 from ..linesearch import ExactLineSearch, LineSearch, OpenLoop, default_line_search
 from ..objectives import Quadratic, as_objective
-from ..oracles import LMO, AtomicLMO
+from ..sets.oracles import LMO, AtomicLMO
 from ..result import History, Result, Status
 from ._compiled import CompiledBlocks, CompiledStep  # noqa: F401 (CompiledStep: former home)
 from ._dense import DenseQuadraticEngine
@@ -387,7 +387,7 @@ class ConstrainedOptimizer:
         blocks = None
         bar = None
         if verbose:
-            from .._progress import GapProgress
+            from ..utils.progress import GapProgress
 
             bar = GapProgress(type(self).__name__, unit="it")
         try:

@@ -10,7 +10,7 @@ device scalars every branch is a ``torch.where``, which broadcasts over the batc
 
 Operators provide ``columns_batched(index) -> (B, N)`` (column ``index[b]`` of problem ``b``),
 ``diagonal_batched() -> (B, N)``, ``entry_batched(i, j) -> (B,)`` and ``matvec_batched(W)``; see
-:class:`torchfw.kernels.OneVsRestOperator`.
+:class:`torchfw.svm.kernels.OneVsRestOperator`.
 """
 
 from __future__ import annotations
@@ -23,9 +23,9 @@ from typing import Any, Protocol
 import torch
 from torch import Tensor
 
-from .._scalars import DEVICE
+from ..utils.scalars import DEVICE
 from ..linesearch import ExactLineSearch, OpenLoop
-from ..oracles import Simplex
+from ..sets.oracles import Simplex
 from ._engine import ZERO_TOL, Coefficients, QuadraticEngine
 from ._stopping import BatchedStop
 

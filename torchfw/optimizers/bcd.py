@@ -41,9 +41,9 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from .._validation import check_finite, check_int_at_least, check_nonnegative, check_positive
+from ..utils.validation import check_finite, check_int_at_least, check_nonnegative, check_positive
 from ..linesearch import ExactLineSearch, Line
-from ..oracles import Box
+from ..sets.oracles import Box
 from ..result import History, IterationInfo, Result, Status
 
 __all__ = ["BlockCoordinateDescent", "BlockProblem", "BlockQuadratic", "BoxQuadraticProblem"]
@@ -252,8 +252,8 @@ class BlockCoordinateDescent:
         optimal), the step of :class:`~torchfw.ExactLineSearch` on
         :math:`\phi(\lambda) = \lambda g^\top d + \tfrac12 \lambda^2 d^\top H d` over
         :math:`[0, 1]`; the gradient follows as :math:`g + \lambda H d`. The reference of the
-        compiled Weston-Watkins block step :func:`torchfw._ww_kernels.fw_single`
-        (:mod:`torchfw._second_implementations`).
+        compiled Weston-Watkins block step :func:`torchfw.ww._blocks.fw_single`
+        (:mod:`torchfw.utils.twins`).
         """
         x = blk.x.clone()
         g = blk.grad.clone()
@@ -301,7 +301,7 @@ class BlockCoordinateDescent:
         value = gap = math.nan
         bar = None
         if self.verbose:
-            from .._progress import GapProgress
+            from ..utils.progress import GapProgress
 
             bar = GapProgress(type(self).__name__, unit="epoch")
         try:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from .._scalars import HOST
+from ..utils.scalars import HOST
 from ..linesearch import Line
 from ._engine import Coefficients
 from ._vertices import ActiveSetSolver
@@ -32,7 +32,7 @@ class BlendedPairwiseConditionalGradient(ActiveSetSolver):
 
     Works over every set: over the simplex and the L1 ball the engine's indexed weights are the
     active set (every execution, the incremental quadratic engine included); over the other sets
-    (:mod:`torchfw.polytopes`, :mod:`torchfw.spectral`, balls) the vertices returned by the LMO
+    (:mod:`torchfw.sets.polytopes`, :mod:`torchfw.sets.spectral`, balls) the vertices returned by the LMO
     are kept densely, and each local step costs one objective evaluation like a FW step.
     The result carries :attr:`~torchfw.Result.active_set`, and ``minimize(..., active_set=...)``
     starts from one. Step counters: ``fw``, ``local``, ``drop``.

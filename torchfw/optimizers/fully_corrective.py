@@ -2,7 +2,7 @@ r"""Fully-corrective Frank-Wolfe (Holloway 1974; the Bădoiu-Clarkson / CVM sche
 
 from __future__ import annotations
 
-from .._validation import check_int_at_least, check_positive
+from ..utils.validation import check_int_at_least, check_positive
 from .base import ConstrainedOptimizer
 
 __all__ = ["FullyCorrectiveFrankWolfe"]

@@ -7,8 +7,8 @@ import math
 import torch
 from torch import Tensor
 
-from .._validation import check_int_at_least, check_positive
-from ..oracles import LMO
+from ..utils.validation import check_int_at_least, check_positive
+from ..sets.oracles import LMO
 from ..result import Result
 from ._engine import GenericEngine
 from ._vertices import ActiveSetSolver

@@ -1,0 +1,327 @@
+"""LIBSVM's model files: write a fitted :class:`~torchfw.SVC`, read a model LIBSVM wrote.
+
+A LIBSVM C-SVC model is a text header (kernel and its parameters, ``rho``, the class labels and
+the number of support vectors per class) followed by one line per support vector:
+its coefficient(s) and its features as ``index:value``. Its decision value for a binary model is
+
+    dec(x) = sum_i coef_i k(sv_i, x) - rho,          predicted label: label[0] if dec > 0,
+
+which is torchfw's binary decision function ``sum_i dual_coef_i k(sv_i, x) + intercept`` with
+``rho = -intercept`` and ``label[0]`` the class torchfw predicts for a positive score
+(``classes_[1]``). Both tools use the same kernel formulas (``-t 0..3``), so a binary model
+predicts identically in either.
+
+Multiclass LIBSVM models are one-vs-one: ``k(k-1)/2`` binary machines, one per pair of label
+positions :math:`a < b`, sharing their support vectors, which are listed class by class
+(``nr_sv``) with ``k - 1`` coefficients each. A support vector of class :math:`c` keeps its
+coefficient for the pair :math:`(c, o)` in column :math:`o - 1` if :math:`o > c`, else in
+column :math:`o`; pair :math:`p` has its own ``rho[p]``, and a positive value votes for
+``label[a]``. A one-vs-one :class:`~torchfw.SVC` (``multi_class="ovo"``, or ``"auto"`` on
+three classes or 1,500 examples or more) is exactly that model over its sorted classes, so it
+is exchanged both ways; a one-vs-rest model is refused with a message that says so. The
+coefficients are written with 17 significant digits, so the round trip is exact in float64.
+
+**Precomputed kernels** (``kernel="precomputed"``, LIBSVM's ``-t 4``): a support vector line
+holds the example's ID instead of its features, ``0:ID`` with IDs counted from 1 -- the
+training example ``support_ + 1`` -- and LIBSVM evaluates ``k(sv, x)`` as feature ``ID`` of the
+test example. LIBSVM's file does not record how many training examples there were: read back,
+the model expects as many kernel columns as its largest ID, or ``n_train`` when given. A model
+with a callable kernel has no LIBSVM form (the file cannot hold code).
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+import torch
+
+__all__ = ["write_libsvm_model", "read_libsvm_model"]
+
+_KERNEL_PARAMS = {"linear": (), "poly": ("degree", "gamma", "coef0"), "rbf": ("gamma",),
+                  "sigmoid": ("gamma", "coef0"), "precomputed": ()}
+# LIBSVM's names of the kernels where they differ from torchfw's
+_LIBSVM_NAME = {"poly": "polynomial"}
+_TORCHFW_NAME = {v: k for k, v in _LIBSVM_NAME.items()}
+
+
+def _integer_label(label) -> int:
+    value = float(label)
+    if not math.isfinite(value) or value != round(value):
+        raise ValueError(f"LIBSVM model files hold integer class labels; {label!r} is not one")
+    return int(round(value))
+
+
+def write_libsvm_model(model, path) -> None:
+    """Write a fitted binary :class:`~torchfw.SVC` as a LIBSVM model file.
+
+    Parameters
+    ----------
+    model : SVC
+        A fitted binary or one-vs-one model with an ``rbf``, ``linear``, ``poly``, ``sigmoid``
+        or ``precomputed`` kernel and integer class labels.
+    path : str or Path
+
+    Raises
+    ------
+    ValueError
+        If the model is multiclass, has a kernel LIBSVM lacks, or non-integer labels.
+    """
+    from ..utils.estimator import check_is_fitted
+
+    check_is_fitted(model, "dual_coef_")
+    if callable(model.kernel):
+        raise ValueError("a model with a callable kernel has no LIBSVM form (a model file "
+                         "cannot hold a function); fit kernel='precomputed' on its Gram matrix")
+    if model.kernel not in _KERNEL_PARAMS:
+        raise ValueError(f"LIBSVM has no {model.kernel!r} kernel")
+    if len(model.classes_) > 2:
+        if model._scheme() != "ovo":
+            raise ValueError("a one-vs-rest model has no LIBSVM form (LIBSVM's multiclass "
+                             "models are one-vs-one): fit with multi_class='ovo' to write one")
+        _write_one_vs_one(model, path)
+        return
+    positive, negative = (_integer_label(c) for c in (model.classes_[1], model.classes_[0]))
+    coef = model.dual_coef_[0].to(torch.float64).cpu().numpy()
+    # LIBSVM lists the support vectors class by class, in the order of its labels.
+    order = np.concatenate([np.flatnonzero(coef > 0), np.flatnonzero(coef <= 0)])
+    n_pos = int((coef > 0).sum())
+    rows = _sv_rows(model, order)
+    lines = _kernel_header(model)
+    lines += ["nr_class 2", f"total_sv {len(order)}",
+              f"rho {float(-model.intercept_[0]):.17g}",
+              f"label {positive} {negative}", f"nr_sv {n_pos} {len(order) - n_pos}", "SV"]
+    for k, row in zip(order, rows, strict=True):
+        lines.append(f"{coef[k]:.17g} {row}".rstrip())
+    Path(path).write_text("\n".join(lines) + "\n")
+
+
+def _kernel_header(model) -> list[str]:
+    lines = ["svm_type c_svc", f"kernel_type {_LIBSVM_NAME.get(model.kernel, model.kernel)}"]
+    params = {"degree": model.degree, "gamma": model.gamma_, "coef0": model.coef0}
+    for name in _KERNEL_PARAMS[model.kernel]:
+        value = params[name]
+        lines.append(f"{name} {int(value) if name == 'degree' else repr(float(value))}")
+    return lines
+
+
+def _write_one_vs_one(model, path) -> None:
+    """A one-vs-one model in LIBSVM's layout (labels in ``classes_`` order; see the module)."""
+    from ..svm._multiclass import class_pairs
+
+    k = len(model.classes_)
+    labels = [_integer_label(c) for c in model.classes_]
+    pairs = class_pairs(k)
+    pair_index = {pair: p for p, pair in enumerate(pairs)}
+    coef = model.dual_coef_.to(torch.float64).cpu().numpy()  # (k(k-1)/2, n_SV)
+    # Each support vector's class: from any pair where it has weight (+ for the pair's first).
+    owner = np.empty(coef.shape[1], dtype=np.int64)
+    for s in range(coef.shape[1]):
+        p = int(np.flatnonzero(coef[:, s])[0])
+        owner[s] = pairs[p][0] if coef[p, s] > 0 else pairs[p][1]
+    order = np.argsort(owner, kind="stable")
+    rows = _sv_rows(model, order)
+    lines = _kernel_header(model)
+    rho = " ".join(f"{float(-b):.17g}" for b in model.intercept_.to(torch.float64).cpu())
+    lines += [f"nr_class {k}", f"total_sv {len(order)}", f"rho {rho}",
+              "label " + " ".join(map(str, labels)),
+              "nr_sv " + " ".join(str(int((owner == c).sum())) for c in range(k)), "SV"]
+    for s, row in zip(order, rows, strict=True):
+        c = owner[s]
+        values = [coef[pair_index[(min(c, o), max(c, o))], s] for o in range(k) if o != c]
+        lines.append((" ".join(f"{v:.17g}" for v in values) + f" {row}").rstrip())
+    Path(path).write_text("\n".join(lines) + "\n")
+
+
+def _sv_rows(model, order: np.ndarray) -> list[str]:
+    """The support vectors ``order`` as LIBSVM writes them: ``index:value`` from 1, or ``0:ID``.
+
+    A precomputed kernel's support vector is its training example's ID (``support_ + 1``).
+    """
+    if model.kernel == "precomputed":
+        return [f"0:{int(model.support_[k]) + 1}" for k in order]
+    return [" ".join(f"{j + 1}:{v:.17g}" for j, v in row)
+            for row in _sparse_rows(model.support_vectors_.cpu(), order)]
+
+
+def _sparse_rows(sv: torch.Tensor, order: np.ndarray) -> list[list[tuple[int, float]]]:
+    """The nonzero ``(column, value)`` pairs of the rows ``order`` of a dense or CSR matrix."""
+    if sv.layout == torch.sparse_csr:
+        crow = sv.crow_indices().numpy()
+        col = sv.col_indices().numpy()
+        val = sv.values().to(torch.float64).numpy()
+        return [[(int(col[p]), float(val[p])) for p in range(crow[k], crow[k + 1])
+                 if val[p] != 0] for k in order]
+    dense = sv.to(torch.float64).numpy()
+    return [[(int(j), float(dense[k, j])) for j in np.flatnonzero(dense[k])] for k in order]
+
+
+def _parse_header(lines: list[str], path) -> tuple[dict, int]:
+    header: dict[str, list[str]] = {}
+    for n, line in enumerate(lines):
+        parts = line.split()
+        if not parts:
+            continue
+        if parts[0] == "SV":
+            return header, n + 1
+        header[parts[0]] = parts[1:]
+    raise ValueError(f"{path}: not a LIBSVM model file (no 'SV' line)")
+
+
+def read_libsvm_model(path, device=None, n_train=None):
+    """Read a binary C-SVC model written by LIBSVM's ``svm-train`` (or by
+    :func:`write_libsvm_model`) as a fitted :class:`~torchfw.SVC`.
+
+    The returned model predicts what LIBSVM predicts: the same decision values (float64),
+    with ``classes_`` sorted as torchfw keeps them.
+
+    ``n_train`` (precomputed kernels only, ``kernel_type precomputed``): the number of training
+    examples, the columns of the kernel values the model will be given; LIBSVM's file does not
+    record it, and without it the model expects as many columns as its largest support-vector
+    ID.
+
+    Raises
+    ------
+    ValueError
+        If the file is not a LIBSVM model, is not a binary C-SVC model, or is inconsistent
+        (counts that do not match, malformed lines, non-finite numbers).
+    """
+    from ..svm.estimator import SVC
+
+    text = Path(path).read_text()
+    lines = text.splitlines()
+    if not lines or not lines[0].startswith("svm_type"):
+        raise ValueError(f"{path}: not a LIBSVM model file (it does not start with svm_type)")
+    header, start = _parse_header(lines, path)
+
+    def field(name, kind=str, count=1):
+        if name not in header or len(header[name]) < count:
+            raise ValueError(f"{path}: LIBSVM model without a valid {name!r} line")
+        try:
+            values = [kind(v) for v in header[name][:count]]
+        except ValueError:
+            raise ValueError(f"{path}: bad {name!r} line: {' '.join(header[name])}") from None
+        return values if count > 1 else values[0]
+
+    if field("svm_type") != "c_svc":
+        raise ValueError(f"{path}: svm_type {field('svm_type')} is not c_svc")
+    kernel = field("kernel_type")
+    kernel = _TORCHFW_NAME.get(kernel, kernel)
+    if kernel not in _KERNEL_PARAMS:
+        raise ValueError(f"{path}: kernel_type {kernel} is not supported")
+    n_class = field("nr_class", int)
+    if n_class < 2:
+        raise ValueError(f"{path}: nr_class {n_class} (a classifier has at least 2 classes)")
+    n_pairs = n_class * (n_class - 1) // 2
+    labels = field("label", int, n_class)
+    nr_sv = field("nr_sv", int, n_class)
+    rhos = field("rho", float, n_pairs)
+    rho = rhos if n_pairs > 1 else [rhos]
+    if len(set(labels)) != n_class or min(nr_sv) < 0:
+        raise ValueError(f"{path}: repeated labels or negative nr_sv")
+    total = field("total_sv", int)
+    if total != sum(nr_sv) or total != len([ln for ln in lines[start:] if ln.strip()]):
+        raise ValueError(f"{path}: total_sv {total} does not match the support vectors listed")
+    gamma = field("gamma", float) if "gamma" in _KERNEL_PARAMS[kernel] else 1.0
+    degree = field("degree", int) if kernel == "poly" else 3
+    coef0 = field("coef0", float) if kernel in ("poly", "sigmoid") else 0.0
+    precomputed = kernel == "precomputed"
+    coefs, rows, n_features, ids = [], [], 0, []
+    for n, line in enumerate(lines[start:], start + 1):
+        parts = line.split()
+        if not parts:
+            continue
+        try:
+            coefs.append([float(v) for v in parts[:n_class - 1]])
+            row = []
+            for item in parts[n_class - 1:]:
+                index, value = item.split(":")
+                row.append((int(index), float(value)))
+        except ValueError:
+            raise ValueError(f"{path}: line {n}: malformed support vector") from None
+        if precomputed:
+            if len(row) != 1 or row[0][0] != 0 or row[0][1] != round(row[0][1]) \
+                    or row[0][1] < 1:
+                raise ValueError(f"{path}: line {n}: a precomputed-kernel support vector is "
+                                 f"'0:ID' with the training example's ID (from 1)")
+            ids.append(int(row[0][1]))
+            row = []
+        elif any(j < 1 for j, _ in row):
+            raise ValueError(f"{path}: line {n}: feature indices start at 1")
+        n_features = max([n_features] + [j for j, _ in row])
+        rows.append(row)
+    if precomputed:
+        if n_train is not None and (int(n_train) != n_train or n_train < max(ids, default=1)):
+            raise ValueError(f"n_train={n_train!r}: the model's support vectors are training "
+                             f"examples up to ID {max(ids, default=1)}")
+        n_features = int(n_train) if n_train is not None else max(ids, default=1)
+    elif n_train is not None:
+        raise ValueError(f"{path}: n_train applies to precomputed-kernel models only")
+    sv = torch.zeros(0 if precomputed else len(rows), 0 if precomputed else n_features,
+                     dtype=torch.float64)
+    for k, row in enumerate(rows):
+        for j, v in row:
+            sv[k, j - 1] = v
+    coef = torch.tensor(coefs, dtype=torch.float64).reshape(len(rows), n_class - 1)
+    if not (torch.isfinite(coef).all() and torch.isfinite(sv).all()
+            and all(math.isfinite(r) for r in rho)):
+        raise ValueError(f"{path}: non-finite numbers in the model")
+    support = torch.tensor(ids, dtype=torch.int64) - 1 if precomputed else \
+        torch.arange(len(rows), dtype=torch.int64)
+    if precomputed and len(set(ids)) != len(ids):
+        raise ValueError(f"{path}: a support vector ID is listed twice")
+    if n_class > 2:
+        return _one_vs_one_model(labels, nr_sv, rho, coef, sv, kernel, gamma, degree, coef0,
+                                 device, support, n_features)
+    coef = coef[:, 0]
+    rho = rho[0]
+    classes = np.array(sorted(labels))
+    # torchfw predicts classes_[1] for a positive score; LIBSVM predicts label[0] for dec > 0.
+    sign = 1.0 if labels[0] == classes[1] else -1.0
+    params = dict(kernel=kernel, gamma=gamma, degree=degree, coef0=coef0, dtype=torch.float64)
+    state = {"format": "torchfw.SVC", "version": 1, "params": params,
+             "classes": classes.tolist(), "gamma": gamma, "n_features_in": n_features,
+             "support": support,
+             "n_support": torch.tensor(nr_sv if sign > 0 else nr_sv[::-1], dtype=torch.int64),
+             "n_iter": torch.tensor(0), "support_vectors": sv,
+             "dual_coef": (sign * coef).unsqueeze(0),
+             "intercept": torch.tensor([-sign * rho], dtype=torch.float64)}
+    return SVC.from_state_dict(state, map_location=device)
+
+
+def _one_vs_one_model(labels, nr_sv, rho, coef, sv, kernel, gamma, degree, coef0, device,
+                      support, n_features):
+    """A one-vs-one SVC from LIBSVM's multiclass arrays (see the module docstring)."""
+    from ..svm._multiclass import class_pairs
+    from ..svm.estimator import SVC
+
+    k = len(labels)
+    classes = np.array(sorted(labels))
+    rank = {label: int(np.searchsorted(classes, label)) for label in labels}
+    start = np.concatenate([[0], np.cumsum(nr_sv)])
+    ours = {pair: p for p, pair in enumerate(class_pairs(k))}
+    n_sv = coef.shape[0]
+    dual = torch.zeros(len(ours), n_sv, dtype=torch.float64)
+    intercept = torch.zeros(len(ours), dtype=torch.float64)
+    for p, (a, b) in enumerate(class_pairs(k)):  # LIBSVM's pair of label positions a < b
+        sa, sb = slice(start[a], start[a + 1]), slice(start[b], start[b + 1])
+        values = torch.zeros(n_sv, dtype=torch.float64)
+        values[sa] = coef[sa, b - 1]
+        values[sb] = coef[sb, a]
+        ra, rb = rank[labels[a]], rank[labels[b]]
+        # Positive votes for label[a]; torchfw's pair (i, j), i < j, is positive for class i.
+        sign = 1.0 if ra < rb else -1.0
+        q = ours[(min(ra, rb), max(ra, rb))]
+        dual[q] = sign * values
+        intercept[q] = -sign * rho[p]
+    n_support = (dual != 0).sum(1)  # per binary problem, as a fitted SVC counts them
+    params = dict(kernel=kernel, gamma=gamma, degree=degree, coef0=coef0, dtype=torch.float64,
+                  multi_class="ovo")
+    state = {"format": "torchfw.SVC", "version": 1, "params": params,
+             "classes": classes.tolist(), "gamma": gamma, "n_features_in": n_features,
+             "support": support,
+             "n_support": n_support, "n_iter": torch.zeros(len(ours), dtype=torch.int64),
+             "support_vectors": sv, "dual_coef": dual, "intercept": intercept,
+             "multi_class_": "ovo"}
+    return SVC.from_state_dict(state, map_location=device)

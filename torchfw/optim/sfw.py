@@ -1,0 +1,516 @@
+r"""Stochastic Frank-Wolfe as a :class:`torch.optim.Optimizer`, for constrained parameters.
+
+The optimizer keeps every constrained parameter :math:`\theta` inside a compact convex set
+:math:`\mathcal{C}` (an LMO from :mod:`torchfw.sets.oracles`) by moving it towards a vertex of the set
+instead of along the negative gradient. One step, for each parameter that has a gradient
+(Pokutta, Spiegel & Zimmer, 2020, Algorithm 1 "SFW with momentum"):
+
+.. math::
+    g_t &= \tilde\nabla L(\theta_t) + \lambda\,\theta_t
+        \qquad\text{(stochastic gradient, plus optional weight decay)} \\
+    d_t &= (1 - \mu)\, g_t + \mu\, d_{t-1}, \qquad d_0 = g_0
+        \qquad\text{(momentum: an exponential average of gradients)} \\
+    v_t &= \operatorname*{argmin}_{v \in \mathcal{C}} \langle d_t, v \rangle
+        \qquad\text{(the linear minimization oracle)} \\
+    \theta_{t+1} &= \theta_t + \gamma_t\,(v_t - \theta_t),
+        \qquad \gamma_t = \operatorname{clip}_{[0, 1]}(\eta\, s_t) .
+
+The iterate is a convex combination of two points of :math:`\mathcal{C}` (:math:`\gamma_t \in [0,
+1]`), so a feasible parameter stays feasible after every step, and no projection is needed. The
+scale :math:`s_t` decouples the learning rate :math:`\eta` from the size of the set (``rescale``):
+
+``"diameter"``
+    :math:`s_t = 1 / D(\mathcal{C})`, the Euclidean diameter of the set, so the step length
+    :math:`\|\theta_{t+1} - \theta_t\| \le \eta`.
+``"gradient"``
+    :math:`s_t = \|d_t\|_2 / \|v_t - \theta_t\|_2`, so the step length is :math:`\eta\|d_t\|_2`,
+    as for SGD (before the clip).
+``None``
+    :math:`s_t = 1`: :math:`\eta` is the Frank-Wolfe step size itself.
+
+These are the two rescaling rules of Pokutta et al. (2020, Section 3.1, "decoupling the learning
+rate from the diameter"); the exact formulas, the momentum convention (the buffer starts at the
+first gradient and then averages with weight :math:`1-\mu` on the new gradient) and the clip to
+:math:`[0, 1]` are those of the authors' reference implementation (``ZIB-IOL/StochasticFrankWolfe``,
+``SFW.step``, versions with default ``momentum=0.9``; a later version takes the weight of the new
+gradient as a separate ``1 - dampening``, and this optimizer uses ``dampening = momentum``).
+
+The Frank-Wolfe gap of the direction,
+
+.. math::
+    G_t = \langle d_t,\ \theta_t - v_t \rangle
+        = \max_{v \in \mathcal{C}} \langle d_t, \theta_t - v \rangle \;\ge\; 0 ,
+
+costs one reduction on top of the step and is kept for monitoring
+(:meth:`StochasticFrankWolfe.fw_gaps`). In the deterministic convex case it bounds the
+suboptimality; with stochastic directions it is a noisy stationarity measure.
+
+Which stochastic Frank-Wolfe: this is the *torch.optim* one (stochastic gradients of
+parameters, with momentum). The *streaming* stochastic Frank-Wolfe of seed 001 (Ouyang & Gray,
+SFW/MSFW: examples of a kernel SVM arrive one per iteration into a working set) is another
+algorithm: ``SVC(solver="sfw" | "msfw")`` or ``FrankWolfe(..., stream=True)`` (see
+:mod:`torchfw.solvers`). In the deterministic case (``momentum=0``, ``rescale=None``, learning
+rate :math:`2/(k+2)`) a step here is the core's ``FrankWolfe(lmo, OpenLoop())`` step, a declared
+second implementation (:mod:`torchfw.utils.twins`).
+
+References
+----------
+S. Pokutta, C. Spiegel, M. Zimmer. "Deep Neural Network Training with Frank-Wolfe."
+arXiv:2010.07243, 2020.
+
+M. Jaggi. "Revisiting Frank-Wolfe: Projection-Free Sparse Convex Optimization." ICML 2013.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from collections.abc import Iterable
+
+import torch
+from torch import Tensor, nn
+
+from ._lmo_state import lmo_from_state, lmo_to_state
+from ._checks import (
+    _MISSING,
+    _check_hyperparameters,
+    _check_oracle,
+    _check_param_fits,
+    _fill_defaults,
+    _Missing,
+)
+from ._update import (
+    as_rows,
+    direction,
+    feasibility_atol,
+    frank_wolfe_update,
+    sgd_update,
+    view_shape,
+)
+from ..sets.oracles import LMO
+
+__all__ = ["StochasticFrankWolfe", "make_feasible", "lmo_to_state", "lmo_from_state"]
+
+
+def _params_of(params) -> list[Tensor]:
+    if isinstance(params, nn.Module):
+        return list(params.parameters())
+    if isinstance(params, Tensor):
+        return [params]
+    if isinstance(params, Iterable):
+        out = []
+        for item in params:
+            if isinstance(item, tuple) and len(item) == 2 and isinstance(item[1], Tensor):
+                item = item[1]  # named_parameters()
+            if not isinstance(item, Tensor):
+                raise TypeError(f"expected tensors, got {type(item).__name__}")
+            out.append(item)
+        return out
+    raise TypeError(f"expected a Module, a tensor or an iterable of tensors, got {type(params)}")
+
+
+@torch.no_grad()
+def _project_into(p: Tensor, lmo: LMO, per_row: bool, atol: float) -> int:
+    shape = view_shape(p, per_row)
+    pv, copied = as_rows(p, shape)
+    inside = lmo.contains(pv, atol=atol)
+    n_out = int((~inside).sum())
+    if n_out:
+        # Rows already inside are kept bit for bit (a projection of a feasible point can still
+        # move it by rounding, e.g. the sort-based simplex projection).
+        pv.copy_(torch.where(inside.unsqueeze(-1), pv, lmo.project(pv)))
+        if copied:
+            p.copy_(pv.view(p.shape))
+    return n_out
+
+
+def make_feasible(params, lmo: LMO, *, per_row: bool = False, atol: float = 0.0) -> int:
+    r"""Move parameters into a set by Euclidean projection, in place.
+
+    Each parameter (or, with ``per_row=True``, each row ``p[i]``) that lies outside the set is
+    replaced by its projection :math:`\Pi_{\mathcal{C}}(\theta) = \operatorname{argmin}_{x \in
+    \mathcal{C}} \|x - \theta\|_2`, the feasible point closest to the current one, so pretrained or
+    initialized weights change as little as possible (they are not re-initialized, and points
+    already inside are left bit-for-bit unchanged). Frank-Wolfe iterates are convex combinations of
+    the starting point and vertices, so training should start from a feasible point.
+
+    Parameters
+    ----------
+    params : nn.Module, Tensor or iterable of Tensor
+        The parameters (``named_parameters()`` pairs are accepted too).
+    lmo : LMO
+        The set.
+    per_row : bool, default False
+        One set per row (dim 0) instead of one per tensor.
+    atol : float, default 0.0
+        Points within ``atol`` of the set (in the set's own ``contains`` test) count as inside.
+
+    Returns
+    -------
+    int
+        How many tensors (or rows) were projected.
+    """
+    if lmo is None:
+        raise TypeError("make_feasible needs an LMO; there is nothing to project onto")
+    _check_oracle(lmo)
+    if not isinstance(per_row, bool):
+        raise TypeError(f"per_row must be True or False, got {per_row!r}")
+    count = 0
+    for i, p in enumerate(_params_of(params)):
+        _check_param_fits(lmo, p, per_row, f"parameter {i}")
+        count += _project_into(p, lmo, per_row, atol)
+    return count
+
+
+# --------------------------------------------------------------------------------------------
+# The optimizer
+# --------------------------------------------------------------------------------------------
+
+class StochasticFrankWolfe(torch.optim.Optimizer):
+    r"""Stochastic Frank-Wolfe with momentum: a ``torch.optim`` optimizer for constrained weights.
+
+    For each parameter with a gradient, a step computes the momentum direction
+    :math:`d_t = (1 - \mu) g_t + \mu d_{t-1}` (:math:`d_0 = g_0`, with
+    :math:`g_t = \nabla L + \lambda \theta_t` when ``weight_decay`` :math:`= \lambda > 0`), asks the
+    group's oracle for the vertex :math:`v_t = \operatorname{argmin}_{v \in \mathcal{C}} \langle
+    d_t, v \rangle` and moves :math:`\theta_{t+1} = \theta_t + \gamma_t (v_t - \theta_t)` with
+    :math:`\gamma_t = \operatorname{clip}_{[0,1]}(\eta\, s_t)` (see :mod:`torchfw.optim` for the
+    rescaling :math:`s_t`). Feasible parameters therefore stay feasible after every step
+    (Pokutta, Spiegel & Zimmer, 2020).
+
+    Parameters
+    ----------
+    params : iterable
+        Parameters, ``named_parameters()`` pairs, or dicts defining parameter groups. Every key
+        below may be set per group; groups without a key take the constructor's value.
+    lmo : LMO or None
+        The constraint set of the group (from :mod:`torchfw.sets.oracles`). Required: a group whose
+        ``lmo`` is neither given in the group nor in the constructor is an error. ``None`` (given
+        explicitly) makes the group *unconstrained*: it takes a plain momentum-SGD step
+        :math:`\theta \leftarrow \theta - \eta d_t` with the same averaged direction (this equals
+        ``torch.optim.SGD(momentum=mu, dampening=mu)``). Use it for parameters that should not be
+        constrained (e.g. normalization layers) in a model whose other layers are.
+    lr : float or Tensor, default 0.1
+        Learning rate :math:`\eta \ge 0`, read from the group at every step (LR schedulers work).
+        A one-element tensor is accepted (its value is checked when the group is added).
+        The Frank-Wolfe step is :math:`\min(1, \eta s_t)`, so values above 1 make sense with
+        ``rescale="diameter"`` on large sets.
+    momentum : float, default 0.9
+        :math:`\mu \in [0, 1]`: weight of the previous direction. ``0`` uses the raw gradient.
+    rescale : {"diameter", "gradient", None}, default "diameter"
+        Learning-rate rescaling :math:`s_t`: ``1 / diameter`` of the set, ``||d|| / ||v - theta||``,
+        or none. With ``per_row=True`` both are computed row by row (one step size per row).
+    weight_decay : float, default 0.0
+        :math:`\lambda \ge 0`, added to the gradient before the momentum average and the oracle,
+        i.e. the optimizer works on :math:`L(\theta) + \frac{\lambda}{2}\|\theta\|^2` over the set.
+        With a constraint, the set itself is usually the regularizer, so this is often 0.
+    per_row : bool, default False
+        ``False``: one set per parameter tensor (viewed as ``(1, numel)``). ``True``: one set per
+        row, i.e. per slice ``p[i]`` along dim 0 (viewed as ``(rows, -1)``): an L1 ball per output
+        neuron of a ``Linear`` weight ``(out, in)`` or per filter of a conv weight
+        ``(out, in, kh, kw)``. Radii may then be tensors of shape ``(rows,)``. 1-d parameters
+        (biases) with ``per_row=True`` are rejected: put them in another group.
+    maximize : bool, default False
+        Maximize the objective: the gradient is negated before weight decay and momentum.
+    foreach : bool or None, default None
+        Accepted for compatibility with ``torch.optim``; there is a single (per-parameter)
+        implementation, so the value changes nothing.
+
+    Notes
+    -----
+    *State.* Per parameter: ``momentum_buffer`` (:math:`d_t`, when :math:`\mu > 0`), ``step``
+    (a float32 CPU tensor, as in ``torch.optim``) and ``fw_gap`` (the gap
+    :math:`\langle d_t, \theta_t - v_t \rangle` of the last step, one value per row). State is
+    keyed by the parameter, so parameters without a gradient in a step (``grad is None``:
+    frozen, unused branch) are skipped without affecting the others.
+
+    *Checkpoints.* :meth:`state_dict` stores each group's oracle as plain data
+    (:func:`lmo_to_state`), so ``torch.save(opt.state_dict(), f)`` then
+    ``opt.load_state_dict(torch.load(f, weights_only=True))`` restores oracles, hyperparameters
+    and buffers, and training resumes bit for bit (also from another live optimizer's
+    ``state_dict()``: the loaded state owns its tensors).
+
+    *Degenerate directions.* A set whose direction is exactly zero does not move (its gap is 0);
+    a box coordinate with zero direction keeps its value. A NaN or infinite direction turns the
+    set into NaN, as ``torch.optim.SGD`` would show it (``docs/optim.md``).
+
+    *Feasibility.* Start from feasible parameters (:meth:`make_feasible`); the first step warns if
+    a parameter is outside its set.
+
+    *Not the streaming SFW.* The streaming stochastic Frank-Wolfe of Ouyang & Gray (seed 001),
+    for kernel SVMs, is ``SVC(solver="sfw")`` / ``FrankWolfe(..., stream=True)``, a different
+    algorithm (:mod:`torchfw.solvers`).
+
+    References
+    ----------
+    S. Pokutta, C. Spiegel, M. Zimmer, "Deep Neural Network Training with Frank-Wolfe",
+    arXiv:2010.07243, 2020.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from torchfw.sets.oracles import L1Ball, LinfBall
+    >>> from torchfw.optim import StochasticFrankWolfe
+    >>> model = torch.nn.Linear(4, 3)
+    >>> opt = StochasticFrankWolfe([
+    ...     {"params": [model.weight], "lmo": L1Ball(1.0), "per_row": True},
+    ...     {"params": [model.bias], "lmo": LinfBall(0.5)},
+    ... ], lr=0.1, momentum=0.9)
+    >>> _ = opt.make_feasible()
+    >>> loss = model(torch.randn(8, 4)).square().mean()
+    >>> loss.backward()
+    >>> opt.step()
+    >>> bool(L1Ball(1.0).contains(model.weight).all())
+    True
+    """
+
+    def __init__(self, params, lmo: LMO | None | _Missing = _MISSING, lr: float | Tensor = 0.1,
+                 momentum: float = 0.9, rescale: str | None = "diameter",
+                 weight_decay: float = 0.0, per_row: bool = False, *,
+                 maximize: bool = False, foreach: bool | None = None):
+        defaults = dict(lmo=lmo, lr=lr, momentum=momentum, rescale=rescale,
+                        weight_decay=weight_decay, per_row=per_row, maximize=maximize,
+                        foreach=foreach)
+        # Fail on bad constructor values even when every group overrides them.
+        _check_hyperparameters(defaults)
+        if not isinstance(lmo, _Missing):
+            _check_oracle(lmo)
+        super().__init__(params, defaults)
+
+    # -- groups --------------------------------------------------------------------------------
+
+    def add_param_group(self, param_group: dict) -> None:
+        """Add a group (see :class:`torch.optim.Optimizer`); it needs an ``lmo`` key or default."""
+        if "lmo" not in param_group and isinstance(self.defaults.get("lmo"), _Missing):
+            raise ValueError(
+                "parameter group has no 'lmo': give each group a constraint set "
+                "(e.g. {'params': ..., 'lmo': torchfw.sets.oracles.L1Ball(1.0)}), a default "
+                "StochasticFrankWolfe(..., lmo=...), or lmo=None explicitly for an unconstrained "
+                "(momentum SGD) group"
+            )
+        own_lr = "lr" in param_group
+        super().add_param_group(param_group)
+        group = self.param_groups[-1]
+        if not own_lr and isinstance(group["lr"], Tensor):
+            # One tensor per group, or a scheduler's in-place update of one group's lr would
+            # change the others' too.
+            group["lr"] = group["lr"].clone()
+        try:
+            self._check_group(group)
+        except (TypeError, ValueError):
+            self.param_groups.pop()
+            raise
+
+    def _check_group(self, group: dict) -> None:
+        if isinstance(group["lmo"], _Missing):  # pragma: no cover - add_param_group catches it
+            raise ValueError("parameter group has no 'lmo'")
+        _check_oracle(group["lmo"])
+        _check_hyperparameters(group)
+        if group["lmo"] is None:
+            return
+        names = group.get("param_names")
+        for i, p in enumerate(group["params"]):
+            label = f"parameter {names[i]!r}" if names else f"parameter {i} of its group"
+            _check_param_fits(group["lmo"], p, group["per_row"], label)
+
+    def __setstate__(self, state: dict) -> None:
+        super().__setstate__(state)
+        for group in self.param_groups:
+            _fill_defaults(group)
+        for value in self.state.values():
+            # Older versions counted steps with a Python int.
+            if "step" in value and not isinstance(value["step"], Tensor):
+                value["step"] = torch.tensor(float(value["step"]), dtype=torch.float32)
+
+    # -- the step ------------------------------------------------------------------------------
+
+    @torch.no_grad()
+    def step(self, closure=None):
+        """Take one stochastic Frank-Wolfe step on every parameter that has a gradient.
+
+        Parameters
+        ----------
+        closure : callable, optional
+            Re-evaluates the model and returns the loss; called with gradients enabled before
+            the step (the ``torch.optim`` contract).
+
+        Returns
+        -------
+        The closure's loss, or ``None`` without a closure.
+        """
+        loss = None
+        if closure is not None:
+            with torch.enable_grad():
+                loss = closure()
+        for group in self.param_groups:
+            _check_hyperparameters(group, at_step=True)
+            for p in group["params"]:
+                if p.grad is None:
+                    continue
+                if p.grad.is_sparse:
+                    raise RuntimeError("StochasticFrankWolfe does not support sparse gradients")
+                state = self.state[p]
+                if "step" not in state:
+                    # torch.optim's convention: a float32 CPU tensor, so that compiled steps do
+                    # not specialize on (and recompile for) every value of the counter.
+                    state["step"] = torch.zeros((), dtype=torch.float32)
+                    if group["lmo"] is not None and not torch.compiler.is_compiling():
+                        # The check reads a boolean on the host, which would break a compiled
+                        # graph; compiled steps skip it.
+                        self._warn_if_infeasible(group["lmo"], p, group)
+                d = direction(p, group, state)
+                if group["lmo"] is None:
+                    sgd_update(p, d, group["lr"])
+                else:
+                    frank_wolfe_update(p, d, group, state)
+                state["step"] += 1
+        return loss
+
+    def _warn_if_infeasible(self, lmo: LMO, p: Tensor, group: dict) -> None:
+        # One host sync per parameter, on its first step only.
+        pv = p.detach().reshape(view_shape(p, group["per_row"]))
+        inside = lmo.contains(pv, atol=feasibility_atol(pv.dtype))
+        if not bool(inside.all()):
+            where = f"{int((~inside).sum())} of {inside.numel()} rows" if group["per_row"] \
+                else "the whole tensor"
+            warnings.warn(
+                f"a parameter of shape {tuple(pv.shape)} is outside its {type(lmo).__name__} "
+                f"({where}); Frank-Wolfe steps only mix it with vertices, so it stays infeasible "
+                f"until the steps add up to 1. Call optimizer.make_feasible() before training.",
+                RuntimeWarning, stacklevel=4,
+            )
+
+    # -- feasibility and monitoring ----------------------------------------------------------
+
+    @torch.no_grad()
+    def make_feasible(self, *, include_frozen: bool = False, atol: float = 0.0) -> int:
+        """Project every constrained parameter onto its group's set (see :func:`make_feasible`).
+
+        Parameters
+        ----------
+        include_frozen : bool, default False
+            Also project parameters with ``requires_grad=False``. They are never updated, so by
+            default they are left exactly as they are.
+        atol : float, default 0.0
+            Tolerance of the "already inside" test.
+
+        Returns
+        -------
+        int
+            How many tensors (or rows, for ``per_row`` groups) were projected.
+        """
+        count = 0
+        for group in self.param_groups:
+            if group["lmo"] is None:
+                continue
+            for p in group["params"]:
+                if p.requires_grad or include_frozen:
+                    count += _project_into(p, group["lmo"], group["per_row"], atol)
+        return count
+
+    def fw_gaps(self, *, per_row: bool = False, named: bool = False) -> dict:
+        r"""Frank-Wolfe gaps :math:`\langle d_t, \theta_t - v_t \rangle` of the last step.
+
+        They come from the direction, iterate and vertex of the last :meth:`step` (no extra
+        forward or backward pass); :math:`\theta_t` is the iterate *before* that step. Only
+        constrained parameters that have taken a step appear.
+
+        Parameters
+        ----------
+        per_row : bool, default False
+            For ``per_row`` groups, return the gap of each row (shape ``(rows,)``) instead of their
+            sum (the gap of the product of the row sets).
+        named : bool, default False
+            Key by parameter name (needs an optimizer built from ``named_parameters()``) instead of
+            by the parameter tensor.
+
+        Returns
+        -------
+        dict
+            Parameter (or name) -> gap tensor, ``>= 0`` for feasible parameters up to rounding.
+        """
+        out = {}
+        for group in self.param_groups:
+            if group["lmo"] is None:
+                continue
+            names = group.get("param_names")
+            if named and names is None:
+                raise ValueError("named=True needs an optimizer built from named_parameters()")
+            for i, p in enumerate(group["params"]):
+                gap = self.state.get(p, {}).get("fw_gap")
+                if gap is None:
+                    continue
+                value = gap if (per_row and group["per_row"]) else gap.sum()
+                out[names[i] if named and names is not None else p] = value
+        return out
+
+    def fw_gap(self) -> Tensor:
+        """Sum of the last step's gaps over all constrained parameters, a float64 0-d tensor.
+
+        The parameters form a product of sets, whose gap is the sum of the per-set gaps. Before
+        the first step (or with no constrained parameter) there is no gap to report and the
+        value is NaN, on the CPU: still a tensor, so a logging hook's ``.item()`` works, and not
+        0, which would read as "converged".
+        """
+        gaps = list(self.fw_gaps().values())
+        if not gaps:
+            return torch.tensor(math.nan, dtype=torch.float64)
+        device = gaps[0].device
+        return torch.stack([g.to(device=device, dtype=torch.float64) for g in gaps]).sum()
+
+    # -- checkpoints -------------------------------------------------------------------------
+
+    def state_dict(self) -> dict:
+        """``torch.optim.Optimizer.state_dict`` with each group's oracle saved as plain data.
+
+        The result loads with ``torch.load(..., weights_only=True)``; see :func:`lmo_to_state`.
+        """
+        state_dict = super().state_dict()
+        # pack_group built fresh dicts: replacing the entry leaves the live groups untouched.
+        for group in state_dict["param_groups"]:
+            group["lmo"] = lmo_to_state(group["lmo"])
+        return state_dict
+
+    def load_state_dict(self, state_dict: dict) -> None:
+        """Load a :meth:`state_dict`: buffers, hyperparameters and the oracles of every group.
+
+        As in ``torch.optim``, the saved hyperparameters (oracles included) replace the current
+        ones. Tensor parameters of the oracles move to the device of their group's parameters.
+        Groups saved before ``per_row``, ``rescale``, ``weight_decay``, ``maximize`` or ``foreach``
+        existed load with the defaults that reproduce the old behaviour.
+
+        The loaded state owns its tensors. ``torch.optim.Optimizer.load_state_dict`` keeps the
+        given tensors when their device and dtype already fit, so an optimizer loaded from
+        another live optimizer's ``state_dict()`` would share its momentum buffers and step
+        counters, and the two would update the same buffers in place (resuming in memory would
+        then not continue as the original does). Tensors still shared after loading are copied.
+        """
+        state_dict = dict(state_dict)
+        saved_groups = []
+        for i, saved in enumerate(state_dict["param_groups"]):
+            if "lmo" not in saved:
+                raise ValueError(
+                    f"saved parameter group {i} has no 'lmo' entry: not a StochasticFrankWolfe "
+                    f"state dict"
+                )
+            current = self.param_groups[i] if i < len(self.param_groups) else None
+            device = current["params"][0].device if current and current["params"] else None
+            saved = dict(saved)
+            _fill_defaults(saved)
+            saved["lmo"] = lmo_from_state(saved["lmo"], device=device)
+            if current is not None and len(current["params"]) == len(saved["params"]):
+                # Check before loading, so that a state dict that does not fit leaves the
+                # optimizer as it was (a mismatch in group sizes is torch's error to raise).
+                candidate = {**saved, "params": current["params"]}
+                if "param_names" in current:
+                    candidate["param_names"] = current["param_names"]
+                self._check_group(candidate)
+            saved_groups.append(saved)
+        state_dict["param_groups"] = saved_groups
+        given = {id(value) for entry in state_dict.get("state", {}).values()
+                 for value in entry.values() if isinstance(value, Tensor)}
+        super().load_state_dict(state_dict)
+        for entry in self.state.values():
+            for key, value in entry.items():
+                if id(value) in given:
+                    entry[key] = value.clone()

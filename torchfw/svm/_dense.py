@@ -1,0 +1,472 @@
+r"""Whole-solve compiled path of :class:`~torchfw.SVC` for problems whose kernel fits in memory.
+
+On a few hundred to a few thousand examples, the lazy host path (one cached kernel column per
+atom touched, one interpreted iteration per step) spends most of its time in the interpreter:
+tens of microseconds of Python per iteration around a few microseconds of arithmetic. When the
+``m x m`` matrix :math:`\tilde K` fits a byte budget, this module computes it once and runs the
+whole solve -- every iteration, the checks every ``check_every`` iterations and the stopping test
+-- in one compiled call.
+
+**Same iterates.** The matrix rows are computed (:mod:`torchfw.svm._matrix`) by the very
+kernels that compute the lazy path's columns (:mod:`torchfw.svm._kernel_cpu`, same summation order,
+same float32 exponential), so row ``i`` equals ``SVMDualOperator.column(i)`` bit for bit; the
+moves go through the host engine's update, selection and step kernels
+(:mod:`torchfw.optimizers._kernels`) with the arithmetic of
+:class:`~torchfw.optimizers._engine.QuadraticEngine` written out expression for expression; the
+start is the host engine's own (it is constructed, then handed over). The lazy path and this
+one therefore produce the same iterates, step counts and stopping iteration
+(``tests/test_svc_dense.py`` compares them check by check for every solver).
+
+**Multiclass.** The problems of one-vs-rest share the data: :math:`\tilde K^{(k)} = D_k (K + 1)
+D_k + \operatorname{diag}(1/C)` with :math:`D_k = \operatorname{diag}(y^{(k)})`. The matrix
+:math:`K + 1` is computed once; each problem reads its rows from it with its signs applied
+(exact; :func:`_row_py`). One-vs-one problems read their pair's entries of the same matrix.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import torch
+
+from ..utils.jit import njit as _njit  # None without numba
+from ._matrix import cache_slots, full_source, plain_kernel_matrix, source_row
+from ..utils.threads import one_thread
+from ..optimizers import _kernels as K
+from ..optimizers._engine import ZERO_TOL
+
+__all__ = ["VARIANTS", "plain_kernel_matrix", "full_source", "solve", "signed_row", "COUNTERS"]
+
+#: Solver name -> code of the compiled loop.
+VARIANTS = {"fw": 0, "away": 1, "pairwise": 2, "swap": 3, "swap2": 4, "partan": 5}
+#: Step counters, in the order of the ``counts`` array.
+COUNTERS = ("fw", "away", "drop", "pairwise", "swap_add", "swap_drop", "partan")
+
+# Status codes returned by the compiled loop.
+_CONVERGED, _MAX_ITER, _NONFINITE = 0, 1, 2
+
+
+# ---------------------------------------------------------------------------------------------
+# The solve
+# ---------------------------------------------------------------------------------------------
+
+def _solve(variant, P, cache, rows, y, inv_c, diag, w, s, wp, sp, support, state, max_iter, tol,
+           rtol, check_every, zero_tol, counts, hist, hist_counts):
+    """Run the whole solve; returns ``(iterations, status, number of history entries)``.
+
+    The vertex gradient of atom ``k`` is the problem's signed row ``k`` of :math:`K + 1` from
+    the row source ``(P, cache)`` (see :func:`_row_py`: ``rows`` empty for all examples, a
+    one-vs-one pair's examples otherwise; ``y``, ``inv_c`` the problem's labels and ``1/C``).
+    ``state`` carries
+    ``[p, t, s_min, i_min, s_max, j_max, W, p_prev, t_prev, n_support]`` in and out.
+    """
+    n = w.shape[0]
+    p = state[0]
+    t = state[1]
+    s_min = state[2]
+    i_min = int(state[3])
+    s_max = state[4]
+    j_max = int(state[5])
+    W = state[6]
+    p_prev = state[7]
+    t_prev = state[8]
+    n_support = int(state[9])
+    in_support = np.zeros(n, dtype=np.bool_)
+    for q in range(n_support):
+        in_support[support[q]] = True
+    hi_buf = np.empty(n, dtype=P.dtype)
+    hj_buf = np.empty(n, dtype=P.dtype)
+    k = 0
+    n_hist = 0
+    status = _MAX_ITER
+    while True:
+        value = 0.5 * (p + t) + 0.0
+        gap = p - s_min
+        if n_hist < hist.shape[0]:
+            hist[n_hist, 0] = k
+            hist[n_hist, 1] = value
+            hist[n_hist, 2] = gap
+            for c in range(counts.shape[0]):
+                hist_counts[n_hist, c] = counts[c]
+            n_hist += 1
+        if not (math.isfinite(value) and math.isfinite(gap)):
+            status = _NONFINITE
+            break
+        bound = rtol * abs(value)
+        if gap <= (tol if tol >= bound else bound):
+            status = _CONVERGED
+            break
+        if k >= max_iter:
+            status = _MAX_ITER
+            break
+        block = max_iter - k
+        if check_every < block:
+            block = check_every
+        for _ in range(block):
+            i = i_min
+            si = s_min
+            hi = _row(P, cache, rows, y, inv_c, i, hi_buf)
+            if variant == 5:  # PARTAN (seed 002): FW step, then the extrapolation
+                q = p - t
+                curvature = diag[i] - 2.0 * (si - 0.0) + q
+                value = 0.5 * (p + t) + 0.0
+                slope = si - p
+                lam = _step(slope, curvature, 1.0)
+                f_t = value + lam * slope + 0.5 * lam * lam * curvature - 0.0
+                t_t = (1.0 - lam) * t + lam * 0.0
+                p_t = 2.0 * f_t - t_t
+                u_prev_i = sp[i] - 0.0
+                cross = (1.0 - lam) * W + lam * u_prev_i
+                q_t = p_t - t_t
+                q_prev = p_prev - t_prev
+                e_slope = p_t - (cross + t_prev)
+                e_curv = q_t - 2.0 * cross + q_prev
+                if not in_support[i]:
+                    in_support[i] = True
+                    support[n_support] = i
+                    n_support += 1
+                lo, up = _bounds_on(w, wp, lam, i, support, n_support)
+                noise = 1e-11 * (abs(q_t) + 2.0 * abs(cross) + abs(q_prev))
+                sigma = -1.0 if e_slope > 0.0 else 1.0
+                gamma_max = -lo if e_slope > 0.0 else up
+                gamma_max = gamma_max if e_curv > noise else 0.0
+                gamma = _step(sigma * e_slope, e_curv, gamma_max)
+                mu = sigma * gamma
+                a = (1.0 + mu) * (1.0 - lam)
+                b = (1.0 + mu) * lam
+                d = -mu
+                # apply(): W' = a q + b u_i + c u_j + d W before the shift (c = 0, j = i).
+                u_i = s[i] - 0.0
+                W = a * q + b * u_i + 0.0 * u_i + d * W
+                p_prev = p
+                t_prev = t
+                _shift_update_on(w, s, a, b, i, hi, 0.0, i, hi, d, wp, sp, support,
+                                 n_support, zero_tol)
+                counts[6] += 1
+            elif variant == 0 or variant == 1:
+                q = p - t
+                use_fw = True
+                wj = 0.0
+                if variant == 1:
+                    wj = w[j_max]
+                    use_fw = si - p <= p - s_max
+                if use_fw:
+                    gamma = _step(si - p, diag[i] - 2.0 * (si - 0.0) + q, 1.0)
+                    _update(w, s, 1.0 - gamma, gamma, i, hi, 0.0, i, hi, 0.0, w, s, False,
+                            zero_tol)
+                    counts[0] += 1
+                else:
+                    j = j_max
+                    gamma_max = wj / max(1.0 - wj, 1e-300) if wj < 1.0 else 0.0
+                    gamma = _step(p - s_max, diag[j] - 2.0 * (s_max - 0.0) + q, gamma_max)
+                    hj = _row(P, cache, rows, y, inv_c, j, hj_buf)
+                    _update(w, s, 1.0 + gamma, -gamma, j, hj, 0.0, j, hj, 0.0, w, s, False,
+                            zero_tol)
+                    counts[1] += 1
+                    if gamma >= gamma_max and gamma_max > 0.0:
+                        counts[2] += 1
+            else:  # pairwise (2), SWAP (3), SWAP-2o (4)
+                j = j_max
+                sj = s_max
+                if variant == 4:
+                    partner = _partner(w, s, hi, diag, s, False, i, si, diag[i])
+                    if partner >= 0:
+                        j = partner
+                    sj = s[j]
+                q_ij = hi[j] - 0.0
+                curvature = diag[i] + diag[j] - 2.0 * q_ij
+                gamma_max = w[j]
+                slope = si - sj
+                gamma = _step(slope, curvature, gamma_max)
+                use_pair = True
+                if variant != 2:
+                    q = p - t
+                    fw_slope = si - p
+                    fw_curv = diag[i] - 2.0 * (si - 0.0) + q
+                    gamma_fw = _step(fw_slope, fw_curv, 1.0)
+                    gain_fw = -(gamma_fw * fw_slope + 0.5 * gamma_fw * gamma_fw * fw_curv)
+                    inner = curvature if curvature > 1e-300 else 1e-300
+                    unc = -slope / inner
+                    unc = unc if unc > 0.0 else 0.0
+                    gain_sw = -(unc * slope + 0.5 * unc * unc * curvature)
+                    use_pair = slope < 0.0 and gain_sw >= gain_fw
+                    if not use_pair:
+                        _update(w, s, 1.0 - gamma_fw, gamma_fw, i, hi, 0.0, i, hi, 0.0, w, s,
+                                False, zero_tol)
+                        counts[0] += 1
+                if use_pair:
+                    c = -gamma
+                    if c != 0.0:
+                        hj = _row(P, cache, rows, y, inv_c, j, hj_buf)
+                        _update(w, s, 1.0, gamma, i, hi, c, j, hj, 0.0, w, s, False, zero_tol)
+                    else:
+                        _update(w, s, 1.0, gamma, i, hi, 0.0, j, hi, 0.0, w, s, False,
+                                zero_tol)
+                    drop = gamma >= gamma_max and gamma > 0.0
+                    if variant == 2:
+                        counts[3] += 1
+                        if drop:
+                            counts[2] += 1
+                    elif drop:
+                        counts[5] += 1
+                    else:
+                        counts[4] += 1
+            i_min, s_min, j_max, s_max, p, t = _select(w, s, s, False)
+            k += 1
+    _store(state, p, t, s_min, i_min, s_max, j_max, W, p_prev, t_prev, n_support)
+    return k, status, n_hist
+
+
+def _store_py(state, p, t, s_min, i_min, s_max, j_max, W, p_prev, t_prev, n_support):
+    """Write the scalars of a solve into ``state`` (the layout :func:`_solve` reads)."""
+    state[0] = p
+    state[1] = t
+    state[2] = s_min
+    state[3] = i_min
+    state[4] = s_max
+    state[5] = j_max
+    state[6] = W
+    state[7] = p_prev
+    state[8] = t_prev
+    state[9] = n_support
+
+
+def _row_py(P, cache, rows, y, inv_c, i, buf):
+    r"""Row ``i`` of the problem's matrix :math:`D_y P D_y + \operatorname{diag}(1/C)`, in ``buf``.
+
+    ``P`` is :math:`K + 1` over all examples, read from the row source ``(P, cache)``
+    (:mod:`torchfw.svm._matrix`: ``cache`` None for the full matrix -- numba compiles that case
+    without the cache branch -- else the store of a cache of rows and its state); ``rows`` are
+    the problem's examples (empty: all of them, in order). The signs are applied as the row is
+    read, in ``P``'s precision -- exact -- and ``1/C_i`` is added to the diagonal entry, rounded
+    as the lazy path's column kernels round it, so the row is ``SVMDualOperator.column(i)`` of
+    the problem bit for bit. Reading rows this way costs one pass over a row per row read;
+    flipping the matrix's signs in place cost two passes over all of it per one-vs-rest problem
+    (a third of a digits fit), and a one-vs-one pair's signed copy one pass over its block.
+    """
+    yi = y[i]
+    k = i if rows.shape[0] == 0 else rows[i]
+    if cache is None:
+        row = P[k]
+    else:
+        row = _source_row(P, cache, k)
+    if rows.shape[0] == 0:
+        for r in range(buf.shape[0]):
+            buf[r] = yi * y[r] * row[r]
+    else:
+        for r in range(buf.shape[0]):
+            buf[r] = yi * y[r] * row[rows[r]]
+    buf[i] += inv_c[i]
+    return buf
+
+
+_source_row = source_row
+_update = K.update
+_select = K.select
+_step = K._step_kernel
+_partner = K.second_order_partner
+_shift_update_on = K.shift_update_on
+_bounds_on = K.extrapolation_bounds_on
+_row = _njit(_row_py)
+_store = _njit(_store_py)
+store_state = _store
+signed_row = _row
+solve_compiled = _njit(_solve)
+
+
+class Start:
+    """The vectors and scalars a solve starts from and leaves its final iterate in.
+
+    ``w, s`` (float64) are the weights and scores; ``wp, sp`` the previous iterate (PARTAN,
+    else aliases of ``w, s``); ``support`` the atoms that ever had weight, in order of arrival
+    (PARTAN); ``state`` ``[p, t, s_min, i_min, s_max, j_max, W, p_prev, t_prev, n_support]``.
+    """
+
+    __slots__ = ("w", "s", "wp", "sp", "support", "state")
+
+    def __init__(self, n: int, keep_previous: bool):
+        self.w = np.zeros(n)
+        self.s = np.empty(n)
+        self.wp = np.empty(n) if keep_previous else self.w
+        self.sp = np.empty(n) if keep_previous else self.s
+        self.support = np.empty(n if keep_previous else 1, dtype=np.int64)
+        self.state = np.zeros(10)
+
+    @classmethod
+    def of_engine(cls, engine) -> Start:
+        """The start held by a freshly built host engine (a start of many atoms)."""
+        self = cls.__new__(cls)
+        keep = engine.keep_previous
+        self.w, self.s = engine._w_np, engine._s_np
+        self.wp, self.sp = engine._wp_np, engine._sp_np
+        self.support = engine._support if keep else np.zeros(1, dtype=np.int64)
+        self.state = np.array([engine.p, engine.t, engine.s_min, engine.i_min, engine.s_max,
+                               engine.j_max, engine.W if keep else 0.0,
+                               engine.p_prev if keep else 0.0, engine.t_prev if keep else 0.0,
+                               engine._n_support if keep else 0], dtype=np.float64)
+        return self
+
+    def value(self) -> float:
+        """``f = (p + t) / 2``, as the host engine's ``value()``."""
+        return 0.5 * (float(self.state[0]) + float(self.state[1])) + 0.0
+
+    def gap(self) -> float:
+        """``p - s_min``, as the host engine's ``gap()``."""
+        return float(self.state[0]) - float(self.state[2])
+
+
+def solve(variant: int, src: tuple, rows: np.ndarray, y: np.ndarray, inv_c: np.ndarray,
+          diag: np.ndarray, start: Start, *, max_iter: int, tol: float, rtol: float,
+          check_every: int):
+    """Run the compiled solve from ``start``, which holds the final iterate afterwards.
+
+    The problem's matrix is read from the row source ``src`` (:func:`full_source` of a matrix,
+    or :func:`torchfw.svm._matrix.cached_source`) by :func:`_row_py` (``rows``, ``y``,
+    ``inv_c``).
+
+    Returns ``(n_iter, status_code, history array (n, 3), counts per check (n, 7))``.
+    """
+    n_checks = max_iter // check_every + 2
+    hist = np.empty((n_checks, 3), dtype=np.float64)
+    hist_counts = np.empty((n_checks, len(COUNTERS)), dtype=np.int64)
+    counts = np.zeros(len(COUNTERS), dtype=np.int64)
+    k, status, n_hist = solve_compiled(
+        variant, src[0], src[1], rows, y, inv_c, diag, start.w, start.s, start.wp, start.sp,
+        start.support, start.state, max_iter, tol, rtol, check_every, ZERO_TOL, counts, hist,
+        hist_counts)
+    return int(k), int(status), hist[:n_hist], hist_counts[:n_hist]
+
+
+# ---------------------------------------------------------------------------------------------
+# SVC glue: when the compiled path applies, and the fit of all problems of one estimator.
+# ---------------------------------------------------------------------------------------------
+
+#: Iterations between two checks of the gap: the host path's default, so that both paths stop
+#: at the same iteration.
+CHECK_EVERY = 10
+
+
+def dense_budget_ok(model, X, problems=None) -> bool:
+    """Whether ``SVC(dense="auto")`` takes the compiled path on ``X``.
+
+    It does on the CPU, with numba, for the solvers above (no candidate sampling, clock or
+    progress bar, which the compiled loop does not have: ``verbose`` counts only where a bar
+    would be drawn, :func:`torchfw.utils.progress.bar_shown`), below
+    :data:`torchfw.svm._large.LARGE_M` examples (the sampled storage's domain). Its rows of
+    :math:`K + 1` come from the full matrix when it fits ``cache_size`` MB -- the memory the
+    lazy path's column cache may use anyway (LIBSVM's default, 200 MB: m <= 7,240 in float32,
+    5,120 in float64) -- and otherwise from a cache of ``cache_size`` MB of rows (at least two),
+    computed on first use (:func:`torchfw.svm._matrix.cached_source`: the lazy path's column
+    cache and admission policy, in compiled code; every kernel but the float64 RBF, whose
+    exponential is NumPy's). One-vs-one ``problems`` need the largest pair's matrix to fit (10
+    classes of 14,000 examples: pairs of 2,800).
+    """
+    from ._large import LARGE_M
+
+    if not K.HAVE_NUMBA or X.device.type != "cpu" or model.solver not in VARIANTS:
+        return False
+    if model.sample_size is not None or model.time_limit is not None or shows_bar(model):
+        return False
+    n = X.shape[0]
+    if problems and all(p.rows is not None for p in problems):
+        return _fits(model, max(p.rows.shape[0] for p in problems))
+    if _fits(model, n):
+        return True
+    f64 = model.dtype == torch.float64
+    return n < LARGE_M and not (model.kernel == "rbf" and f64) and \
+        cache_slots(model, n, np.float64 if f64 else np.float32) >= 2
+
+
+def shows_bar(model) -> bool:
+    """Whether ``model.verbose`` would draw a progress bar (stderr is a terminal), which only
+    the lazy path has. Without a terminal the bar is not drawn, and the compiled path loses
+    nothing (``python -m torchfw train``, verbose by default, writing to a log)."""
+    from ..utils.progress import bar_shown
+
+    return bool(model.verbose) and bar_shown()
+
+
+def _fits(model, n: int) -> bool:
+    """Whether an ``n x n`` matrix in the model's precision fits its ``cache_size``."""
+    return cache_slots(model, n, np.float64 if model.dtype == torch.float64 else np.float32) >= n
+
+
+def fit_problems(model, X, problems, C_examples, kdtype, previous, factory, gram=None):
+    """Solve the binary problems of ``model`` on the compiled path; ``(alphas, results)``.
+
+    ``factory(name)(**options)`` builds the lazy path's optimizer (``svm._solver_factory``):
+    the compiled loop stops on that optimizer's ``tol``, ``rtol`` and ``check_every``, so that
+    a wrapped factory (``benchmarks/reproduce.py``'s absolute gap) means the same on both paths.
+
+    ``gram`` is the ``m x m`` kernel matrix of a precomputed or callable kernel (see
+    :mod:`torchfw.svm._custom`), else None: the matrix of ``model._kernel`` on ``X``.
+
+    One matrix :math:`K + 1` serves every problem, each reading its signed rows from it
+    (:func:`_row_py`; a one-vs-one pair its examples' entries) -- or, for one-vs-one when the
+    matrix of all examples exceeds ``cache_size`` but the pairs' do not, one matrix per pair.
+    Each problem starts from the lazy path's start (:func:`_start`), so that its iterates are
+    those of the lazy path. Torch runs on one thread meanwhile (:mod:`torchfw.utils.threads`):
+    around the compiled code its thread pool costs more than the tensor work it would share
+    (iris 0.47 s -> 0.08 s per fit on a busy 2-core machine); the compiled matrix and solves
+    use the cores through Python threads instead (:mod:`torchfw.svm._fit`), with the same
+    results bit for bit.
+    """
+    from ._fit import fit_all
+
+    with one_thread():
+        return fit_all(model, X, problems, C_examples, kdtype, previous,
+                       stopping_rule(model, factory), gram)
+
+
+def stopping_rule(model, factory) -> tuple[float, float, int]:
+    """``(tol, rtol, check_every)`` of the optimizer the lazy path builds for ``model``."""
+    optimizer = factory(model.solver)(tol=1e-300, rtol=2.0 * model._stop_tol())
+    every = optimizer.check_every
+    return float(optimizer.tol), float(optimizer.rtol), CHECK_EVERY if every is None else every
+
+
+_NO_ROWS = np.zeros(0, dtype=np.int64)
+
+
+def _start(src, rows, y, inv_c, y_pm, alpha0, n_init, seed, *, keep_previous,
+           max_atoms=None):
+    """The lazy path's start of the problem read from the row source ``src`` (:func:`_row_py`),
+    or None.
+
+    ``alpha0`` is a warm start (or None: the exact solution on the initial subset, drawn from
+    ``y_pm``, ``n_init`` and ``seed`` by :func:`torchfw.svm._start.initial_subset`); the rest
+    is :func:`start_from`'s.
+    """
+    from ._start import initial_subset
+
+    return start_from(src, rows, y, inv_c,
+                      None if alpha0 is None else alpha0.detach().to(torch.float64).numpy(),
+                      initial_subset(y_pm, n_init, seed) if alpha0 is None else None,
+                      keep_previous=keep_previous, max_atoms=max_atoms)
+
+
+def start_from(src, rows, y, inv_c, w0, subset, *, keep_previous, max_atoms=None):
+    """The lazy path's start from the weights ``w0`` (float64) or, when None, from the exact
+    solution on the examples ``subset``; None above ``max_atoms`` nonzeros.
+
+    ``max_atoms`` defaults to as many as the lazy path's ordered sum takes
+    (:data:`torchfw.svm.kernels.ORDERED_MATVEC_MAX`); above (a large warm start), the caller builds
+    the start from an operator, as the lazy path does. Compiled code on the start's own
+    vectors and reads of ``src`` only: on a worker thread when ``src`` is a full matrix.
+    """
+    from ._start import start as start_compiled
+    from .kernels import ORDERED_MATVEC_MAX
+
+    if max_atoms is None:
+        max_atoms = ORDERED_MATVEC_MAX
+    start = Start(y.shape[0], keep_previous)
+    if w0 is None:
+        subset = np.asarray(subset, dtype=np.int64)
+    else:
+        start.w[:] = w0
+        subset = _NO_ROWS  # no subset to solve: the warm start is the weights
+    if start_compiled(src[0], src[1], rows, y, inv_c, subset, start.w, start.s, max_atoms,
+                      keep_previous, start.wp, start.sp, start.support, start.state) < 0:
+        return None
+    return start

@@ -1,0 +1,347 @@
+r"""The matrix :math:`K + 1` of the compiled SVC path, row by row with the lazy path's kernels.
+
+The compiled whole solve (:mod:`torchfw.svm._dense`) reads every binary problem's matrix
+:math:`\tilde K = D_y (K + 1) D_y + \operatorname{diag}(1/C)` from one plain matrix :math:`K + 1`
+(no labels, no diagonal term), signs and :math:`1/C_i` applied as a row is read
+(:func:`torchfw.svm._dense._row_py`). This module computes that matrix. Its row ``i`` is built
+by the compiled column kernels of :mod:`torchfw.svm._kernel_cpu` -- the feature-major dots, the
+kernel's argument and outer function, in the same order and precision (float32 RBF through the
+same exponential) -- that compute column ``i`` of :class:`~torchfw.svm.kernels.SVMDualOperator` on
+the lazy path, so that both paths see the same bits.
+
+The rows are independent: on a large enough matrix, contiguous blocks of them are computed on
+several threads (:func:`torchfw.utils.threads.parallel_map`; the compiled kernels release the GIL),
+each row by the same code as on one thread, so the matrix has the same bits either way.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from . import _kernel_cpu as C
+from ..utils.jit import njit as _njit  # None without numba
+from ..utils.threads import parallel_map, workers
+from .kernels import SVMDualOperator
+
+__all__ = ["plain_kernel_matrix", "plain_problem", "plain_operator", "full_source",
+           "cached_source", "cache_slots", "row_source_ok", "source_row", "cache_stats",
+           "ROWS_FROM"]
+
+
+def _dense_nonzeros(xfm, i, nzf, nzv):
+    """Nonzero features of example ``i`` of a feature-major ``xfm`` (``_row_nonzeros``)."""
+    n = 0
+    for f in range(xfm.shape[0]):
+        v = xfm[f, i]
+        if v != 0:
+            nzf[n] = f
+            nzv[n] = v
+            n += 1
+    return n
+
+
+def _example_dots(xfm, crow, col, val, sparse, i, out, nzf, nzv):
+    """``out[j] = <x_i, x_j>`` for all ``j``: the dots of column ``i`` on the lazy path."""
+    if sparse:
+        lo = crow[i]
+        hi = crow[i + 1]
+        _dots(xfm, col[lo:hi], val[lo:hi], out)
+    else:
+        n = _nonzeros(xfm, i, nzf, nzv)
+        _dots(xfm, nzf[:n], nzv[:n], out)
+
+
+def _rows_rbf_f32(xfm, crow, col, val, sparse, sq, gamma, ones, out, scratch, bits, nzf, nzv,
+                  lo, hi):
+    """Rows ``lo:hi`` of ``K + 1`` for the RBF kernel in float32 (the lazy path's default)."""
+    for i in range(lo, hi):
+        _example_row_dots(xfm, crow, col, val, sparse, i, scratch, nzf, nzv)
+        _rbf_f32(scratch, sq, sq[i], gamma, ones, 1.0, out[i], bits)
+
+
+def _rows_argument(code, xfm, crow, col, val, sparse, sq, gamma, coef0, out, nzf, nzv, lo, hi):
+    """Rows ``lo:hi`` of the kernel's argument (before the outer function), the other cases."""
+    for i in range(lo, hi):
+        row = out[i]
+        _example_row_dots(xfm, crow, col, val, sparse, i, row, nzf, nzv)
+        _argument(code, row, sq, np.float64(sq[i]), gamma, coef0, row)
+
+
+def _rows_finish(code, degree, ones, out, lo, hi):
+    """Rows ``lo:hi`` of ``K + 1`` from the kernel's argument (in place)."""
+    for i in range(lo, hi):
+        _finish(code, out[i], degree, ones, 1.0, 0.0, -1, out[i])
+
+
+def plain_kernel_matrix(op, threads: int | None = None) -> np.ndarray:
+    r"""The ``(m, m)`` matrix :math:`K + 1` of an :class:`~torchfw.svm.kernels.SVMDualOperator`.
+
+    Row ``i`` times :math:`y_i y`, plus :math:`1/C_i` at ``i``, is ``op.column(i)`` exactly: the
+    same compiled kernels in the same order (the labels only flip signs, exactly). From
+    :data:`PARALLEL_ENTRIES` on, blocks of rows go to several threads
+    (:func:`torchfw.utils.threads.workers`), or to ``threads`` when given (1 on a worker thread).
+    """
+    m = op.shape[0]
+    dtype = op._np_dtype
+    out = np.empty((m, m), dtype=dtype)
+    xfm = op._xfm_np
+    d = xfm.shape[0]
+    sparse, crow, col, val = _csr_arrays(op)
+    ones = np.ones(m, dtype=dtype)
+    code = op.kernel.code
+    gamma, coef0 = float(op.kernel.gamma), float(op.kernel.coef0)
+    degree = float(op.kernel.degree)
+    rbf_f32 = code == C.RBF and dtype == np.float32
+    sq = op._sq_np
+
+    def block(bounds):  # rows lo:hi, with this thread's own scratch vectors
+        lo, hi = bounds
+        nzf = np.empty(d, dtype=np.int64)
+        nzv = np.empty(d, dtype=dtype)
+        if rbf_f32:
+            scratch = np.empty(m, dtype=dtype)
+            bits = np.empty(m, dtype=np.int32)
+            rows_rbf_f32(xfm, crow, col, val, sparse, sq, gamma, ones, out, scratch, bits,
+                         nzf, nzv, lo, hi)
+            return
+        rows_argument(code, xfm, crow, col, val, sparse, sq, gamma, coef0, out, nzf, nzv,
+                      lo, hi)
+        if code == C.RBF:
+            np.exp(out[lo:hi], out=out[lo:hi])  # as the lazy path: NumPy's exp, elementwise
+        rows_finish(code, degree, ones, out, lo, hi)
+
+    if threads is None:
+        threads = workers(m, float(m) * m * (d + 8), PARALLEL_ENTRIES)
+    edges = [m * b // threads for b in range(threads + 1)]
+    parallel_map(block, zip(edges[:-1], edges[1:], strict=True), threads)
+    return out
+
+
+#: Work of the matrix, ``m * m * (features + 8)`` (the dots, plus about 8 for the kernel's
+#: outer function per entry), from which its rows are computed on several threads: below, the
+#: hand-off to a thread (~0.05 ms) costs about what it saves. Measured on a 2-core Xeon, one
+#: thread vs two, the matrix alone: 200 x 20 (1.1e6) 0.11 vs 0.17 ms, 500 x 3 (2.8e6) 0.27 vs
+#: 0.26 ms, 400 x 30 (6.1e6) 0.46 vs 0.41 ms, 1,000 x 3 (1.1e7) 0.99 vs 0.65 ms, 5,600 x 20
+#: 70 vs 41 ms; within a fit, breast cancer (398 x 30, 6.0e6) 1.56 ms vs 1.82 ms: hence 1e7.
+PARALLEL_ENTRIES = 1e7
+
+
+# ---------------------------------------------------------------------------------------------
+# Row sources: the full matrix, or a cache of rows computed on first use
+# ---------------------------------------------------------------------------------------------
+#
+# The compiled solve reads rows of K + 1 through a *row source* ``(P, cache)``. The full matrix
+# (:func:`full_source`) is ``(P, None)``: the compiled loops are specialised on the None
+# (numba prunes the ``cache is None`` branches), read ``P[r]`` and pass nothing else, so
+# threads share it. A cache (:func:`cached_source`) is ``(store, cache)`` with ``cache`` the
+# tuple ``(where, slot_key, meta, freq, slot_freq, xfm, crow, col, val, sq, ones, scratch,
+# bits, nzf, nzv, params)``: ``len(slot_key)`` rows under the byte budget, row ``r`` at
+# ``store[where[r]]`` when cached, computed on a miss by the matrix's own row code with the
+# lazy path's policy (:class:`torchfw.utils.column_cache.ColumnCache`: frequency-based admission,
+# recent rows protected, frequencies halved every ``16 x slots`` misses; a row not admitted
+# goes to the scratch row ``store[-1]``). ``meta`` is ``[hits, misses, slots in use, recent
+# rows held, the recent rows (KEEP_RECENT)]``; ``params`` is ``[kernel code, gamma, coef0,
+# degree, sparse, RBF in float32]``.
+
+#: Rows protected from eviction after they are handed out (:class:`ColumnCache`'s default).
+KEEP_RECENT = 4
+
+
+def _compute_row(cache, r, out):
+    """Row ``r`` of ``K + 1`` into ``out``: the code of :func:`plain_kernel_matrix`'s rows."""
+    xfm, crow, col, val, sq, ones, scratch, bits, nzf, nzv, params = cache[5:]
+    code = int(params[0])
+    sparse = params[4] != 0.0
+    if params[5] != 0.0:  # the RBF kernel in float32
+        _example_row_dots(xfm, crow, col, val, sparse, r, scratch, nzf, nzv)
+        _rbf_f32(scratch, sq, sq[r], params[1], ones, 1.0, out, bits)
+    else:  # not the float64 RBF, whose exponential is NumPy's (row_source_ok)
+        _example_row_dots(xfm, crow, col, val, sparse, r, out, nzf, nzv)
+        _argument(code, out, sq, np.float64(sq[r]), params[1], params[2], out)
+        _finish(code, out, params[3], ones, 1.0, 0.0, -1, out)
+
+
+def _touch(meta, row):
+    """Record ``row`` as handed out (the last :data:`KEEP_RECENT` are protected)."""
+    held = meta[3]
+    if held < KEEP_RECENT:
+        meta[4 + held] = row
+        meta[3] = held + 1
+    else:
+        for q in range(KEEP_RECENT - 1):
+            meta[4 + q] = meta[5 + q]
+        meta[3 + KEEP_RECENT] = row
+
+
+def _victim(meta, slot_freq, freq_key):
+    """The least frequent unprotected slot if ``freq_key`` is strictly higher, else -1."""
+    victim = -1
+    lowest = 0
+    for q in range(slot_freq.shape[0]):
+        protected = False
+        for h in range(meta[3]):
+            if meta[4 + h] == q:
+                protected = True
+        if not protected and (victim < 0 or slot_freq[q] < lowest):
+            victim = q
+            lowest = slot_freq[q]
+    return victim if victim >= 0 and freq_key > lowest else -1
+
+
+def _source_row_py(store, cache, r):
+    """Row ``r`` of ``K + 1`` from the cache ``(store, cache)``, computed on a miss.
+
+    The cache's decisions are :class:`torchfw.utils.column_cache.ColumnCache`'s, request by request
+    (``lookup`` then ``insert``). The row returned stays valid until the next call (callers
+    copy it at once).
+    """
+    where, slot_key, meta, freq, slot_freq = cache[:5]
+    n_slots = slot_key.shape[0]
+    freq[r] += 1  # lookup
+    slot = where[r]
+    if slot >= 0:
+        meta[0] += 1
+        slot_freq[slot] = freq[r]
+        _touch_row(meta, slot)
+        return store[slot]
+    meta[1] += 1
+    if meta[1] % (16 * n_slots) == 0:
+        for k in range(freq.shape[0]):
+            freq[k] >>= 1
+        for q in range(n_slots):
+            slot_freq[q] >>= 1
+    if meta[2] < n_slots:  # insert
+        slot = meta[2]
+        meta[2] += 1
+    else:
+        slot = _least_frequent(meta, slot_freq, freq[r])
+        if slot < 0:  # not admitted: computed into the scratch row, left uncached
+            _touch_row(meta, n_slots)
+            _row_compute(cache, r, store[n_slots])
+            return store[n_slots]
+        where[slot_key[slot]] = -1
+    slot_key[slot] = r
+    slot_freq[slot] = freq[r]
+    where[r] = slot
+    _touch_row(meta, slot)
+    _row_compute(cache, r, store[slot])
+    return store[slot]
+
+
+def _csr_arrays(op):
+    """``(sparse, crow, col, val)`` of the operator's examples: its CSR arrays, or empty ones
+    of the row code's types for dense examples (read from the feature-major copy)."""
+    if op.X.layout == torch.sparse_csr:
+        return True, op._crow, op._col, op._val
+    return (False, np.zeros(1, dtype=np.int64), np.zeros(0, dtype=np.int64),
+            np.zeros(0, dtype=op._np_dtype))
+
+
+def _source_parts(op):
+    """The kernel part of a row source: the operator's arrays and parameters."""
+    m = op.shape[0]
+    dtype = op._np_dtype
+    sparse, crow, col, val = _csr_arrays(op)
+    rbf_f32 = op.kernel.code == C.RBF and dtype == np.float32
+    params = np.array([op.kernel.code, op.kernel.gamma, op.kernel.coef0, op.kernel.degree,
+                       float(sparse), float(rbf_f32)], dtype=np.float64)
+    return (op._xfm_np, crow, col, val, op._sq_np, np.ones(m, dtype=dtype),
+            np.empty(m, dtype=dtype), np.empty(m, dtype=np.int32),
+            np.empty(op._xfm_np.shape[0], dtype=np.int64),
+            np.empty(op._xfm_np.shape[0], dtype=dtype), params)
+
+
+def full_source(P: np.ndarray):
+    """The row source of a full matrix ``P``."""
+    return P, None
+
+
+def cached_source(op, slots: int):
+    """A row source caching ``slots`` rows of the operator's ``K + 1`` (``1 <= slots <= m``),
+    plus a scratch row for the rows it does not admit."""
+    m = op.shape[0]
+    store = np.empty((slots + 1, m), dtype=op._np_dtype)  # pages are touched as rows arrive
+    return store, (np.full(m, -1, dtype=np.int64), np.full(slots, -1, dtype=np.int64),
+                   np.zeros(4 + KEEP_RECENT, dtype=np.int64), np.zeros(m, dtype=np.int64),
+                   np.zeros(slots, dtype=np.int64)) + _source_parts(op)
+
+
+def row_source_ok(op) -> bool:
+    """Whether rows of ``op`` can be computed inside compiled code as the lazy path does:
+    every kernel but the float64 RBF (its exponential is NumPy's)."""
+    return not (op.kernel.code == C.RBF and op._np_dtype == np.float64)
+
+
+def cache_stats(src) -> dict:
+    """Slots, hits and misses (rows computed) of a cached source; empty for a full matrix."""
+    cache = src[1]
+    if cache is None:
+        return {}
+    return {"cached_rows": int(cache[1].shape[0]), "hits": int(cache[2][0]),
+            "misses": int(cache[2][1])}
+
+
+def plain_problem(model, X, C_examples, kdtype, one_problem=False):
+    """``(row source of K + 1, diagonal K_ii + 1 + 1/C_i, 1/C)`` of the examples ``X``, or Nones.
+
+    From :func:`plain_operator`; its rows are the lazy path's columns up to signs. The full
+    matrix when it fits ``cache_size`` (or ``dense=True`` asks for it), else a cache of
+    ``cache_size`` MB of its rows (:func:`cached_source`); for ``one_problem`` (a binary fit)
+    of :data:`ROWS_FROM` examples or more, a cache even when the full matrix fits.
+    ``(None, None, None)`` when the operator has no host storage (``memory_budget``): the
+    caller takes the lazy path.
+    """
+    op = plain_operator(model, X, C_examples, kdtype)
+    if op is None:
+        return None, None, None
+    m = op.shape[0]
+    slots = cache_slots(model, m, op._np_dtype)
+    rows_first = one_problem and m >= ROWS_FROM
+    if model.dense is True or not row_source_ok(op) or (slots >= m and not rows_first):
+        src = full_source(plain_kernel_matrix(op))
+    else:
+        src = cached_source(op, min(slots, m))
+    return src, op.diagonal().to(torch.float64).numpy(), op._inv_c_np
+
+
+#: Examples from which one binary problem reads its rows from a cache (room for all of them
+#: within ``cache_size``), computed on first use, rather than from the whole matrix: a solve
+#: reads only the rows of the atoms it visits (1,846 of 5,600 on a generated set), and the
+#: whole matrix's fresh memory is written by two threads at once, which on a shared machine can
+#: cost several times the compute. ``python benchmarks/svc_rows_crossover.py`` (2-core Xeon,
+#: generated sets of 20 features, median of 31 fits), default over whole matrix: 350 examples
+#: 1.03, 700 0.95, 1,001 0.92, 1,400 0.66, 2,800 0.85, 5,600 0.81 (57 against 70 ms). The
+#: problems of a multiclass fit keep the whole matrix, which lets them be solved on several
+#: threads (a cache is solved on one).
+ROWS_FROM = 1000
+
+
+def cache_slots(model, m: int, dtype) -> int:
+    """Rows of ``m`` values of ``dtype`` that ``model.cache_size`` MB hold."""
+    return int(float(model.cache_size) * 2**20 // (m * np.dtype(dtype).itemsize))
+
+
+def plain_operator(model, X, C_examples, kdtype):
+    """The operator with labels 1 on the examples ``X`` (labels square away on the diagonal)
+    whose matrix is ``K + 1``, or None without host storage. Built with torch: on the calling
+    thread, before :func:`plain_kernel_matrix` (compiled code only) may run on another."""
+    C_x = C_examples if isinstance(C_examples, float) else C_examples.to(X.device)
+    op = SVMDualOperator(X, torch.ones(X.shape[0], dtype=torch.float64), model._kernel, C_x,
+                         dtype=kdtype, cache_size=model.cache_size)
+    return op if op._host_ok else None
+
+
+# The lazy path's column kernels, as the module globals the row loops call (numba resolves a
+# callee by its global name when it compiles the caller).
+_dots, _rbf_f32, _argument, _finish = (C.feature_major_dots, C.rbf_finish_f32,
+                                       C.kernel_argument, C.finish_column)
+_nonzeros = _njit(_dense_nonzeros)
+_example_row_dots = _njit(_example_dots)
+rows_rbf_f32 = _njit(_rows_rbf_f32)
+rows_argument = _njit(_rows_argument)
+rows_finish = _njit(_rows_finish)
+_row_compute = _njit(_compute_row)
+_touch_row = _njit(_touch)
+_least_frequent = _njit(_victim)
+source_row = _njit(_source_row_py)

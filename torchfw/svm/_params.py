@@ -1,0 +1,65 @@
+"""The hyperparameters of :class:`~torchfw.SVC`: what each one accepts.
+
+:func:`check_params` runs at the start of every ``fit`` (and in ``torchfw.cli`` before a
+training run starts), so that a bad value gets a ValueError naming the parameter before any
+data is read. Parameters whose validity depends on the data (``class_weight``'s labels, a
+precomputed kernel's shape) are checked where the data is (:mod:`torchfw.svm.problem`,
+:mod:`torchfw.svm`).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from ._multiclass import MULTI_CLASS
+from ..utils.validation import check_int_at_least, check_positive
+from .kernels import KERNELS
+
+__all__ = ["check_params"]
+
+
+def check_params(model, solvers) -> None:
+    """Raise a ValueError (a TypeError for a non-number) naming ``model``'s first bad parameter.
+
+    ``solvers`` are the solver names the estimator accepts (:data:`torchfw.svm.SOLVERS`).
+    """
+    kernel = model.kernel
+    if not (callable(kernel) or (isinstance(kernel, str) and
+                                 (kernel == "precomputed" or kernel in KERNELS))):
+        raise ValueError(f"unknown kernel {kernel!r}; expected one of "
+                         f"{sorted(KERNELS) + ['precomputed']} or a callable")
+    if model.solver not in solvers:
+        raise ValueError(f"unknown solver {model.solver!r}; expected one of {solvers}")
+    check_positive("C", model.C)
+    if not (isinstance(model.tol, str) and model.tol == "auto"):
+        check_positive("tol", model.tol)
+    if not (isinstance(model.gamma, str) and model.gamma in ("scale", "auto")):
+        check_positive("gamma", model.gamma)
+    if model.max_iter is not None:
+        check_int_at_least("max_iter", model.max_iter, 1)
+    if model.sample_size is not None:
+        check_int_at_least("sample_size", model.sample_size, 1)
+    check_int_at_least("n_init", model.n_init, 1)
+    for name in ("probability", "break_ties"):
+        if not isinstance(getattr(model, name), (bool, np.bool_)):
+            raise ValueError(f"{name} must be True or False, got {getattr(model, name)!r}")
+    if model.multi_class not in MULTI_CLASS:
+        raise ValueError(f"multi_class must be one of {MULTI_CLASS}, got "
+                         f"{model.multi_class!r}")
+    if model.decision_function_shape not in ("ovr", "ovo"):
+        raise ValueError(f"decision_function_shape must be 'ovr' or 'ovo', got "
+                         f"{model.decision_function_shape!r}")
+    if model.decision_function_shape == "ovo" and model.multi_class == "ovr":
+        raise ValueError("decision_function_shape='ovo' needs multi_class='ovo' (a "
+                         "one-vs-rest model has one decision column per class)")
+    if model.break_ties and model.decision_function_shape == "ovo":
+        raise ValueError("break_ties=True needs decision_function_shape='ovr' (as in "
+                         "scikit-learn)")
+    if not (model.dense == "auto" or isinstance(model.dense, (bool, np.bool_))):
+        raise ValueError(f"dense must be 'auto', True or False, got {model.dense!r}")
+    if not isinstance(model.average, (bool, np.bool_)):
+        check_int_at_least("average", model.average, 0)
+    if model.dtype not in (None, torch.float32, torch.float64):
+        raise ValueError(f"dtype must be None, torch.float32 or torch.float64, got "
+                         f"{model.dtype!r}")

@@ -1,0 +1,601 @@
+r"""Kernel support vector classification trained by Frank-Wolfe methods on the simplex.
+
+The model is the L2-SVM (squared hinge loss) with a regularized bias, in the Core Vector Machine
+form of Tsang, Kwok & Cheung (2005), the form every seed paper uses:
+
+.. math::
+    \min_{w, b, \rho, \xi}\ \|w\|^2 + b^2 - 2\rho + C \sum_i \xi_i^2
+    \quad \text{s.t.}\quad y_i (w^\top \phi(x_i) + b) \ge \rho - \xi_i ,
+
+whose dual is the quadratic over the unit simplex
+
+.. math::
+    \min_{\alpha \in \Delta_m} \tfrac12 \alpha^\top \tilde K \alpha, \qquad
+    \tilde K_{ij} = y_i y_j (k(x_i, x_j) + 1) + \delta_{ij}/C_i .
+
+The solution gives :math:`w = \sum_i \alpha_i y_i \phi(x_i)`, :math:`b = \sum_i \alpha_i y_i`
+and the margin :math:`\rho = \alpha^\top \tilde K \alpha`. torchfw reports the decision function
+on LIBSVM's scale (margin 1): :math:`f(x) = \rho^{-1} \sum_i \alpha_i y_i (k(x_i, x) + 1)`.
+
+**Stopping rule.** The Frank-Wolfe gap of the dual is
+:math:`g = \rho - \min_i \big(y_i f_{\rho}(x_i) + \alpha_i / C_i\big)`, where :math:`f_\rho` is
+the unscaled decision function: the largest amount by which a training point's (regularized)
+margin falls short of :math:`\rho`. ``tol`` bounds :math:`g / \rho`, the worst margin violation
+as a fraction of the margin, the same quantity LIBSVM bounds on its margin-1 scale. The
+default (``"auto"``: 0.3, and 0.1 below 1,000 examples) is loose by LIBSVM standards because
+test accuracy saturates long before the dual converges; ``benchmarks/svm_vs_libsvm.py`` shows
+accuracy against ``tol``, ``benchmarks/svm_small.py`` the small problems behind the 0.1.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import numpy as np
+import torch
+from torch import Tensor
+
+# Imported here: what every fit and predict uses, and the compiled CPU path's modules. The
+# other paths' modules (sampled storage, lazy host path, batched one-vs-rest, probabilities,
+# the nn.Module head) are imported where used: a fresh process that fits on the compiled path
+# then does not load them (issue 16's cold-start budget; tests/test_cold_start.py).
+from . import _custom as _svc_custom
+from . import _dense as _svc_dense
+from .. import exceptions as _exceptions
+from ..utils.data import accuracy, as_labels, as_sample_weight, drop_zero_weight, take_rows
+from ..utils.estimator import BaseEstimator, check_is_fitted
+from ._multiclass import (
+    binary_problems,
+    ovo_to_ovr,
+    ovo_vote,
+    resolve_scheme,
+    restrict,
+    scatter,
+)
+from ._params import check_params
+from ._start import initial_alpha
+from ._state import available_if, from_state, svc_state
+from ..utils.threads import few_threads
+from ..utils.validation import resolve_device
+from .kernels import KERNELS, CallableKernel, SVMDualOperator, make_kernel
+from ..sets.oracles import Simplex
+from ..solvers import make_solver, solver_names
+from .problem import example_C, resolve_gamma
+
+if TYPE_CHECKING:
+    from ..heads import KernelSVMHead
+
+__all__ = ["SVC", "SOLVERS", "ConvergenceWarning"]  # noqa: F822 (built on first use)
+
+
+def __getattr__(name: str):
+    # torchfw.svm.ConvergenceWarning is the shared class of torchfw.exceptions (built on first
+    # use, as a subclass of scikit-learn's when it is installed).
+    if name == "ConvergenceWarning":
+        return _exceptions.ConvergenceWarning
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def _solver_factory(name: str):
+    # The optimizer of a solver name over the dual's simplex (the registry: torchfw.solvers);
+    # a module-level function so that benchmarks/reproduce.py can wrap it.
+    return lambda **kw: make_solver(name, Simplex(), estimator="svc", **kw)
+
+
+#: The largest ``tol`` of the fits behind ``probability=True``: Platt's sigmoids need decision
+#: values nearer the optimum than accuracy does (one-vs-one digits, C=10, gamma=0.05: test
+#: log-loss 0.106 at tol 0.3, 0.083 at 0.05, as LIBSVM's 0.083; accuracy equal).
+PROBABILITY_TOL = 0.05
+
+#: ``tol="auto"``: ``SMALL_TOL`` below ``SMALL_M`` examples, else ``TOL``. With few examples each
+#: support vector weighs on the boundary: at C=2 over 100 splits of the small sets, 3 random
+#: starts each (``benchmarks/svm_small.py --c-sweep``), tol 0.2 is 0.42 points below
+#: scikit-learn on iris and 0.1 0.30, for 4-8% more time; from 1,257 examples on 0.3 is within
+#: 0.25 points and 0.1 costs 10-20% more time (a9a, w8a: 1.5-2x the iterations for <= 0.1 point).
+SMALL_M, SMALL_TOL, TOL = 1000, 0.1, 0.3
+
+#: Solver names accepted by :class:`SVC` (from :data:`torchfw.solvers.SOLVERS`).
+SOLVERS = solver_names("svc")
+
+
+class SVC(BaseEstimator):
+    r"""Kernel SVM classifier (L2-SVM) trained by Frank-Wolfe methods.
+
+    Parameters
+    ----------
+    kernel : {"rbf", "linear", "poly", "sigmoid", "precomputed"} or callable, default "rbf"
+        As in scikit-learn. ``"precomputed"``: :meth:`fit` takes the ``(m, m)`` Gram matrix
+        :math:`K_{ij} = k(x_i, x_j)` of the training examples in place of ``X``, and
+        :meth:`predict` / :meth:`decision_function` take the ``(n, m)`` matrix of kernel
+        values between the test and the training examples (``support_`` indexes its columns;
+        ``support_vectors_`` is empty). A callable ``kernel(A, B)`` receives host arrays of
+        ``n_A`` and ``n_B`` rows and returns the ``(n_A, n_B)`` matrix of kernel values; it is
+        called on the training data in :meth:`fit` and on the test rows against
+        ``support_vectors_`` at prediction. Either trains by the compiled solve on the
+        ``m x m`` matrix (see ``dense``), which must fit ``cache_size`` MB on the CPU, with
+        numba (a ValueError says so, and how large ``cache_size`` must be, otherwise);
+        ``gamma``, ``degree`` and ``coef0`` are not used. A model with a callable kernel
+        cannot be saved (its state holds no code).
+    C : float, default 2.0
+        Regularization (larger fits closer), the seed papers' C: ``LinearSVC(loss="squared_hinge",
+        C=c)`` is this model at ``C = 2 c``; the default is LIBLINEAR's C=1 ("What C means").
+    gamma : {"scale", "auto"} or float, default "scale"
+        Kernel coefficient; ``"scale"`` is ``1 / (n_features * X.var())`` and ``"auto"`` is
+        ``1 / n_features``, as in scikit-learn.
+    degree : int, default 3
+        Degree of the polynomial kernel.
+    coef0 : float, default 0.0
+        Independent term of the polynomial and sigmoid kernels.
+    solver : str, default "swap"
+        ``"fw"`` (Frank-Wolfe), ``"away"`` (away steps, MFW), ``"pairwise"``, ``"swap"`` (SWAP,
+        seed 000), ``"swap2"`` (SWAP-2o), ``"partan"`` (PARTAN, seed 002), ``"fc"`` (fully
+        corrective, CVM-like), ``"sfw"`` / ``"msfw"`` (streaming stochastic FW, SFW / MSFW:
+        without / with away steps, seed 001, Ouyang & Gray; not the ``torch.optim`` optimizer
+        :class:`torchfw.optim.StochasticFrankWolfe`).
+    tol : float or "auto", default "auto"
+        Stop when the dual gap is at most ``tol`` times the margin :math:`\rho` (see the module
+        docstring). ``"auto"``: 0.1 below 1,000 training examples (:data:`SMALL_M`: as accurate
+        as LIBSVM there), 0.3 above (test accuracy has saturated). Ignored by the streaming
+        solvers, which run ``max_iter`` samples.
+    max_iter : int, optional
+        Iteration budget; default ``100 * n_samples`` (one epoch for ``"sfw"``/``"msfw"``).
+    sample_size : int, optional
+        Randomized LMO: pick the FW vertex among this many random examples (seed 002 uses 194).
+    cache_size : float, default 200
+        Kernel cache in MB (columns on the lazy path, rows or all on the compiled one).
+    device : str or torch.device, optional
+        Where to train; default: the device of a tensor ``X``, else CPU.
+    dtype : torch.dtype, optional
+        Precision of kernel values (default float32); solver state is float64.
+    class_weight : dict or "balanced", optional
+        Multiply C per class, as in scikit-learn.
+    random_state : int, optional
+        Seed of the initial subset and of sampling.
+    verbose : bool, default False
+        Show a progress bar with the gap, on a terminal (elsewhere tqdm draws none).
+    warm_start : bool, default False
+        Start from the previous solution when refitting on the same data.
+    n_init : int, default 20
+        Size of the random initial subset whose restricted problem is solved exactly first.
+    time_limit : float, optional
+        Wall-clock budget in seconds per binary problem.
+    average : bool or int, default True
+        Streaming solvers (``"sfw"``, ``"msfw"``) only, as in scikit-learn's
+        ``SGDClassifier(average=...)``: the model uses the mean of the iterates from iteration
+        ``average`` on (``True``: from the middle of the run, ``max_iter // 2``); ``False`` keeps
+        the last iterate, seed 001's algorithm as printed. One pass leaves the last iterate's
+        threshold at the mercy of its last steps (one-epoch a9a accuracy 63-84% over random
+        orders, against 84.9-85.2% averaged; see the SVC guide). Ignored by the other solvers.
+    dense : {"auto", True, False}, default "auto"
+        Run the whole solve in one compiled call (:mod:`torchfw.svm._dense`: the lazy path's
+        iterates without its interpreter). ``"auto"``: on the CPU with numba, for the solvers
+        but ``fc``, ``sfw``, ``msfw``, below 200,000 examples, without ``sample_size``,
+        ``time_limit`` or a bar drawn for ``verbose``; the ``m x m`` matrix once if it fits
+        ``cache_size`` (200 MB: 7,240 examples in float32), else -- or for a binary fit from
+        1,000 examples -- a cache of its rows (not the float64 RBF's, nor for one-vs-one pairs
+        over the budget). ``False``: the lazy path; ``True``: the
+        whole matrix, or an error. Precomputed and callable kernels always take it.
+    probability : bool, default False
+        Fit Platt sigmoids on out-of-fold decision values (internal stratified 5-fold
+        cross-validation, five extra fits, as LIBSVM's ``-b 1``) so that :meth:`predict_proba`
+        is available; several classes couple their pairwise probabilities (one-vs-one, Wu, Lin
+        & Weng 2004, as LIBSVM) or normalize their one-vs-rest ones (:mod:`torchfw.svm.calibration`).
+        The fits then stop at ``min(tol, 0.05)`` (:data:`PROBABILITY_TOL`).
+    multi_class : {"auto", "ovr", "ovo"}, default "auto"
+        How more than two classes are trained (:mod:`torchfw.svm._multiclass`): ``"ovr"``, one
+        problem per class against all others, predicting by the largest decision value;
+        ``"ovo"``, one problem per pair of classes on their examples only, predicting by vote
+        (LIBSVM's and scikit-learn's scheme). ``"auto"`` takes the faster at equal accuracy, as
+        measured (``benchmarks/svm_small.py``; the SVC guide): one-vs-one for three classes, from
+        1,500 examples (:data:`torchfw.svm._multiclass.OVO_FROM`) or with
+        ``decision_function_shape="ovo"``, else one-vs-rest. The scheme used is ``multi_class_``.
+    decision_function_shape : {"ovr", "ovo"}, default "ovr"
+        As in scikit-learn: the shape of :meth:`decision_function` for more than two classes.
+        With ``multi_class="ovo"``, ``"ovr"`` turns the pair values into one column per class
+        (votes plus confidences in (-1/3, 1/3)) and ``"ovo"`` returns the ``k(k-1)/2`` pair
+        values (positive for the first class of the pair); ``multi_class="ovr"`` has ``k``
+        columns and accepts ``"ovr"`` only.
+    break_ties : bool, default False
+        As in scikit-learn: with ``multi_class="ovo"`` and ``decision_function_shape="ovr"``,
+        :meth:`predict` takes the argmax of :meth:`decision_function` (ties in votes broken by
+        confidence) instead of LIBSVM's vote (ties to the lowest class index).
+
+    Attributes
+    ----------
+    classes_ : ndarray
+    support_ : ndarray of int
+        Indices of the support vectors (:math:`\alpha_i > 0`).
+    support_vectors_ : Tensor
+    dual_coef_ : Tensor of shape (n_problems, n_SV)
+        :math:`\alpha_i y_i / \rho` per binary problem (decision function on the margin-1
+        scale): one row for two classes, ``k`` for one-vs-rest, ``k(k-1)/2`` for one-vs-one
+        (pairs in the order (0, 1), (0, 2), ..., (k-2, k-1); zeros for examples outside a
+        pair). scikit-learn packs its one-vs-one coefficients as ``(k-1, n_SV)`` instead.
+    intercept_ : Tensor of shape (n_problems,)
+        :math:`b / \rho` per binary problem.
+    multi_class_ : str
+        ``"ovr"`` or ``"ovo"``: the scheme used (``multi_class="auto"`` resolved).
+    n_iter_ : int or ndarray of int
+        Solver iterations (one per binary problem for several classes); a problem solved by
+        its start, the exact solution on the initial subset, counts 1.
+    result_ : Result
+        The solver's result (gap history, status, step counts).
+    """
+
+    _estimator_kind = "classifier"
+    _state_format = "torchfw.SVC"
+
+    # Fitted in fit (declared for the type checker; no class-level value).
+    support_: np.ndarray
+
+    def __init__(self, kernel="rbf", C=2.0, gamma="scale", degree=3, coef0=0.0, solver="swap",
+                 tol="auto", max_iter=None, sample_size=None, cache_size=200.0, device=None,
+                 dtype=None, class_weight=None, random_state=None, verbose=False,
+                 warm_start=False, n_init=20, time_limit=None, average=True, dense="auto",
+                 probability=False, multi_class="auto", decision_function_shape="ovr",
+                 break_ties=False):
+        self.kernel = kernel
+        self.C = C
+        self.gamma = gamma
+        self.degree = degree
+        self.coef0 = coef0
+        self.solver = solver
+        self.tol = tol
+        self.max_iter = max_iter
+        self.sample_size = sample_size
+        self.cache_size = cache_size
+        self.device = device
+        self.dtype = dtype
+        self.class_weight = class_weight
+        self.random_state = random_state
+        self.verbose = verbose
+        self.warm_start = warm_start
+        self.n_init = n_init
+        self.time_limit = time_limit
+        self.average = average
+        self.dense = dense
+        self.probability = probability
+        self.multi_class = multi_class
+        self.decision_function_shape = decision_function_shape
+        self.break_ties = break_ties
+
+    # -- validation ----------------------------------------------------------------------------
+
+    def _check_params(self) -> None:
+        """Raise a ValueError naming the first invalid parameter (:mod:`torchfw.svm._params`)."""
+        check_params(self, SOLVERS)
+
+    def _precomputed(self) -> bool:
+        """Whether ``kernel="precomputed"`` (``X`` holds kernel values, not features)."""
+        return isinstance(self.kernel, str) and self.kernel == "precomputed"
+
+    def _custom_kernel(self) -> bool:
+        """Whether the kernel is precomputed or callable: given as values, not by a formula."""
+        return callable(self.kernel) or self._precomputed()
+
+    def _make_kernel(self):
+        """The kernel object of the fitted model (None for a precomputed kernel)."""
+        if self._precomputed():
+            return None
+        if callable(self.kernel):
+            return CallableKernel(self.kernel)
+        return make_kernel(self.kernel, self._gamma, self.degree, self.coef0)
+
+    def _resolve_gamma(self, X: Tensor) -> float:
+        """``gamma`` as a number (:func:`torchfw.svm.problem.resolve_gamma`)."""
+        return resolve_gamma(self.gamma, X)
+
+    def _example_C(self, y_encoded: np.ndarray, n_classes: int,
+                   sample_weight: np.ndarray | None = None) -> Tensor | float:
+        """Per-example C: ``C`` times the class weight times the sample weight (if any).
+
+        :func:`torchfw.svm.problem.example_C` on the ``n_classes`` classes of ``classes_``.
+        """
+        return example_C(self.C, self.class_weight, y_encoded, self.classes_[:n_classes],
+                         sample_weight)
+
+    # -- fitting -------------------------------------------------------------------------------
+
+    def fit(self, X, y, sample_weight=None):
+        """Fit the SVM on ``X`` (dense or sparse, ``(n_samples, n_features)``) and labels ``y``.
+
+        ``sample_weight`` (optional, ``(n_samples,)``, >= 0) multiplies each example's C, as
+        ``class_weight`` does per class (scikit-learn's meaning); examples of weight 0 are left
+        out of the problem (their dual variable would be 0).
+        """
+        self._check_params()
+        device = resolve_device(self.device)
+        kdtype = self.dtype or torch.float32
+        # One torch thread for a small input from its validation on: converting a 1,257 x 64
+        # array took 2 ms per copy on two threads with the other core busy, 0.05 ms on one.
+        with few_threads(X, device=device):
+            X = self._validate_X(X, reset=True, device=device, dtype=kdtype)
+            if self._precomputed() and X.shape[0] != X.shape[1]:
+                raise ValueError(f"kernel='precomputed': fit takes the square (n_samples, "
+                                 f"n_samples) Gram matrix of the training examples; got a "
+                                 f"{X.shape[0]} x {X.shape[1]} matrix")
+            with few_threads(X):
+                return self._fit(X, y, sample_weight, kdtype)
+
+    def _fit(self, X: Tensor, y, sample_weight, kdtype) -> SVC:
+        y = as_labels(y, X.shape[0], estimator=type(self).__name__)
+        n_columns = X.shape[1]
+        X, y, sample_weight, kept = drop_zero_weight(X, y, as_sample_weight(sample_weight,
+                                                                              X.shape[0]))
+        if kept is not None and self._precomputed():  # the Gram matrix of the kept examples
+            index = torch.from_numpy(kept).to(X.device)
+            X = (X.to_dense() if X.layout == torch.sparse_csr else X)[:, index].contiguous()
+        classes, y_encoded = np.unique(y, return_inverse=True)
+        if len(classes) < 2:
+            raise ValueError(f"y has a single class ({classes[0]!r}), 1 class where SVC needs at "
+                             f"least two")
+        previous = getattr(self, "_alphas", None) if self.warm_start else None
+        self._n_fit = X.shape[0]  # what tol="auto" reads
+        self.classes_ = classes
+        self.n_features_in_ = n_columns  # precomputed: the training examples K_test must list
+        self._gamma = self._resolve_gamma(X)
+        self._kernel = self._make_kernel()
+        C_examples = self._example_C(y_encoded, len(classes), sample_weight)
+        self.multi_class_ = resolve_scheme(self.multi_class, X.shape[0], len(classes),
+                                           self.decision_function_shape)
+        problems = binary_problems(y_encoded, len(classes), self.multi_class_)
+        if previous is not None and (len(previous) != len(problems)
+                                     or previous[0].shape[0] != X.shape[0]):
+            previous = None
+        self._X_train = X
+        # The batched engine has no candidate sampling and no clock: with either option set the
+        # problems are solved one by one, so that the option means what it says.
+        batched = len(problems) > 1 and problems[0].rows is None and \
+            self.solver not in ("sfw", "msfw", "swap2", "fc") and \
+            self.sample_size is None and self.time_limit is None and \
+            getattr(self, "_batched_ovr", X.is_cuda)
+        if self._custom_kernel():  # the compiled solve on the given m x m matrix, or an error
+            _svc_custom.check_custom_kernel(self, X.shape[0], X.device)
+            alphas, results = _svc_dense.fit_problems(
+                self, X, problems, C_examples, kdtype, previous, _solver_factory,
+                gram=_svc_custom.train_gram(self._kernel, X, kdtype))
+        elif batched:
+            from ._batched import fit_ovr_batched
+
+            alphas, results = fit_ovr_batched(self, X, [p.y for p in problems], C_examples,
+                                              kdtype, previous, _solver_factory)
+        elif self._dense_path(X, problems):
+            alphas, results = _svc_dense.fit_problems(self, X, problems, C_examples, kdtype,
+                                                      previous, _solver_factory)
+        else:
+            alphas, results = [], []
+            for k, problem in enumerate(problems):
+                Xk, Ck, alpha0 = restrict(X, C_examples, None if previous is None
+                                          else previous[k], problem.rows)
+                alpha, result = self._fit_binary(Xk, problem.y, Ck, kdtype, alpha0, k)
+                alphas.append(scatter(alpha, problem.rows, X.shape[0]))
+                results.append(result)
+        self._alphas = alphas
+        self._set_model(X, [p.labels_over(X.shape[0]) for p in problems], alphas, results)
+        if self._precomputed():  # as scikit-learn: the kernel values stand for the vectors
+            self.support_vectors_ = torch.empty((0, 0), dtype=kdtype, device=X.device)
+        if kept is not None:  # support_ indexes the rows given to fit
+            self.support_ = kept[self.support_]
+        self.probA_ = self.probB_ = None
+        if self.probability:
+            from ._probability import fit_platt
+
+            self.probA_, self.probB_ = fit_platt(self, X, y_encoded, take_rows,
+                                                 shape=self._scheme(),
+                                                 pairwise=self._precomputed())
+        return self
+
+    def _stop_tol(self) -> float:
+        """The ``tol`` the solves stop at: at most :data:`PROBABILITY_TOL` with probabilities.
+
+        ``"auto"`` reads the number of examples of the fit in progress (or the last fit).
+        """
+        tol = self.tol
+        if isinstance(tol, str):
+            tol = SMALL_TOL if getattr(self, "_n_fit", SMALL_M) < SMALL_M else TOL
+        return min(float(tol), PROBABILITY_TOL) if self.probability else float(tol)
+
+    def _scheme(self) -> str:
+        """``"ovo"`` or ``"ovr"``: how the decision columns of a multiclass model were trained."""
+        return getattr(self, "multi_class_", "ovr" if self.multi_class == "auto"
+                       else self.multi_class)
+
+    def _dense_path(self, X: Tensor, problems=None) -> bool:
+        """Whether this fit takes the compiled whole-solve path (see :mod:`torchfw.svm._dense`)."""
+        if self.dense is False or self.dense is np.False_:
+            return False
+        if self.dense == "auto":
+            return _svc_dense.dense_budget_ok(self, X, problems)
+        if not (_svc_dense.K.HAVE_NUMBA and X.device.type == "cpu"
+                and self.solver in _svc_dense.VARIANTS and self.sample_size is None
+                and self.time_limit is None and not _svc_dense.shows_bar(self)):
+            raise ValueError(f"dense=True runs the compiled CPU solve: it needs numba, CPU data, "
+                             f"a solver among {tuple(_svc_dense.VARIANTS)} and no sample_size, "
+                             f"time_limit or progress bar (verbose on a terminal)")
+        return True
+
+    def _fit_binary(self, X: Tensor, y_pm: np.ndarray, C_examples, kdtype, alpha0, k):
+        """One binary problem on the sampled storage (large m) or the lazy host path."""
+        if self._custom_kernel():  # its X is not features: only the compiled solve applies
+            raise ValueError("SVC with a precomputed or callable kernel has no lazy column "
+                             "path (see torchfw.svm._custom)")
+        from . import _large as _svc_large
+        from . import _lazy as _svc_lazy
+
+        if _svc_large.uses_sampled(self, X.shape[0]):  # seed 002's randomized FW, O(|S||I|)
+            return _svc_large.fit_binary_sampled(self, X, y_pm, C_examples, kdtype, alpha0, k,
+                                                 _solver_factory)
+        return _svc_lazy.fit_binary(self, X, y_pm, C_examples, kdtype, alpha0, k,
+                                    _solver_factory)
+
+    def _initial_alpha(self, operator: SVMDualOperator, y_pm: np.ndarray, seed) -> Tensor:
+        """The start of a lazy solve (:func:`torchfw.svm._start.initial_alpha`)."""
+        return initial_alpha(operator, y_pm, self.n_init, seed)
+
+    def _set_model(self, X: Tensor, problems, alphas, results) -> None:
+        # All problems at once in NumPy (per-problem tensor ops: a fifth of a 100-example fit)
+        A = torch.stack(alphas).cpu().numpy()
+        positive = A > 0
+        support = np.flatnonzero(positive.any(0))
+        signed = A * np.stack(problems)
+        # rho = alpha' K~ alpha = 2 f at the alpha the model uses (the tail average if any)
+        rho = np.array([2.0 * (r.value if r.average is None else r.average_value)
+                        for r in results])
+        self.support_ = support
+        self.support_vectors_ = take_rows(X, torch.from_numpy(support).to(X.device))
+        self.dual_coef_ = torch.from_numpy(signed[:, support] / rho[:, None]).to(X.device)
+        self.intercept_ = torch.from_numpy(signed.sum(1) / rho).to(X.device)
+        self.n_support_ = positive.sum(1)
+        self.result_ = results[0] if len(results) == 1 else results
+        # A problem its start already solves (the exact solve on the initial subset) counts
+        # one iteration: that solve is the solver's work (scikit-learn's n_iter_ >= 1).
+        n_iter = np.array([max(1, r.n_iter) for r in results])
+        self.n_iter_ = int(n_iter[0]) if len(results) == 1 else n_iter
+        del self._X_train
+
+    # -- prediction ----------------------------------------------------------------------------
+
+    def decision_function(self, X) -> np.ndarray:
+        """Signed distance to the boundary on the margin-1 scale; ``(n,)`` or ``(n, k)``.
+
+        For two classes, positive for ``classes_[1]``. For ``k`` classes, ``(n, k)`` (one
+        column per class) or, with ``decision_function_shape="ovo"``, ``(n, k(k-1)/2)``: one
+        column per pair :math:`(i, j)`, positive for class :math:`i` (see ``multi_class``).
+        """
+        scores = self._decision_values(X)
+        if scores.ndim == 2 and self._scheme() == "ovo" and \
+                self.decision_function_shape == "ovr":
+            return ovo_to_ovr(scores, len(self.classes_))
+        return scores
+
+    def _decision_values(self, X) -> np.ndarray:
+        """One column per binary problem (a vector for two classes), on the margin-1 scale."""
+        check_is_fitted(self, "dual_coef_")
+        if self._precomputed():
+            return _svc_custom.precomputed_scores(self, X)
+        sv = self.support_vectors_
+        shape = getattr(X, "shape", None)
+        work = shape[0] * shape[1] * sv.shape[0] if shape is not None and len(shape) == 2 \
+            else None
+        with few_threads(X, work, device=sv.device):
+            return self._kernel_scores(self._check_predict_input(X), sv)
+
+    def _kernel_scores(self, X: Tensor, sv: Tensor) -> np.ndarray:
+        out = []
+        chunk = max(1, int(2**27 // (8 * max(1, sv.shape[0]))))  # ~128 MB kernel blocks
+        coef = self.dual_coef_.to(torch.float64)
+        for start in range(0, X.shape[0], chunk):
+            rows = torch.arange(start, min(X.shape[0], start + chunk), device=X.device)
+            block = take_rows(X, rows)
+            n_rows = block.shape[0]
+            if n_rows < 8 and block.layout == torch.strided:
+                # BLAS takes a matrix-vector path for a single row, whose float32 rounding
+                # differs (~1e-7) from the matrix-matrix path of a block: pad to one path so
+                # that a row scores the same alone as in a batch (scikit-learn's
+                # check_methods_subset_invariance).
+                block = torch.cat([block, block[:1].expand(8 - n_rows, -1)])
+            K = self._kernel.pairwise(block, sv)[:n_rows].to(torch.float64)
+            out.append(K @ coef.T + self.intercept_.to(torch.float64))
+        scores = torch.cat(out).cpu().numpy()
+        return scores[:, 0] if scores.shape[1] == 1 else scores
+
+    def _check_predict_input(self, X) -> Tensor:
+        device = self.support_vectors_.device
+        return self._validate_X(X, reset=False, device=device,
+                                dtype=self.support_vectors_.dtype
+                                if self.support_vectors_.layout == torch.strided
+                                else self.support_vectors_.values().dtype)
+
+    def predict(self, X) -> np.ndarray:
+        """Predicted class labels.
+
+        Two classes: the sign of the decision value. One-vs-one: LIBSVM's vote (the lowest
+        class index on ties; by confidence with ``break_ties=True``). One-vs-rest: the largest
+        decision value.
+        """
+        scores = self._decision_values(X)
+        if scores.ndim == 1:
+            return self.classes_[(scores > 0).astype(int)]
+        if self._scheme() == "ovo":
+            k = len(self.classes_)
+            index = np.argmax(ovo_to_ovr(scores, k), axis=1) if self.break_ties else \
+                ovo_vote(scores, k)
+            return self.classes_[index]
+        return self.classes_[np.argmax(scores, axis=1)]
+
+    def _has_probability(self) -> bool:
+        if not self.probability:
+            raise AttributeError("predict_proba is available with SVC(probability=True)")
+        return True
+
+    @available_if(_has_probability)
+    def predict_proba(self, X) -> np.ndarray:
+        """Class probabilities ``(n, n_classes)`` from the Platt sigmoids (``probability=True``).
+
+        As in LIBSVM and scikit-learn, their argmax may differ from :meth:`predict` on a few
+        rows: the sigmoids were fitted out of fold, the decision function in full.
+        """
+        check_is_fitted(self, "probA_")
+        if self.probA_ is None:
+            raise _exceptions.NotFittedError("this SVC was fitted with probability=False; refit "
+                                             "it with probability=True for predict_proba")
+        assert self.probB_ is not None  # fitted with probA_
+        from ._probability import platt_proba
+
+        return platt_proba(self._decision_values(X), self.probA_, self.probB_,
+                           len(self.classes_), shape=self._scheme())
+
+    @available_if(_has_probability)
+    def predict_log_proba(self, X) -> np.ndarray:
+        """Logarithm of :meth:`predict_proba`."""
+        return np.log(self.predict_proba(X))
+
+    def score(self, X, y, sample_weight=None) -> float:
+        """Mean accuracy on ``(X, y)``, weighted by ``sample_weight`` if given."""
+        pred = self.predict(X)
+        y = as_labels(y, pred.shape[0], estimator=type(self).__name__)
+        return accuracy(pred, y, sample_weight)
+
+    # -- export and persistence ----------------------------------------------------------------
+
+    def as_module(self) -> KernelSVMHead:
+        """The decision function as an ``nn.Module`` on the support vectors (dense inputs)."""
+        check_is_fitted(self, "dual_coef_")
+        if self._custom_kernel():
+            raise ValueError(f"as_module: a KernelSVMHead evaluates one of the kernels "
+                             f"{sorted(KERNELS)} on its support vectors; this SVC's kernel "
+                             f"({'precomputed' if self._precomputed() else 'a callable'}) "
+                             f"cannot be exported as a head")
+        from ..heads import KernelSVMHead
+
+        return KernelSVMHead(self.support_vectors_, self.dual_coef_, self.intercept_,
+                             kernel=self.kernel, gamma=self._gamma, degree=self.degree,
+                             coef0=self.coef0, classes=self.classes_,
+                             multi_class=self._scheme())
+
+    def state_dict(self) -> dict:
+        """The fitted model as tensors and plain values (loadable with ``weights_only=True``)."""
+        check_is_fitted(self, "dual_coef_")
+        return svc_state(self)
+
+    @classmethod
+    def from_state_dict(cls, state: dict, map_location=None) -> SVC:
+        """A fitted model from :meth:`state_dict`'s output, checked field by field first."""
+        return from_state(cls, state, map_location)
+
+    def __sklearn_tags__(self):
+        # As scikit-learn's SVC: a precomputed kernel's X is pairwise, so that its
+        # cross-validation tools slice the test rows' columns by the training fold too.
+        tags = super().__sklearn_tags__()
+        tags.input_tags.pairwise = self._precomputed()
+        return tags
+
+    @staticmethod
+    def _n_samples(X) -> int:
+        return int(X.shape[0])
+
+    @property
+    def gamma_(self) -> float:
+        """The kernel coefficient actually used (``gamma="scale"`` resolved)."""
+        check_is_fitted(self, "_gamma")
+        return self._gamma

@@ -1,0 +1,404 @@
+r"""The Weston-Watkins dual (D2) as a block problem, and the policies that spare its sweeps work.
+
+:class:`WWDualProblem` keeps ``W = W(beta)``, ``beta`` and the block sums consistent and runs an
+epoch in the compiled sweep (:func:`torchfw.ww._sweep.ww_epoch`). Two ways to visit less:
+
+- *safe screening* (``shrinking=True``, the estimator's default) passes over a block at 0 only
+  while a bound proves that its solve would leave it at 0, so the iterates are plain BCD's, bit
+  for bit, and so is the model: it can never be less accurate than the run without it;
+- *heuristic shrinking* (``shrinking="heuristic"``) decides from the sweep's by-products which
+  slots and blocks the next sweep visits, as LIBLINEAR does, un-shrinking to re-check. It does
+  more with less but follows another path, so its model differs from plain BCD's within the
+  certified gap.
+
+The duality gap (:meth:`WWDualProblem.value_and_gap`) is always computed over every example
+and class, so a run stopped by the gap rule is certified on the full problem in every mode.
+:class:`torchfw.WestonWatkinsSVC` builds it; see ``docs/ww_svm.md``.
+
+References
+----------
+Y. Wang and C. Scott, "An Exact Solver for the Weston-Watkins SVM Subproblem", ICML 2021.
+C.-J. Lin et al., LIBLINEAR (shrinking with un-shrink and re-check in its dual solvers).
+L. El Ghaoui, V. Viallon and T. Rabbani, "Safe Feature Elimination in Sparse Supervised
+Learning", 2010 (safe screening: discard a variable only when a bound proves it inactive).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import torch
+from torch import Tensor
+
+from . import _blocks as _k
+from ._sweep import skip_smallest, ww_epoch, ww_objectives
+from ..optimizers.bcd import BlockProblem, BlockQuadratic
+from ..sets.oracles import Box
+from .subproblem import iterative_ww_subproblem, walrus
+
+__all__ = ["WWDualProblem", "SNAPSHOT_EVERY", "SCREEN_MIN_ELIGIBLE", "SCREEN_MIN_SCREENED",
+           "SCREEN_RETRY", "SHRINK_THRESHOLD", "UNSHRINK_FACTOR", "SKIP_FRACTION",
+           "MAX_SHRUNK_SWEEPS", "SLOW_WRONG_FRACTION", "TARGET_MARGIN", "TARGET_RECHECK_FACTOR"]
+
+#: Safe screening (``WWDualProblem(shrinking=True)``, the estimator's default) takes a new
+#: snapshot of ``W`` every this many sweeps: each snapshot adds a triangle inequality to the
+#: bounds of the blocks screened across it, while the distance to an old snapshot keeps growing.
+#: Screened visits over a fit (``python benchmarks/ww_screening.py --repeats 5``): every 1 /
+#: 2 / 4 / 8 sweeps, dna 49 / 53 / 51 / 51 %, satimage 25 / 28 / 32 / 31 % (0.164 / 0.154 /
+#: 0.145 / 0.145 s).
+SNAPSHOT_EVERY = 4
+#: A sweep screens only when at least this share of the blocks could be passed over: after a
+#: plain sweep, those it found at 0 with no margin below 1; after a screening one, those
+#: recorded so. Below it, keeping ``D`` costs more than it saves (up to 1.65x a plain sweep
+#: on sector, whose blocks are nearly all support vectors; letter screens 3-4% of its visits).
+SCREEN_MIN_ELIGIBLE = 0.15
+#: ... and stops, to try again ``SCREEN_RETRY`` sweeps later (twice as late after each futile
+#: try in a row), when a sweep after the first of its phase (which only records) passed over
+#: fewer than this share of the blocks: where ``W`` moves too far between visits for any bound
+#: to hold (pendigits' raw 0-100 features at C = 1 have 57% of the blocks eligible and none
+#: screened), keeping ``D`` only costs (1.25x a plain sweep).
+SCREEN_MIN_SCREENED = 0.05
+SCREEN_RETRY = 10
+
+#: Heuristic shrinking (``WWDualProblem(shrinking="heuristic")``). A slot at 0 whose
+#: gradient ``G = margin - 1`` exceeds this at its visit leaves the sweep's list: its gap term
+#: ``beta G + C max(0, -G)`` is 0 and the block solve would keep it at 0 at the current sum.
+#: LIBLINEAR-style thresholds (the last epoch's largest violation) kept ~70 of 104 slots per
+#: block on sector, and gathering that many classes made the sweeps 1.3-1.4x slower.
+SHRINK_THRESHOLD = 0.0
+#: A full re-check sweep follows once the shrunk sweeps' predicted gap fell by this factor
+#: since the last full one (measured on dna, satimage, letter, sector; a fixed period of 10
+#: epochs slowed letter, which needs only 17, by 1.2x).
+UNSHRINK_FACTOR = 10.0
+#: Blocks whose gap shares add up to at most this fraction of the total skip one epoch.
+SKIP_FRACTION = 0.05
+#: At most this many shrunk sweeps between two full ones. A shrunk phase that runs this long
+#: without its predicted gap falling tenfold is *slow*, and every later sweep is full (plain
+#: BCD): on unscaled data (raw digits, features in 0-100) progress needs every support
+#: vector's block to move a little every epoch. Skipping the small shares cost ~20% more
+#: epochs (digits: 1170 instead of 977 to the rule, with a cap of 50 here); slots that turned
+#: violating while left out inflated the exact gaps measured between re-checks (pendigits:
+#: 5,300-6,400 against ~2,700 without shrinking) and, even with a re-check every 5 sweeps,
+#: left the model stopped by max_iter ~2-3 points less accurate (pendigits, 2 seeds).
+MAX_SHRUNK_SWEEPS = 25
+#: ... but only when the full sweep that ends such a phase finds shrinking *wrong*: more than
+#: this fraction of the support slots (``beta_is > 0`` after it) were out of the lists and
+#: moved in it (slots at 0 that turned violating while left out). Reaching the cap alone does
+#: not tell a badly conditioned problem from one that is merely converging: at the cap, the
+#: re-check found 8.6% wrongly shrunk on raw digits, 8.5-15% on generated 0-100 data and 27% on
+#: pendigits, but at most 2.4% on dna and 1.3% on satimage (every capped phase, seed 0), where
+#: shrinking keeps paying (plain sweeps there cost 2-4x a shrunk one and made the fit 1.7-2.6x
+#: slower).
+SLOW_WRONG_FRACTION = 0.05
+#: A full sweep also follows once the shrunk sweeps predict a gap at most this factor times
+#: the stopping rule's target (LIBLINEAR's rule: when the shrunk problem looks converged,
+#: restore every variable and re-check), so that a run about to stop is checked on a sweep
+#: that saw every slot.
+TARGET_MARGIN = 1.5
+#: After a full sweep brought by the target, the next one it brings waits until the shrunk
+#: prediction has also fallen by this factor since (LIBLINEAR halves its shrunk tolerance at
+#: each un-shrink). Re-checking every other sweep once near the target made a quarter of
+#: dna's sweeps full (20 of its last 40) at 2-4x a shrunk sweep's cost.
+TARGET_RECHECK_FACTOR = 2.0
+
+
+class WWDualProblem(BlockProblem):
+    r"""The Weston-Watkins dual (D2) over CSR data, for :class:`BlockCoordinateDescent`.
+
+    Keeps ``W = W(beta)`` (``(d, k)``, feature-major), ``beta`` (``(n, k-1)``) and the block sums
+    ``1^T beta_i`` consistent after every inner iteration (Wang & Scott 2021, Algorithm 1). The
+    epoch runs in the compiled kernel :func:`torchfw.ww._sweep.ww_epoch`; the per-block methods
+    (:meth:`block`, :meth:`solve_block`, :meth:`set_block`) are the same algorithm in Python, for
+    the generic BCD loop and for tests.
+
+    Parameters
+    ----------
+    X : torchfw.ww._csr.CSR
+        Rows with ``||x_i|| > 0`` (zero rows contribute only constants; the estimator drops them).
+    y : ndarray of int64
+        Class indices in ``[0, k)``.
+    k : int
+    C : float
+    exact_method : {"walrus", "iterative"}
+        The "exact" block solver: Walrus, or the Shark-style iterative baseline.
+    eps : float
+        Stopping threshold of the iterative solver.
+    shrinking : {False, True, "heuristic"}, default False
+        ``True``: safe screening in the compiled sweep (same iterates as ``False``, fewer
+        score computations; see :func:`torchfw.ww._sweep.ww_epoch`). ``"heuristic"``: shrink
+        slots and skip blocks as :meth:`_after_shrunk_sweep` decides. Off here, so that a
+        problem driven directly (the Walrus-vs-iterative benchmark, the tests comparing
+        sweeps) runs the paper's Algorithm 1 as written; the estimator screens by default.
+        The Python per-block methods do neither.
+    """
+
+    def __init__(self, X, y: np.ndarray, k: int, C: float, exact_method: str = "walrus",
+                 eps: float = 1e-6, shrinking: bool | str = False):
+        self.X = X
+        self.y = np.ascontiguousarray(y, dtype=np.int64)
+        self.k = int(k)
+        self.C = float(C)
+        self.exact_method = exact_method
+        self.eps = float(eps)
+        n, d = X.shape
+        self.sqnorm = np.bincount(np.repeat(np.arange(n), np.diff(X.indptr)),
+                                  weights=X.data * X.data, minlength=n).astype(np.float64)
+        self.W = _k.aligned_zeros((d, self.k))
+        self.beta = np.zeros((n, self.k - 1))
+        self.bsum = np.zeros(n)
+        self.ws = _k.Workspace(self.k)
+        # [hinge-sum estimate of the last sweep, ||W||^2, max and min projected gradient,
+        #  visits screened, visits that found b = 0 optimal in place]
+        self.est = np.zeros(6)
+        if shrinking not in (False, True, "heuristic"):
+            raise ValueError(f"shrinking must be True, False or 'heuristic'; got {shrinking!r}")
+        # True: safe screening, plain BCD's iterates (see ww_epoch); "heuristic": the
+        # LIBLINEAR-style policy below
+        self.screening = shrinking != "heuristic" and bool(shrinking)
+        self.shrinking = shrinking == "heuristic"
+        # the screening state of ww_epoch (1-element stand-ins when not screening)
+        sd, sn, sk = (d, n, self.k) if self.screening else (1, 1, 1)
+        self._D = _k.aligned_zeros((sd, sk))
+        self._dn2 = np.zeros((2, sk))
+        self._off = np.zeros(sk)
+        self._bnd = np.zeros(sk)
+        self._rb = np.zeros((sn, sk))
+        self._gmin = np.zeros(sn)
+        self.screened = 0  # visits passed over by the screening, in all
+        self.eligible = 0.0  # share of the blocks the next sweep could screen
+        self._phase = 0  # screening sweeps in a row so far (0: the next one starts a phase)
+        self._retry_at = 0  # no screening before this sweep (after a futile phase)
+        self._retry_wait = SCREEN_RETRY
+        self.active = np.empty((n, self.k - 1), dtype=np.int64)
+        self.n_act = np.empty(n, dtype=np.int64)
+        self.skip = np.zeros(n, dtype=np.int64)
+        self.gblk = np.zeros(n)
+        self.unshrink()
+        self.epochs = 0  # sweeps run so far
+        self._full_next = False
+        self._gamma_ref = math.inf
+        self._last_full = 0
+        self._slow = False  # shrinking found wrong after a capped phase: full sweeps from then on
+        self._capped = False  # the last shrunk phase hit MAX_SHRUNK_SWEEPS: judge the re-check
+        self._target = 0.0  # the stopping rule's target gap, once BCD knows it
+        self._by_target = False  # the last full sweep was brought by the target
+
+    @property
+    def n_blocks(self) -> int:
+        return self.X.shape[0]
+
+    def _method_code(self, block_solver: str) -> int:
+        if block_solver == "fw":
+            return _k.METHOD_FW
+        return _k.METHOD_WALRUS if self.exact_method == "walrus" else _k.METHOD_ITERATIVE
+
+    def set_gap_target(self, target: float) -> None:
+        """The gap the stopping rule aims at (BCD calls this after epoch 1's exact gap).
+
+        With shrinking, a shrunk sweep predicting a gap within ``TARGET_MARGIN`` of it makes
+        the next sweep a full one. The target depends only on epoch 1, so the iterates still
+        do not depend on when the gap is checked.
+        """
+        self._target = float(target)
+
+    def unshrink(self) -> None:
+        """Put every slot of every block back in the sweep's lists, and skip no block."""
+        self.active[:] = np.arange(self.k - 1)
+        self.n_act[:] = self.k - 1
+        self.skip[:] = 0
+
+    def sweep(self, order: np.ndarray, block_solver: str, fw_steps: int) -> int:
+        ws = self.ws
+        thr = math.inf
+        full = True
+        if self.shrinking:
+            # epoch 1 runs unshrunk (so gap_1, the stopping rule's reference, is the plain
+            # BCD one); later a full re-check sweep is due when the shrunk problem has made
+            # enough progress (see _after_shrunk_sweep)
+            full = self.epochs == 0 or self._full_next
+            if full:
+                if self._capped:  # which slots were out of the lists before this re-check
+                    listed = self._listed()
+                self.unshrink()
+            # slow problems (see _after_shrunk_sweep) run plain BCD: no slot leaves a list
+            thr = math.inf if self.epochs == 0 or self._slow else SHRINK_THRESHOLD
+        screen = bool(self.screening and self.eligible >= SCREEN_MIN_ELIGIBLE
+                      and self.epochs >= self._retry_at)
+        if screen and (self._phase == 0 or self.epochs % SNAPSHOT_EVERY == 0):
+            # a new snapshot S = W: D restarts at 0, and the old D's norm joins the offsets
+            # (off + ||D|| is bnd)
+            self._off[:] = self._bnd
+            self._D[:] = 0.0
+            self._dn2[:] = 0.0
+        visited = self.skip == 0
+        changed = int(ww_epoch(self.X.indptr, self.X.indices, self.X.data, self.sqnorm, self.y,
+                                  np.ascontiguousarray(order, dtype=np.int64), self.W, self.beta,
+                                  self.bsum, self.C, self._method_code(block_solver),
+                                  int(fw_steps), self.eps, self.active, self.n_act, thr,
+                                  self.skip, self.gblk, ws.scores, ws.v, ws.bnew, ws.heap,
+                                  ws.hidx, ws.sv, ws.si, ws.prefix, ws.grad, ws.changed, ws.u,
+                                  ws.cls, ws.sc, self.est, screen, *self.screen_arrays()))
+        self.epochs += 1
+        self.screened += int(self.est[4])
+        if self.screening:
+            self._after_screening_sweep(screen)
+        if self.shrinking:
+            if full and self._capped:
+                self._capped = False
+                # slots left out that the full sweep moved off 0 (out of the lists, beta was 0)
+                support = self.beta > 0.0
+                wrong = int(np.count_nonzero(support & ~listed))
+                self._slow = wrong > SLOW_WRONG_FRACTION * max(int(np.count_nonzero(support)), 1)
+            self._after_shrunk_sweep(full, visited)
+        return changed
+
+    def screen_arrays(self) -> tuple:
+        """The screening state that :func:`~torchfw.ww._sweep.ww_epoch` takes after its
+        ``screen`` flag: ``(D, dn2, off, bnd, rb, gmin)``."""
+        return (self._D, self._dn2, self._off, self._bnd, self._rb, self._gmin)
+
+    def _after_screening_sweep(self, screen: bool) -> None:
+        """Decide whether the next sweep screens (``SCREEN_MIN_ELIGIBLE``,
+        ``SCREEN_MIN_SCREENED``, ``SCREEN_RETRY``). The choice changes only the cost of a
+        sweep: screened or not, its iterates are plain BCD's."""
+        n = max(self.n_blocks, 1)
+        if not screen:
+            self.eligible = float(self.est[5]) / n
+            return
+        self._phase += 1
+        self.eligible = float(np.count_nonzero(self._gmin > 0.0)) / n
+        futile = self._phase >= 2 and self.est[4] < SCREEN_MIN_SCREENED * n
+        if self.eligible < SCREEN_MIN_ELIGIBLE or futile:
+            # stop, forgetting the records: D is not kept meanwhile, so their bounds would
+            # not hold when screening starts again (from a new snapshot)
+            self._gmin[:] = 0.0
+            self._phase = 0
+            if futile:  # each futile phase in a row doubles the wait before the next
+                self._retry_at = self.epochs + self._retry_wait
+                self._retry_wait *= 2
+        elif self._phase >= 2:
+            self._retry_wait = SCREEN_RETRY
+
+    def _listed(self) -> np.ndarray:
+        """``(n, k-1)`` mask of the slots in the sweep's lists."""
+        m = self.k - 1
+        mask = np.zeros((self.n_blocks, m), dtype=bool)
+        rows = np.repeat(np.arange(self.n_blocks), self.n_act)
+        mask[rows, self.active[np.arange(m)[None, :] < self.n_act[:, None]]] = True
+        return mask
+
+    def _after_shrunk_sweep(self, full: bool, visited: np.ndarray) -> None:
+        r"""Decide the next sweep from this one's per-block gap shares ``gblk``.
+
+        ``Gamma = sum_i gblk[i]`` predicts the gap of the problem the sweeps currently solve
+        (shrunk slots count 0, skipped blocks their share at their last visit). A full sweep
+        (every slot listed, every block visited, each slot's shrinking re-decided from its
+        current gradient) records ``Gamma_ref``. The next sweep is full again (un-shrink and
+        re-check, as LIBLINEAR does when its shrunk problem looks converged) once a shrunk
+        sweep predicts ``Gamma <= Gamma_ref / UNSHRINK_FACTOR``, or ``Gamma <= TARGET_MARGIN
+        * target`` (the run may be about to stop: the exact check should follow a sweep that
+        saw every slot; once such a re-check has run, the next also needs ``Gamma <= Gamma_ref
+        / TARGET_RECHECK_FACTOR``), or after ``MAX_SHRUNK_SWEEPS`` shrunk sweeps. Progress,
+        not a fixed period, sets the pace: a wrongly shrunk slot makes ``Gamma`` optimistic,
+        which brings the re-check sooner.
+
+        Between full sweeps, the visited blocks with the smallest shares, adding up to at most
+        ``SKIP_FRACTION`` of this sweep's total, skip the next epoch (never two in a row: a
+        skipped block is visited the epoch after). A problem is slow once a shrunk phase needed
+        the cap *and* the full sweep after it moved more than ``SLOW_WRONG_FRACTION`` of the
+        support slots that had been left out (decided in :meth:`sweep`): there every block's
+        small moves add up, and from then on every sweep is full (see ``MAX_SHRUNK_SWEEPS``),
+        so shrinking cannot leave the model behind plain BCD's.
+        """
+        shares = self.gblk
+        gamma = float(shares.sum())
+        if full:
+            self._gamma_ref = gamma
+            self._full_next = self._slow  # slow: plain BCD from now on
+            self._last_full = self.epochs
+            if self._slow:
+                return
+        elif gamma <= self._gamma_ref / UNSHRINK_FACTOR:
+            self._full_next = True
+            self._by_target = False
+            return
+        elif gamma <= TARGET_MARGIN * self._target and (
+                not self._by_target or gamma <= self._gamma_ref / TARGET_RECHECK_FACTOR):
+            self._full_next = True
+            self._by_target = True
+            return
+        elif self.epochs - self._last_full >= MAX_SHRUNK_SWEEPS:
+            self._full_next = True
+            self._capped = True  # the re-check decides whether the problem is slow
+            return
+        skip_smallest(shares, visited, SKIP_FRACTION, self.skip)
+
+    def objectives(self) -> tuple[float, float]:
+        """Primal ``P(W)`` and dual ``D(beta) = -g(beta)``."""
+        P, D, wn = ww_objectives(self.X.indptr, self.X.indices, self.X.data, self.y, self.W,
+                                    self.bsum, self.C, self.ws.scores)
+        self.est[1] = wn  # resynchronize the running ||W||^2 of the sweep
+        return float(P), float(D)
+
+    def gap_estimate(self) -> float:
+        """Free predictor of the gap after a compiled sweep (not a certificate).
+
+        Without shrinking: the primal at the scores each example had on its visit, minus the
+        exact dual: ``||W||^2 + C * hinge_estimate - sum_i 1^T beta_i``. With shrinking: the
+        sum of the blocks' gap shares at their last visit (``gblk``), which keeps the skipped
+        blocks' terms.
+        """
+        if self.shrinking:
+            return float(self.gblk.sum())
+        return float(self.est[1] + self.C * self.est[0] - self.bsum.sum())
+
+    def value_and_gap(self) -> tuple[float, float]:
+        P, D = self.objectives()
+        return -D, P - D
+
+    def point(self) -> Tensor:
+        return torch.from_numpy(self.beta)
+
+    # -- the same inner iteration, one block at a time, in Python ------------------------------
+
+    def _slots(self, i: int) -> np.ndarray:
+        yi = self.y[i]
+        s = np.arange(self.k - 1)
+        return np.where(s < yi, s, s + 1)
+
+    def _v(self, i: int) -> np.ndarray:
+        lo, hi = self.X.indptr[i], self.X.indptr[i + 1]
+        scores = self.X.data[lo:hi] @ self.W[self.X.indices[lo:hi]]
+        q = self.sqnorm[i]
+        margin = scores[self.y[i]] - scores[self._slots(i)]
+        return (1.0 - margin) / q + self.beta[i] + self.bsum[i]
+
+    def block(self, i: int) -> BlockQuadratic:
+        q = float(self.sqnorm[i])
+        b = torch.from_numpy(self.beta[i].copy())
+        v = torch.from_numpy(self._v(i))
+        grad = q * (b + b.sum() - v)  # gradient of g in block i: q (Theta beta_i - v)
+        return BlockQuadratic(x=b, grad=grad, hess=lambda d: q * (d + d.sum()),
+                              lmo=Box(0.0, self.C))
+
+    def solve_block(self, i: int) -> Tensor:
+        v = self._v(i)
+        if self.exact_method == "walrus":
+            return walrus(v, self.C)
+        return iterative_ww_subproblem(v, self.C, self.beta[i], q=float(self.sqnorm[i]),
+                                       eps=self.eps)
+
+    def set_block(self, i: int, value) -> None:
+        self.est[:] = np.nan  # the Python path keeps no estimate
+        new = torch.as_tensor(value, dtype=torch.float64).detach().cpu().numpy()
+        delta = new - self.beta[i]
+        if not delta.any():
+            return
+        u = np.zeros(self.k)
+        u[self._slots(i)] = -delta
+        u[self.y[i]] = new.sum() - self.bsum[i]
+        lo, hi = self.X.indptr[i], self.X.indptr[i + 1]
+        self.W[self.X.indices[lo:hi]] += np.outer(self.X.data[lo:hi], u)
+        self.beta[i] = new
+        self.bsum[i] = new.sum()
