@@ -52,9 +52,9 @@ from _data import data_dir, load_libsvm  # noqa: E402
 from lasso_svm_equivalence import gap_curve, load_leukemia  # noqa: E402
 
 from torchfw import SVC, WestonWatkinsSVC  # noqa: E402
-from torchfw import svm as svm_module  # noqa: E402
-from torchfw.utils.data import take_rows  # noqa: E402
 from torchfw.lasso import LassoData  # noqa: E402
+from torchfw.svm import estimator as svm_module  # noqa: E402
+from torchfw.utils.data import take_rows  # noqa: E402
 
 DOCS = ROOT / "docs"
 IMG = DOCS / "img"

@@ -28,9 +28,9 @@ from _data import load_libsvm  # noqa: E402
 from svm_vs_libsvm import machine  # noqa: E402
 
 from torchfw import SVC  # noqa: E402
-from torchfw.utils.data import take_rows  # noqa: E402
 from torchfw.datasets import to_scipy_csr  # noqa: E402
 from torchfw.svm import ConvergenceWarning  # noqa: E402
+from torchfw.utils.data import take_rows  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -29,9 +29,9 @@ from _machine import cpu_model  # benchmarks/ is sys.path[0] for these scripts
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _data import load_libsvm  # noqa: E402
 
-from torchfw.utils.data import take_rows  # noqa: E402
 from torchfw.datasets import to_scipy_csr  # noqa: E402
 from torchfw.svm import SVC, ConvergenceWarning  # noqa: E402
+from torchfw.utils.data import take_rows  # noqa: E402
 
 ALL_SOLVERS = ["fw", "away", "pairwise", "swap", "swap2", "partan", "sfw", "msfw"]
 

@@ -33,9 +33,9 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from torchfw import WestonWatkinsSVC  # noqa: E402
+from torchfw.optimizers.bcd import BlockCoordinateDescent  # noqa: E402
 from torchfw.ww import _problem as _ww_problem
 from torchfw.ww.estimator import ww_problem  # noqa: E402
-from torchfw.optimizers.bcd import BlockCoordinateDescent  # noqa: E402
 
 MODES = (False, True, "heuristic")
 #: snapshot periods compared (sweeps between two snapshots of W)

@@ -16,8 +16,8 @@ import torchfw as tf
 from torchfw.optimizers.active_set import simplex_qp
 from torchfw.optimizers.bpcg import BlendedPairwiseConditionalGradient as BPCG
 from torchfw.optimizers.lazy import LazyFrankWolfe
-from torchfw.sets.polytopes import Birkhoff, Hypercube, KSparsePolytope
 from torchfw.result import ActiveSet
+from torchfw.sets.polytopes import Birkhoff, Hypercube, KSparsePolytope
 from torchfw.sets.spectral import NuclearNormBall
 
 F64 = torch.float64

@@ -28,13 +28,14 @@ before = set(sys.modules)
 import torchfw
 loaded = sorted(set(sys.modules) - before)
 names = {}
-for sub in ("optim", "datasets", "distributed", "kernels", "heads", "equivalence",
-            "oracles", "linesearch", "objectives", "optimizers", "gram", "multiclass"):
+for sub in ("optim", "datasets", "distributed", "svm", "ww", "lasso", "sets", "heads", "io",
+            "linesearch", "objectives", "optimizers", "solvers", "utils"):
     names[sub] = type(getattr(torchfw, sub)).__name__
 sfw = torchfw.optim.StochasticFrankWolfe
-import torchfw.ww.subproblem  # the submodule import must not shadow the function of the same name
+import torchfw.ww.subproblem  # the module holding walrus: the function keeps its public names
 print(json.dumps({"loaded": loaded, "names": names, "sfw": sfw.__name__,
-                  "walrus": type(torchfw.ww.subproblem).__name__,
+                  "walrus": type(torchfw.walrus).__name__,
+                  "ww_walrus": type(torchfw.ww.walrus).__name__,
                   "svc": torchfw.SVC.__module__, "dir": "SVC" in dir(torchfw)}))
 """)
     heavy = [m for m in result["loaded"]
@@ -43,8 +44,8 @@ print(json.dumps({"loaded": loaded, "names": names, "sfw": sfw.__name__,
     assert all(m == "torchfw" or m.startswith("torchfw.") for m in result["loaded"])
     assert set(result["names"].values()) == {"module"}
     assert result["sfw"] == "StochasticFrankWolfe"
-    assert result["walrus"] == "function"
-    assert result["svc"] == "torchfw.svm"
+    assert result["walrus"] == result["ww_walrus"] == "function"
+    assert result["svc"] == "torchfw.svm.estimator"
     assert result["dir"]
 
 

@@ -8,8 +8,8 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from torchfw.utils.column_cache import ColumnCache
 from torchfw.svm.kernels import SVMDualOperator, make_kernel
+from torchfw.utils.column_cache import ColumnCache
 
 
 def _request(cache: ColumnCache, key: int) -> int:

@@ -20,8 +20,8 @@ import torch
 
 import torchfw as tf
 from torchfw.datasets import make_large_classification
-from torchfw.svm.kernels import SVMDualOperator, make_kernel
 from torchfw.svm import SVC
+from torchfw.svm.kernels import SVMDualOperator, make_kernel
 
 dist = pytest.importorskip("torch.distributed")
 pytestmark = pytest.mark.skipif(not (dist.is_available() and dist.is_gloo_available()),

@@ -51,9 +51,9 @@ import pytest
 import torch
 
 import torchfw as tf
-from torchfw.svm.kernels import OneVsRestOperator, SVMDualOperator, make_kernel
 from torchfw.optimizers import _kernels as K
 from torchfw.optimizers.batched import minimize_batched
+from torchfw.svm.kernels import OneVsRestOperator, SVMDualOperator, make_kernel
 
 F64 = torch.float64
 CHECK_EVERY = 5

@@ -48,8 +48,8 @@ def _compiled_run(variant):
 
     Returns ``(history, n_iter, status, steps, w)``.
     """
-    from torchfw.utils.scalars import HOST
     from torchfw.optimizers._engine import QuadraticEngine
+    from torchfw.utils.scalars import HOST
 
     X, Y = _svm_data()
     kernel = make_kernel("rbf", 0.5)

@@ -11,10 +11,10 @@ import numpy as np
 import pytest
 import torch
 
-from torchfw.svm import _kernel_cpu
-from torchfw.utils import kernel_formulas as F
 from torchfw.heads import KernelSVMHead
+from torchfw.svm import _kernel_cpu
 from torchfw.svm.kernels import KERNELS, make_kernel
+from torchfw.utils import kernel_formulas as F
 
 PARAMS = {"linear": {}, "rbf": {"gamma": 0.7}, "poly": {"gamma": 0.4, "degree": 3, "coef0": 0.5},
           "sigmoid": {"gamma": 0.3, "coef0": -0.2}}

@@ -11,12 +11,12 @@ import pytest
 import torch
 
 import torchfw as tf
-from torchfw.svm.kernels import SVMDualOperator, make_kernel
 from torchfw.objectives import Quadratic
 from torchfw.optimizers._kernel_rows import KernelRows
 from torchfw.optimizers._sampled import SampledEngine
 from torchfw.optimizers._sampled_run import minimize_sampled
 from torchfw.result import Status
+from torchfw.svm.kernels import SVMDualOperator, make_kernel
 
 VARIANTS = [tf.FrankWolfe, tf.AwayStepFrankWolfe, tf.PairwiseFrankWolfe, tf.SwapFrankWolfe,
             tf.PartanFrankWolfe]

@@ -20,13 +20,13 @@ import pytest
 import torch
 
 import torchfw as tf
-from torchfw.utils.scalars import HOST
-from torchfw.utils.twins import SECOND_IMPLEMENTATIONS, resolve
 from torchfw.linesearch import ExactLineSearch, Line
 from torchfw.optim import StochasticFrankWolfe
 from torchfw.optimizers import _kernels as K
 from torchfw.optimizers._moves import away_step_max
 from torchfw.optimizers.bcd import BlockCoordinateDescent, BlockQuadratic
+from torchfw.utils.scalars import HOST
+from torchfw.utils.twins import SECOND_IMPLEMENTATIONS, resolve
 
 ROOT = Path(__file__).resolve().parents[1]
 F64 = torch.float64

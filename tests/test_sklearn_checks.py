@@ -109,9 +109,9 @@ def test_column_vector_y_warns_and_fits_the_same():
 def test_one_convergence_warning_and_not_fitted_error_subclassing_sklearn():
     import sklearn.exceptions as skx
 
+    import torchfw.svm
     import torchfw.utils.estimator
     import torchfw.ww.estimator
-    import torchfw.svm
 
     assert torchfw.svm.ConvergenceWarning is torchfw.ww.estimator.ConvergenceWarning
     assert torchfw.svm.ConvergenceWarning is tfx.ConvergenceWarning
@@ -296,8 +296,8 @@ def test_lasso_problem_is_what_the_estimator_solves(method):
 
 
 def test_ww_problem_is_what_the_estimator_solves():
-    from torchfw.ww.estimator import ww_problem
     from torchfw.optimizers.bcd import BlockCoordinateDescent
+    from torchfw.ww.estimator import ww_problem
 
     X, y = _blobs(n=90, k=3)
     X[5] = 0.0  # a zero row leaves the dual and adds a constant

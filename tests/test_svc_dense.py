@@ -154,11 +154,11 @@ def test_row_cache_weighted_multiclass_and_warm_start(solver):
 @pytest.mark.parametrize("solver", SOLVERS)
 def test_every_iteration_matches_the_host_engine(solver):
     # check_every=1: the value and gap after every single iteration, against the optimizer.
-    from torchfw.utils.scalars import HOST
     from torchfw.objectives import Quadratic
     from torchfw.optimizers._engine import QuadraticEngine
     from torchfw.sets.oracles import Simplex
     from torchfw.svm.estimator import _solver_factory
+    from torchfw.utils.scalars import HOST
 
     X, y = _data(m=70, seed=4)
     y_pm = np.where(y == 1, 1.0, -1.0)
@@ -271,7 +271,7 @@ def test_a_wrapped_solver_factory_stops_both_paths(monkeypatch):
     # benchmarks/reproduce.py stops SVC on an absolute gap by wrapping svm._solver_factory;
     # the compiled path takes its tol, rtol and check_every from that factory too (it used to
     # keep SVC's relative rule, silently, on every problem that took it).
-    import torchfw.svm as svm_module
+    import torchfw.svm.estimator as svm_module
 
     base = svm_module._solver_factory
 

@@ -22,8 +22,8 @@ import torchfw as tf
 from torchfw.svm import _dense as D
 from torchfw.svm import _fit as _svc_fit
 from torchfw.svm import _matrix as _svc_matrix
-from torchfw.utils import threads as _threads
 from torchfw.svm.kernels import SVMDualOperator, make_kernel
+from torchfw.utils import threads as _threads
 
 pytestmark = pytest.mark.skipif(not D.K.HAVE_NUMBA, reason="the compiled path needs numba")
 

@@ -13,8 +13,8 @@ import torch
 from conftest import data_path, requires_cuda
 
 import torchfw as tf
+from torchfw.svm import SOLVERS, SVC, _kernel_cpu
 from torchfw.svm.kernels import SVMDualOperator, make_kernel
-from torchfw.svm import SOLVERS, SVC
 
 
 def _dense_dual(X, y, kernel, C):
@@ -75,7 +75,7 @@ def test_count_features_stored_in_one_byte_give_the_same_operator(name, sparse):
     dense = _dense_dual(X, y, kernel, 2.0)
     op = SVMDualOperator(X.to_sparse_csr() if sparse else X, y, kernel, 2.0,
                          dtype=torch.float64)
-    if tf._kernel_cpu.HAVE_NUMBA:
+    if _kernel_cpu.HAVE_NUMBA:
         assert op.xfm.dtype == torch.uint8
     for i in (0, 44, 89):
         torch.testing.assert_close(op.column(i), dense[:, i])
@@ -400,8 +400,8 @@ def test_one_epoch_sfw_on_a9a_is_stable_with_the_tail_average():
     # Seed 001's single pass leaves the last iterate's threshold to its last few steps: on this
     # 5,000-row part of a9a its test accuracy moves by several points with the random order.
     # The tail average (the default) does not.
-    from torchfw.utils.data import take_rows
     from torchfw.datasets import load_svmlight
+    from torchfw.utils.data import take_rows
 
     X, y = load_svmlight(data_path("a9a.xz"))
     Xt, yt = load_svmlight(data_path("a9a.t.xz"), n_features=X.shape[1])

@@ -17,8 +17,8 @@ import torch
 from sklearn.metrics.pairwise import polynomial_kernel, rbf_kernel
 
 import torchfw as tf
-from torchfw.svm import _lazy as _svc_lazy
 from torchfw.solvers import make_solver
+from torchfw.svm import _lazy as _svc_lazy
 from torchfw.svm.problem import SVMDualProblem, example_C, svm_dual_problem
 
 

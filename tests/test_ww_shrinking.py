@@ -12,9 +12,9 @@ import numpy as np
 import pytest
 
 from torchfw import WestonWatkinsSVC
+from torchfw.optimizers.bcd import BlockCoordinateDescent
 from torchfw.ww import _problem as wp
 from torchfw.ww.estimator import WWDualProblem, _as_csr
-from torchfw.optimizers.bcd import BlockCoordinateDescent
 
 
 def unscaled(n=400, d=5, k=10, seed=0):

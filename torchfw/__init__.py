@@ -61,7 +61,6 @@ __all__ = [
 if TYPE_CHECKING:  # static checkers and IDEs see the eager imports
     from .lasso import Lasso, lasso_path
     from .linesearch import Backtracking, ExactLineSearch, Line, LineSearch, OpenLoop, ShortStep
-    from .ww import WestonWatkinsSVC, walrus
     from .objectives import ColumnOperator, DenseOperator, FunctionObjective, Objective, Quadratic
     from .optimizers import (
         AwayStepFrankWolfe,
@@ -76,6 +75,7 @@ if TYPE_CHECKING:  # static checkers and IDEs see the eager imports
         sample_size_for,
     )
     from .optimizers.bcd import BlockCoordinateDescent
+    from .result import ActiveSet, History, IterationInfo, Result, Status
     from .sets import (
         LMO,
         AtomicLMO,
@@ -92,8 +92,8 @@ if TYPE_CHECKING:  # static checkers and IDEs see the eager imports
         Simplex,
         Spectraplex,
     )
-    from .result import ActiveSet, History, IterationInfo, Result, Status
     from .svm import SVC, svm_dual_problem
+    from .ww import WestonWatkinsSVC, walrus
 
 
 def __getattr__(name: str):

@@ -32,8 +32,8 @@ import numbers
 import numpy as np
 import torch
 
-from .utils.validation import check_int_at_least, check_nonnegative, resolve_device
 from .io.svmlight import _csr_tensor, load_svmlight, load_svmlight_files
+from .utils.validation import check_int_at_least, check_nonnegative, resolve_device
 
 __all__ = [
     "load_svmlight",

@@ -66,8 +66,8 @@ rank layout), :mod:`~torchfw.distributed.operator` (the sharded kernel operator)
 
 from __future__ import annotations
 
-from ..svm import _kernel_cpu  # noqa: F401  (re-exported: tests switch its numba path off)
 from ..optimizers import _kernels as K  # noqa: F401  (idem)
+from ..svm import _kernel_cpu  # noqa: F401  (re-exported: tests switch its numba path off)
 from .cli import main  # noqa: F401  (``torchfw.distributed.main``, the demo)
 from .comm import HAVE_DISTRIBUTED, Communicator, gather_shards, shard_range
 from .engine import EXCHANGES, DistributedQuadraticEngine

@@ -14,12 +14,12 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from ..utils.column_cache import ColumnCache
-from ..utils.scalars import HOST
 from ..optimizers import _kernels as K
 from ..optimizers._engine import ZERO_TOL, Coefficients, QuadraticEngine
 from ..optimizers._selection import select_host
 from ..sets.oracles import Simplex
+from ..utils.column_cache import ColumnCache
+from ..utils.scalars import HOST
 from .operator import ShardedSVMDualOperator, _Atom
 
 #: Feature exchange modes (see the module docstring).

@@ -13,8 +13,8 @@ from numpy.typing import DTypeLike
 from torch import Tensor
 
 from ..svm import _kernel_cpu
-from ..utils import kernel_formulas as _kernel_formulas
 from ..svm.kernels import Kernel, SVMDualOperator
+from ..utils import kernel_formulas as _kernel_formulas
 from .comm import Communicator
 
 

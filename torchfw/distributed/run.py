@@ -14,8 +14,8 @@ from torch import Tensor
 from ..linesearch import ExactLineSearch, OpenLoop
 from ..optimizers._stopping import StoppingRule
 from ..optimizers.away import AwayStepFrankWolfe
-from ..sets.oracles import Simplex
 from ..result import Status
+from ..sets.oracles import Simplex
 from .comm import Communicator, gather_shards
 from .engine import DistributedQuadraticEngine
 from .operator import ShardedSVMDualOperator

@@ -11,15 +11,15 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from ..utils.data import as_labels, take_rows, to_csr
-from ..svm._start import draw_positions
-from ..utils.validation import resolve_device
-from ..svm.kernels import KERNELS, SVMDualOperator, make_kernel
 from ..optimizers.active_set import simplex_qp
-from ..sets.oracles import Simplex
 from ..result import Status
+from ..sets.oracles import Simplex
 from ..solvers import make_solver, solver_names
+from ..svm._start import draw_positions
 from ..svm.estimator import SVC, ConvergenceWarning
+from ..svm.kernels import KERNELS, SVMDualOperator, make_kernel
+from ..utils.data import as_labels, take_rows, to_csr
+from ..utils.validation import resolve_device
 from .comm import Communicator
 from .engine import EXCHANGES
 from .operator import ShardedSVMDualOperator

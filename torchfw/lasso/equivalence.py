@@ -72,13 +72,13 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from ..objectives import ColumnOperator, Quadratic
+from ..sets.oracles import L1Ball, Simplex
 from ..utils.column_cache import ColumnCache
 from ..utils.data import as_matrix
 from ..utils.jit import njit as _njit  # None without numba
 from ..utils.validation import check_finite, check_nonnegative, check_positive
 from .gram import GramOperator
-from ..objectives import ColumnOperator, Quadratic
-from ..sets.oracles import L1Ball, Simplex
 
 __all__ = ["SignedAtomsOperator", "LassoSVMProblem", "SVMLassoProblem", "lasso_to_svm",
            "svm_to_lasso"]

@@ -19,6 +19,7 @@ import torch
 from torch import Tensor
 
 from .. import exceptions
+from ..result import Status
 from ..utils.data import as_target, r2
 from ..utils.estimator import BaseEstimator, check_is_fitted, plain
 from ..utils.validation import (
@@ -36,7 +37,6 @@ from .problem import (
     _dual_gap,
     lasso_problem,
 )
-from ..result import Status
 
 __all__ = ["Lasso", "lasso_path", "LassoData", "LassoProblem", "lasso_problem", "SOLVERS",
            "METHODS"]

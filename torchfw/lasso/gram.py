@@ -22,11 +22,11 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
+from ..objectives import ColumnOperator
 from ..utils.column_cache import CachedColumnsMixin, ColumnCache
 from ..utils.data import csr_tensor, to_csr
 from ..utils.data import take_rows as _take_rows
 from ..utils.validation import check_nonnegative, check_positive
-from ..objectives import ColumnOperator
 
 __all__ = ["GramOperator"]
 

@@ -86,17 +86,17 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from ..linesearch import ExactLineSearch
+from ..objectives import Quadratic
+from ..optimizers import StoppingRule, _kernels
+from ..result import Status
+from ..sets.oracles import LMO, L1Ball, Simplex
+from ..solvers import SOLVERS as _REGISTRY
+from ..solvers import solver_names
 from ..utils.data import as_matrix, as_sample_weight, as_target, csr_tensor
 from ..utils.validation import resolve_device
 from .equivalence import SignedAtomsOperator
 from .gram import GramOperator
-from ..linesearch import ExactLineSearch
-from ..objectives import Quadratic
-from ..optimizers import StoppingRule, _kernels
-from ..sets.oracles import LMO, L1Ball, Simplex
-from ..result import Status
-from ..solvers import SOLVERS as _REGISTRY
-from ..solvers import solver_names
 
 __all__ = ["LassoData", "LassoProblem", "lasso_problem", "SOLVERS", "METHODS"]
 

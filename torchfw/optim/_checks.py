@@ -14,8 +14,8 @@ import numbers
 import torch
 from torch import Tensor
 
-from ._update import view_shape
 from ..sets.oracles import LMO
+from ._update import view_shape
 
 _RESCALES = ("diameter", "gradient", None)
 

@@ -70,7 +70,7 @@ from collections.abc import Iterable
 import torch
 from torch import Tensor, nn
 
-from ._lmo_state import lmo_from_state, lmo_to_state
+from ..sets.oracles import LMO
 from ._checks import (
     _MISSING,
     _check_hyperparameters,
@@ -79,6 +79,7 @@ from ._checks import (
     _fill_defaults,
     _Missing,
 )
+from ._lmo_state import lmo_from_state, lmo_to_state
 from ._update import (
     as_rows,
     direction,
@@ -87,7 +88,6 @@ from ._update import (
     sgd_update,
     view_shape,
 )
-from ..sets.oracles import LMO
 
 __all__ = ["StochasticFrankWolfe", "make_feasible", "lmo_to_state", "lmo_from_state"]
 

@@ -18,9 +18,9 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from ..utils.scalars import HOST
 from ..objectives import Quadratic
 from ..sets.oracles import AtomicLMO
+from ..utils.scalars import HOST
 from . import _kernels as K
 from ._engine import ZERO_TOL, QuadraticEngine
 

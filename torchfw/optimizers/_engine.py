@@ -21,10 +21,10 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from ..utils.scalars import Scalars
 from ..linesearch import Line
 from ..objectives import ColumnOperator, Quadratic
 from ..sets.oracles import AtomicLMO, Simplex
+from ..utils.scalars import Scalars
 from . import _kernels as K
 from ._generic import GenericEngine
 from ._moves import (

@@ -16,10 +16,10 @@ from typing import cast
 import torch
 from torch import Tensor
 
-from ..utils.scalars import HOST
 from ..linesearch import Line
 from ..objectives import Objective
 from ..sets.oracles import LMO, AtomicLMO, Simplex
+from ..utils.scalars import HOST
 from ._moves import ZERO_TOL, Coefficients, Move
 from ._state import EngineState
 

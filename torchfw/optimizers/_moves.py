@@ -37,8 +37,8 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from ..utils.scalars import Scalars
 from ..linesearch import Line
+from ..utils.scalars import Scalars
 
 __all__ = ["ZERO_TOL", "Coefficients", "Move", "ops_abs", "toward_curvature", "away_step_max",
            "pair_curvature", "cross_after", "partan_line", "partan_move", "replace_gamma_max"]

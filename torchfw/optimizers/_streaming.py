@@ -36,9 +36,9 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from ..utils.scalars import HOST
 from ..objectives import Quadratic
 from ..sets.oracles import LMO, Simplex
+from ..utils.scalars import HOST
 from . import _kernels as K
 from ._engine import ZERO_TOL, Coefficients, QuadraticEngine
 from ._selection import select_host

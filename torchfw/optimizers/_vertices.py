@@ -17,8 +17,8 @@ from typing import cast
 import torch
 from torch import Tensor
 
-from ..sets.oracles import AtomicLMO
 from ..result import ActiveSet, Result
+from ..sets.oracles import AtomicLMO
 from .base import ConstrainedOptimizer
 
 __all__ = ["VertexActiveSet", "ActiveSetSolver"]

@@ -27,12 +27,12 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from ..utils.scalars import DEVICE, HOST
-from ..utils.validation import check_finite, check_int_at_least, check_nonnegative, check_positive
 from ..linesearch import ExactLineSearch, LineSearch, OpenLoop, default_line_search
 from ..objectives import Quadratic, as_objective
-from ..sets.oracles import LMO, AtomicLMO
 from ..result import History, Result, Status
+from ..sets.oracles import LMO, AtomicLMO
+from ..utils.scalars import DEVICE, HOST
+from ..utils.validation import check_finite, check_int_at_least, check_nonnegative, check_positive
 from ._compiled import CompiledBlocks, CompiledStep  # noqa: F401 (CompiledStep: former home)
 from ._dense import DenseQuadraticEngine
 from ._engine import EngineState, GenericEngine, QuadraticEngine

@@ -23,9 +23,9 @@ from typing import Any, Protocol
 import torch
 from torch import Tensor
 
-from ..utils.scalars import DEVICE
 from ..linesearch import ExactLineSearch, OpenLoop
 from ..sets.oracles import Simplex
+from ..utils.scalars import DEVICE
 from ._engine import ZERO_TOL, Coefficients, QuadraticEngine
 from ._stopping import BatchedStop
 

@@ -41,10 +41,10 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from ..utils.validation import check_finite, check_int_at_least, check_nonnegative, check_positive
 from ..linesearch import ExactLineSearch, Line
-from ..sets.oracles import Box
 from ..result import History, IterationInfo, Result, Status
+from ..sets.oracles import Box
+from ..utils.validation import check_finite, check_int_at_least, check_nonnegative, check_positive
 
 __all__ = ["BlockCoordinateDescent", "BlockProblem", "BlockQuadratic", "BoxQuadraticProblem"]
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import torch
 
-from ..utils.scalars import HOST
 from ..linesearch import Line
+from ..utils.scalars import HOST
 from ._engine import Coefficients
 from ._vertices import ActiveSetSolver
 

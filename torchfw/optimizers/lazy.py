@@ -7,9 +7,9 @@ import math
 import torch
 from torch import Tensor
 
-from ..utils.validation import check_int_at_least, check_positive
-from ..sets.oracles import LMO
 from ..result import Result
+from ..sets.oracles import LMO
+from ..utils.validation import check_int_at_least, check_positive
 from ._engine import GenericEngine
 from ._vertices import ActiveSetSolver
 

@@ -15,9 +15,9 @@ import torch
 from torch import Tensor
 
 from .. import exceptions as _exceptions
-from .kernels import OneVsRestOperator, SVMDualOperator
 from ..optimizers.batched import minimize_batched
 from ..result import History, Result, Status
+from .kernels import OneVsRestOperator, SVMDualOperator
 
 __all__ = ["fit_ovr_batched"]
 

@@ -26,8 +26,8 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from ._dense import VARIANTS, shows_bar
 from ..optimizers._kernels import HAVE_NUMBA
+from ._dense import VARIANTS, shows_bar
 
 __all__ = ["check_custom_kernel", "custom_matrix", "train_gram", "precomputed_scores"]
 

@@ -28,13 +28,11 @@ from __future__ import annotations
 import math
 
 import numpy as np
-import torch
 
-from ..utils.jit import njit as _njit  # None without numba
-from ._matrix import cache_slots, full_source, plain_kernel_matrix, source_row
-from ..utils.threads import one_thread
 from ..optimizers import _kernels as K
 from ..optimizers._engine import ZERO_TOL
+from ..utils.jit import njit as _njit  # None without numba
+from ._matrix import full_source, plain_kernel_matrix, source_row
 
 __all__ = ["VARIANTS", "plain_kernel_matrix", "full_source", "solve", "signed_row", "COUNTERS"]
 
@@ -338,46 +336,6 @@ def solve(variant: int, src: tuple, rows: np.ndarray, y: np.ndarray, inv_c: np.n
     return int(k), int(status), hist[:n_hist], hist_counts[:n_hist]
 
 
-# ---------------------------------------------------------------------------------------------
-# SVC glue: when the compiled path applies, and the fit of all problems of one estimator.
-# ---------------------------------------------------------------------------------------------
-
-#: Iterations between two checks of the gap: the host path's default, so that both paths stop
-#: at the same iteration.
-CHECK_EVERY = 10
-
-
-def dense_budget_ok(model, X, problems=None) -> bool:
-    """Whether ``SVC(dense="auto")`` takes the compiled path on ``X``.
-
-    It does on the CPU, with numba, for the solvers above (no candidate sampling, clock or
-    progress bar, which the compiled loop does not have: ``verbose`` counts only where a bar
-    would be drawn, :func:`torchfw.utils.progress.bar_shown`), below
-    :data:`torchfw.svm._large.LARGE_M` examples (the sampled storage's domain). Its rows of
-    :math:`K + 1` come from the full matrix when it fits ``cache_size`` MB -- the memory the
-    lazy path's column cache may use anyway (LIBSVM's default, 200 MB: m <= 7,240 in float32,
-    5,120 in float64) -- and otherwise from a cache of ``cache_size`` MB of rows (at least two),
-    computed on first use (:func:`torchfw.svm._matrix.cached_source`: the lazy path's column
-    cache and admission policy, in compiled code; every kernel but the float64 RBF, whose
-    exponential is NumPy's). One-vs-one ``problems`` need the largest pair's matrix to fit (10
-    classes of 14,000 examples: pairs of 2,800).
-    """
-    from ._large import LARGE_M
-
-    if not K.HAVE_NUMBA or X.device.type != "cpu" or model.solver not in VARIANTS:
-        return False
-    if model.sample_size is not None or model.time_limit is not None or shows_bar(model):
-        return False
-    n = X.shape[0]
-    if problems and all(p.rows is not None for p in problems):
-        return _fits(model, max(p.rows.shape[0] for p in problems))
-    if _fits(model, n):
-        return True
-    f64 = model.dtype == torch.float64
-    return n < LARGE_M and not (model.kernel == "rbf" and f64) and \
-        cache_slots(model, n, np.float64 if f64 else np.float32) >= 2
-
-
 def shows_bar(model) -> bool:
     """Whether ``model.verbose`` would draw a progress bar (stderr is a terminal), which only
     the lazy path has. Without a terminal the bar is not drawn, and the compiled path loses
@@ -385,88 +343,3 @@ def shows_bar(model) -> bool:
     from ..utils.progress import bar_shown
 
     return bool(model.verbose) and bar_shown()
-
-
-def _fits(model, n: int) -> bool:
-    """Whether an ``n x n`` matrix in the model's precision fits its ``cache_size``."""
-    return cache_slots(model, n, np.float64 if model.dtype == torch.float64 else np.float32) >= n
-
-
-def fit_problems(model, X, problems, C_examples, kdtype, previous, factory, gram=None):
-    """Solve the binary problems of ``model`` on the compiled path; ``(alphas, results)``.
-
-    ``factory(name)(**options)`` builds the lazy path's optimizer (``svm._solver_factory``):
-    the compiled loop stops on that optimizer's ``tol``, ``rtol`` and ``check_every``, so that
-    a wrapped factory (``benchmarks/reproduce.py``'s absolute gap) means the same on both paths.
-
-    ``gram`` is the ``m x m`` kernel matrix of a precomputed or callable kernel (see
-    :mod:`torchfw.svm._custom`), else None: the matrix of ``model._kernel`` on ``X``.
-
-    One matrix :math:`K + 1` serves every problem, each reading its signed rows from it
-    (:func:`_row_py`; a one-vs-one pair its examples' entries) -- or, for one-vs-one when the
-    matrix of all examples exceeds ``cache_size`` but the pairs' do not, one matrix per pair.
-    Each problem starts from the lazy path's start (:func:`_start`), so that its iterates are
-    those of the lazy path. Torch runs on one thread meanwhile (:mod:`torchfw.utils.threads`):
-    around the compiled code its thread pool costs more than the tensor work it would share
-    (iris 0.47 s -> 0.08 s per fit on a busy 2-core machine); the compiled matrix and solves
-    use the cores through Python threads instead (:mod:`torchfw.svm._fit`), with the same
-    results bit for bit.
-    """
-    from ._fit import fit_all
-
-    with one_thread():
-        return fit_all(model, X, problems, C_examples, kdtype, previous,
-                       stopping_rule(model, factory), gram)
-
-
-def stopping_rule(model, factory) -> tuple[float, float, int]:
-    """``(tol, rtol, check_every)`` of the optimizer the lazy path builds for ``model``."""
-    optimizer = factory(model.solver)(tol=1e-300, rtol=2.0 * model._stop_tol())
-    every = optimizer.check_every
-    return float(optimizer.tol), float(optimizer.rtol), CHECK_EVERY if every is None else every
-
-
-_NO_ROWS = np.zeros(0, dtype=np.int64)
-
-
-def _start(src, rows, y, inv_c, y_pm, alpha0, n_init, seed, *, keep_previous,
-           max_atoms=None):
-    """The lazy path's start of the problem read from the row source ``src`` (:func:`_row_py`),
-    or None.
-
-    ``alpha0`` is a warm start (or None: the exact solution on the initial subset, drawn from
-    ``y_pm``, ``n_init`` and ``seed`` by :func:`torchfw.svm._start.initial_subset`); the rest
-    is :func:`start_from`'s.
-    """
-    from ._start import initial_subset
-
-    return start_from(src, rows, y, inv_c,
-                      None if alpha0 is None else alpha0.detach().to(torch.float64).numpy(),
-                      initial_subset(y_pm, n_init, seed) if alpha0 is None else None,
-                      keep_previous=keep_previous, max_atoms=max_atoms)
-
-
-def start_from(src, rows, y, inv_c, w0, subset, *, keep_previous, max_atoms=None):
-    """The lazy path's start from the weights ``w0`` (float64) or, when None, from the exact
-    solution on the examples ``subset``; None above ``max_atoms`` nonzeros.
-
-    ``max_atoms`` defaults to as many as the lazy path's ordered sum takes
-    (:data:`torchfw.svm.kernels.ORDERED_MATVEC_MAX`); above (a large warm start), the caller builds
-    the start from an operator, as the lazy path does. Compiled code on the start's own
-    vectors and reads of ``src`` only: on a worker thread when ``src`` is a full matrix.
-    """
-    from ._start import start as start_compiled
-    from .kernels import ORDERED_MATVEC_MAX
-
-    if max_atoms is None:
-        max_atoms = ORDERED_MATVEC_MAX
-    start = Start(y.shape[0], keep_previous)
-    if w0 is None:
-        subset = np.asarray(subset, dtype=np.int64)
-    else:
-        start.w[:] = w0
-        subset = _NO_ROWS  # no subset to solve: the warm start is the weights
-    if start_compiled(src[0], src[1], rows, y, inv_c, subset, start.w, start.s, max_atoms,
-                      keep_previous, start.wp, start.sp, start.support, start.state) < 0:
-        return None
-    return start

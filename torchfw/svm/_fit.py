@@ -24,24 +24,20 @@ import math
 import time
 import warnings
 
+import numpy as np
 import torch
 
-from ._dense import (
-    _CONVERGED,
-    _NO_ROWS,
-    _NONFINITE,
-    COUNTERS,
-    VARIANTS,
-    Start,
-    _fits,
-    solve,
-    start_from,
-)
-from ._matrix import full_source, plain_kernel_matrix, plain_operator, plain_problem
-from ..utils.threads import parallel_map, workers
+from .. import exceptions
+from ..optimizers import _kernels as K
 from ..result import History
+from ..utils.threads import one_thread, parallel_map, workers
+from ._dense import _CONVERGED, _NONFINITE, COUNTERS, VARIANTS, Start, shows_bar, solve
+from ._large import LARGE_M
+from ._matrix import cache_slots, full_source, plain_kernel_matrix, plain_operator, plain_problem
+from ._start import initial_subset
+from ._start import start as start_compiled
 
-__all__ = ["fit_all", "PARALLEL_WORK"]
+__all__ = ["fit_problems", "dense_budget_ok", "stopping_rule", "fit_all", "PARALLEL_WORK"]
 
 
 def fit_all(model, X, problems, C_examples, kdtype, previous, rule, gram=None):
@@ -141,8 +137,6 @@ class _Job:
                  "subset", "op")
 
     def __init__(self, k, problem, alpha0, rows, y, inv_c, diag, max_iter, n_init, seed):
-        from ._start import initial_subset
-
         self.k, self.problem, self.alpha0, self.rows = k, problem, alpha0, rows
         self.y, self.inv_c, self.diag, self.max_iter = y, inv_c, diag, max_iter
         self.op = None  # a problem's own operator (_fit_one_by_one)
@@ -172,11 +166,11 @@ def _start_and_solve(src, variant, rule, max_atoms, job):
 def _operator_start(model, X, sub, job, kdtype, variant) -> Start:
     """The start of a job built by the host engine on an operator of the problem's examples
     (``sub()``: their rows and C), as the lazy path builds it (a warm start of many atoms)."""
-    from ..utils.scalars import HOST
-    from .kernels import SVMDualOperator
     from ..objectives import Quadratic
     from ..optimizers._engine import QuadraticEngine
     from ..sets.oracles import Simplex
+    from ..utils.scalars import HOST
+    from .kernels import SVMDualOperator
 
     Xk, Ck, _ = sub()
     op = SVMDualOperator(Xk, torch.from_numpy(job.problem.y), model._kernel,
@@ -213,12 +207,10 @@ def _result(model, start, outcome, elapsed, matrix_info):
                     info={"engine": "compiled whole solve", "execution": "dense",
                           **matrix_info})
     if result.status == Status.MAX_ITER:
-        from .estimator import ConvergenceWarning
-
         warnings.warn(f"SVC solver {model.solver!r} stopped on {result.status} after "
                       f"{n_iter} iterations with relative gap "
                       f"{gap / max(2 * value, 1e-300):.3g} > tol={model._stop_tol()}",
-                      ConvergenceWarning, stacklevel=5)
+                      exceptions.ConvergenceWarning, stacklevel=5)
     return result.x, result
 
 
@@ -346,3 +338,121 @@ class _ChecksHistory(History):
         self.__dict__.update(iteration=[int(i) for i in iteration], value=value, gap=gap,
                              time=times, steps=steps)
         return getattr(self, name)
+
+
+# ---------------------------------------------------------------------------------------------
+# When the compiled path applies, its stopping rule and the starts of its problems.
+# ---------------------------------------------------------------------------------------------
+
+#: Iterations between two checks of the gap: the host path's default, so that both paths stop
+#: at the same iteration.
+CHECK_EVERY = 10
+
+
+def dense_budget_ok(model, X, problems=None) -> bool:
+    """Whether ``SVC(dense="auto")`` takes the compiled path on ``X``.
+
+    It does on the CPU, with numba, for the solvers above (no candidate sampling, clock or
+    progress bar, which the compiled loop does not have: ``verbose`` counts only where a bar
+    would be drawn, :func:`torchfw.utils.progress.bar_shown`), below
+    :data:`torchfw.svm._large.LARGE_M` examples (the sampled storage's domain). Its rows of
+    :math:`K + 1` come from the full matrix when it fits ``cache_size`` MB -- the memory the
+    lazy path's column cache may use anyway (LIBSVM's default, 200 MB: m <= 7,240 in float32,
+    5,120 in float64) -- and otherwise from a cache of ``cache_size`` MB of rows (at least two),
+    computed on first use (:func:`torchfw.svm._matrix.cached_source`: the lazy path's column
+    cache and admission policy, in compiled code; every kernel but the float64 RBF, whose
+    exponential is NumPy's). One-vs-one ``problems`` need the largest pair's matrix to fit (10
+    classes of 14,000 examples: pairs of 2,800).
+    """
+    if not K.HAVE_NUMBA or X.device.type != "cpu" or model.solver not in VARIANTS:
+        return False
+    if model.sample_size is not None or model.time_limit is not None or shows_bar(model):
+        return False
+    n = X.shape[0]
+    if problems and all(p.rows is not None for p in problems):
+        return _fits(model, max(p.rows.shape[0] for p in problems))
+    if _fits(model, n):
+        return True
+    f64 = model.dtype == torch.float64
+    return n < LARGE_M and not (model.kernel == "rbf" and f64) and \
+        cache_slots(model, n, np.float64 if f64 else np.float32) >= 2
+
+
+def _fits(model, n: int) -> bool:
+    """Whether an ``n x n`` matrix in the model's precision fits its ``cache_size``."""
+    return cache_slots(model, n, np.float64 if model.dtype == torch.float64 else np.float32) >= n
+
+
+def fit_problems(model, X, problems, C_examples, kdtype, previous, factory, gram=None):
+    """Solve the binary problems of ``model`` on the compiled path; ``(alphas, results)``.
+
+    ``factory(name)(**options)`` builds the lazy path's optimizer (``svm._solver_factory``):
+    the compiled loop stops on that optimizer's ``tol``, ``rtol`` and ``check_every``, so that
+    a wrapped factory (``benchmarks/reproduce.py``'s absolute gap) means the same on both paths.
+
+    ``gram`` is the ``m x m`` kernel matrix of a precomputed or callable kernel (see
+    :mod:`torchfw.svm._custom`), else None: the matrix of ``model._kernel`` on ``X``.
+
+    One matrix :math:`K + 1` serves every problem, each reading its signed rows from it
+    (:func:`_row_py`; a one-vs-one pair its examples' entries) -- or, for one-vs-one when the
+    matrix of all examples exceeds ``cache_size`` but the pairs' do not, one matrix per pair.
+    Each problem starts from the lazy path's start (:func:`_start`), so that its iterates are
+    those of the lazy path. Torch runs on one thread meanwhile (:mod:`torchfw.utils.threads`):
+    around the compiled code its thread pool costs more than the tensor work it would share
+    (iris 0.47 s -> 0.08 s per fit on a busy 2-core machine); the compiled matrix and solves
+    use the cores through Python threads instead (:mod:`torchfw.svm._fit`), with the same
+    results bit for bit.
+    """
+    with one_thread():
+        return fit_all(model, X, problems, C_examples, kdtype, previous,
+                       stopping_rule(model, factory), gram)
+
+
+def stopping_rule(model, factory) -> tuple[float, float, int]:
+    """``(tol, rtol, check_every)`` of the optimizer the lazy path builds for ``model``."""
+    optimizer = factory(model.solver)(tol=1e-300, rtol=2.0 * model._stop_tol())
+    every = optimizer.check_every
+    return float(optimizer.tol), float(optimizer.rtol), CHECK_EVERY if every is None else every
+
+
+_NO_ROWS = np.zeros(0, dtype=np.int64)
+
+
+def _start(src, rows, y, inv_c, y_pm, alpha0, n_init, seed, *, keep_previous,
+           max_atoms=None):
+    """The lazy path's start of the problem read from the row source ``src`` (:func:`_row_py`),
+    or None.
+
+    ``alpha0`` is a warm start (or None: the exact solution on the initial subset, drawn from
+    ``y_pm``, ``n_init`` and ``seed`` by :func:`torchfw.svm._start.initial_subset`); the rest
+    is :func:`start_from`'s.
+    """
+    return start_from(src, rows, y, inv_c,
+                      None if alpha0 is None else alpha0.detach().to(torch.float64).numpy(),
+                      initial_subset(y_pm, n_init, seed) if alpha0 is None else None,
+                      keep_previous=keep_previous, max_atoms=max_atoms)
+
+
+def start_from(src, rows, y, inv_c, w0, subset, *, keep_previous, max_atoms=None):
+    """The lazy path's start from the weights ``w0`` (float64) or, when None, from the exact
+    solution on the examples ``subset``; None above ``max_atoms`` nonzeros.
+
+    ``max_atoms`` defaults to as many as the lazy path's ordered sum takes
+    (:data:`torchfw.svm.kernels.ORDERED_MATVEC_MAX`); above (a large warm start), the caller builds
+    the start from an operator, as the lazy path does. Compiled code on the start's own
+    vectors and reads of ``src`` only: on a worker thread when ``src`` is a full matrix.
+    """
+    from .kernels import ORDERED_MATVEC_MAX
+
+    if max_atoms is None:
+        max_atoms = ORDERED_MATVEC_MAX
+    start = Start(y.shape[0], keep_previous)
+    if w0 is None:
+        subset = np.asarray(subset, dtype=np.int64)
+    else:
+        start.w[:] = w0
+        subset = _NO_ROWS  # no subset to solve: the warm start is the weights
+    if start_compiled(src[0], src[1], rows, y, inv_c, subset, start.w, start.s, max_atoms,
+                      keep_previous, start.wp, start.sp, start.support, start.state) < 0:
+        return None
+    return start

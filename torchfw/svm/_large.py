@@ -26,11 +26,11 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from ..objectives import Quadratic
+from ..result import Status
 from ..utils.data import take_rows
 from ..utils.threads import one_thread
 from .kernels import SVMDualOperator
-from ..objectives import Quadratic
-from ..result import Status
 
 if TYPE_CHECKING:  # the sampled storage loads with its first fit: every compiled fit reads
     # LARGE_M here (torchfw.svm._dense.dense_budget_ok), and most never sample

@@ -19,9 +19,9 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from . import _kernel_cpu as C
 from ..utils.jit import njit as _njit  # None without numba
 from ..utils.threads import parallel_map, workers
+from . import _kernel_cpu as C
 from .kernels import SVMDualOperator
 
 __all__ = ["plain_kernel_matrix", "plain_problem", "plain_operator", "full_source",

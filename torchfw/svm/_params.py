@@ -12,8 +12,8 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from ._multiclass import MULTI_CLASS
 from ..utils.validation import check_int_at_least, check_positive
+from ._multiclass import MULTI_CLASS
 from .kernels import KERNELS
 
 __all__ = ["check_params"]

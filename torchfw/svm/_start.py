@@ -19,12 +19,12 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from . import _kernel_cpu
-from . import _dense as _svc_dense
-from ..utils.jit import njit
 from ..optimizers import _kernels
 from ..optimizers import active_set as _active_set
 from ..optimizers.active_set import simplex_qp
+from ..utils.jit import njit
+from . import _dense as _svc_dense
+from . import _kernel_cpu
 
 __all__ = ["initial_subset", "draw_positions", "initial_alpha", "subset_weights", "start_state",
            "start"]

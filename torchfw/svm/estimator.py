@@ -35,15 +35,21 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from .. import exceptions as _exceptions
+from ..sets.oracles import Simplex
+from ..solvers import make_solver, solver_names
+from ..utils.data import accuracy, as_labels, as_sample_weight, drop_zero_weight, take_rows
+from ..utils.estimator import BaseEstimator, check_is_fitted
+from ..utils.threads import few_threads
+from ..utils.validation import resolve_device
+
 # Imported here: what every fit and predict uses, and the compiled CPU path's modules. The
 # other paths' modules (sampled storage, lazy host path, batched one-vs-rest, probabilities,
 # the nn.Module head) are imported where used: a fresh process that fits on the compiled path
 # then does not load them (issue 16's cold-start budget; tests/test_cold_start.py).
 from . import _custom as _svc_custom
 from . import _dense as _svc_dense
-from .. import exceptions as _exceptions
-from ..utils.data import accuracy, as_labels, as_sample_weight, drop_zero_weight, take_rows
-from ..utils.estimator import BaseEstimator, check_is_fitted
+from . import _fit as _svc_fit
 from ._multiclass import (
     binary_problems,
     ovo_to_ovr,
@@ -55,11 +61,7 @@ from ._multiclass import (
 from ._params import check_params
 from ._start import initial_alpha
 from ._state import available_if, from_state, svc_state
-from ..utils.threads import few_threads
-from ..utils.validation import resolve_device
 from .kernels import KERNELS, CallableKernel, SVMDualOperator, make_kernel
-from ..sets.oracles import Simplex
-from ..solvers import make_solver, solver_names
 from .problem import example_C, resolve_gamma
 
 if TYPE_CHECKING:
@@ -351,7 +353,7 @@ class SVC(BaseEstimator):
             getattr(self, "_batched_ovr", X.is_cuda)
         if self._custom_kernel():  # the compiled solve on the given m x m matrix, or an error
             _svc_custom.check_custom_kernel(self, X.shape[0], X.device)
-            alphas, results = _svc_dense.fit_problems(
+            alphas, results = _svc_fit.fit_problems(
                 self, X, problems, C_examples, kdtype, previous, _solver_factory,
                 gram=_svc_custom.train_gram(self._kernel, X, kdtype))
         elif batched:
@@ -360,7 +362,7 @@ class SVC(BaseEstimator):
             alphas, results = fit_ovr_batched(self, X, [p.y for p in problems], C_examples,
                                               kdtype, previous, _solver_factory)
         elif self._dense_path(X, problems):
-            alphas, results = _svc_dense.fit_problems(self, X, problems, C_examples, kdtype,
+            alphas, results = _svc_fit.fit_problems(self, X, problems, C_examples, kdtype,
                                                       previous, _solver_factory)
         else:
             alphas, results = [], []
@@ -405,7 +407,7 @@ class SVC(BaseEstimator):
         if self.dense is False or self.dense is np.False_:
             return False
         if self.dense == "auto":
-            return _svc_dense.dense_budget_ok(self, X, problems)
+            return _svc_fit.dense_budget_ok(self, X, problems)
         if not (_svc_dense.K.HAVE_NUMBA and X.device.type == "cpu"
                 and self.solver in _svc_dense.VARIANTS and self.sample_size is None
                 and self.time_limit is None and not _svc_dense.shows_bar(self)):

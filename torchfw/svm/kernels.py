@@ -27,13 +27,13 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from ..objectives import ColumnOperator
 from ..utils import kernel_formulas as _kernel_formulas
-from . import _kernel_cpu
 from ..utils.column_cache import CachedColumnsMixin, ColumnCache
 from ..utils.data import csr_tensor
 from ..utils.data import take_rows as _take_rows
 from ..utils.validation import check_finite, check_nonnegative, check_positive
-from ..objectives import ColumnOperator
+from . import _kernel_cpu
 
 __all__ = ["Kernel", "RBFKernel", "LinearKernel", "PolynomialKernel", "SigmoidKernel",
            "make_kernel", "CallableKernel", "SVMDualOperator", "OneVsRestOperator", "KERNELS"]

@@ -45,12 +45,12 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from ..utils.data import as_labels, as_matrix, as_sample_weight, drop_zero_weight, take_rows
-from ._start import initial_alpha
-from ..utils.validation import check_int_at_least, check_positive, resolve_device
-from .kernels import KERNELS, Kernel, SVMDualOperator, make_kernel
 from ..objectives import Quadratic
 from ..sets.oracles import Simplex
+from ..utils.data import as_labels, as_matrix, as_sample_weight, drop_zero_weight, take_rows
+from ..utils.validation import check_int_at_least, check_positive, resolve_device
+from ._start import initial_alpha
+from .kernels import KERNELS, Kernel, SVMDualOperator, make_kernel
 
 __all__ = ["SVMDualProblem", "SVMDualModel", "svm_dual_problem", "resolve_gamma",
            "example_C", "STARTS"]

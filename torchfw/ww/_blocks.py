@@ -30,11 +30,11 @@ from functools import partial
 
 import numpy as np
 
-# numba is optional at run time: without it the Python versions below run as they are.
-from ..utils.jit import HAVE_NUMBA, njit, numba
-
 # The exact step of the FW block solver: the host-float ExactLineSearch of the core.
 from ..optimizers._kernels import _step_kernel
+
+# numba is optional at run time: without it the Python versions below run as they are.
+from ..utils.jit import HAVE_NUMBA, njit, numba
 
 __all__ = ["HAVE_NUMBA", "METHOD_WALRUS", "METHOD_ITERATIVE", "METHOD_FW", "walrus_single",
            "iterative_single", "fw_single", "Workspace", "aligned_zeros"]
@@ -425,17 +425,3 @@ class Workspace:
         self.u = np.zeros(max(m, 1))
         self.cls = np.zeros(max(m, 1), dtype=np.int64)
         self.sc = np.zeros(max(m, 1))
-
-
-#: Names that moved to :mod:`torchfw.ww._sweep` (the sweep and the objectives), still reachable
-#: from here.
-_MOVED = ("ww_epoch", "_ww_epoch_py", "ww_objectives", "_ww_objectives_py", "_ww_loss",
-          "_ww_loss_py", "_hinge_sum", "_hinge_sum_py")
-
-
-def __getattr__(name: str):
-    if name in _MOVED:
-        from . import _sweep as _ww_sweep
-
-        return getattr(_ww_sweep, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -31,10 +31,10 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from . import _blocks as _k
-from ._sweep import skip_smallest, ww_epoch, ww_objectives
 from ..optimizers.bcd import BlockProblem, BlockQuadratic
 from ..sets.oracles import Box
+from . import _blocks as _k
+from ._sweep import skip_smallest, ww_epoch, ww_objectives
 from .subproblem import iterative_ww_subproblem, walrus
 
 __all__ = ["WWDualProblem", "SNAPSHOT_EVERY", "SCREEN_MIN_ELIGIBLE", "SCREEN_MIN_SCREENED",

@@ -38,15 +38,16 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from . import _blocks as _k
 from .. import exceptions
+from ..optimizers.bcd import BlockCoordinateDescent
+from ..utils.data import accuracy, as_labels, as_matrix, csr_tensor
+from ..utils.estimator import BaseEstimator, check_is_fitted, plain
+from ..utils.validation import check_int_at_least, check_positive, resolve_device
+from . import _blocks as _k
 from ._csr import CSR as _CSR
 from ._csr import as_csr as _as_csr
 from ._csr import csr_matmul as _csr_matmul
 from ._csr import take_csr_rows as _take_rows
-from ..utils.data import accuracy, as_labels, as_matrix, csr_tensor
-from ..utils.estimator import BaseEstimator, check_is_fitted, plain
-from ..utils.validation import check_int_at_least, check_positive, resolve_device
 from ._problem import (  # noqa: F401 (the dual and its shrinking constants, re-exported)
     MAX_SHRUNK_SWEEPS,
     SHRINK_THRESHOLD,
@@ -55,7 +56,6 @@ from ._problem import (  # noqa: F401 (the dual and its shrinking constants, re-
     UNSHRINK_FACTOR,
     WWDualProblem,
 )
-from ..optimizers.bcd import BlockCoordinateDescent
 
 __all__ = ["WestonWatkinsSVC", "WWProblem", "ww_problem",
            "ConvergenceWarning"]  # noqa: F822 (built on first use)

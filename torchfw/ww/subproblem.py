@@ -31,8 +31,8 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from . import _blocks as _k
 from ..utils.validation import check_finite, check_positive
+from . import _blocks as _k
 
 __all__ = ["walrus", "walrus_batched", "iterative_ww_subproblem", "solve_ww_subproblem",
            "ww_subproblem_objective"]
