@@ -75,7 +75,10 @@ def _work_svc(args, name="a9a"):
     from _data import load_libsvm
     from svm_vs_libsvm import torchfw_run
 
-    from torchfw.utils.data import take_rows
+    try:
+        from torchfw.utils.data import take_rows
+    except ImportError:  # a base that predates the family packages
+        from torchfw._data import take_rows
 
     data = load_libsvm(name)
     X, y, Xt, yt = data.X_train, data.y_train.numpy(), data.X_test, data.y_test.numpy()
