@@ -1,4 +1,4 @@
-"""Large-scale SVC on the sampled storage (randomized FW of seeds 000/002; issue 18).
+"""Large-scale SVC on the sampled storage (randomized FW of seeds 000/002).
 
 Sections (pick with flags; every section prints a table and writes benchmarks/results/):
 

@@ -18,7 +18,7 @@ by default (``multi_class``), so that the default's choice can be read off the t
 
 ``--cold`` adds the fresh processes (``--cold-only``: only them, into
 ``benchmarks/results/svm_small_cold.md``) for three sizes, each figure the median of
-``--cold-repeats`` processes (default 5): inside each process, the split of issue 16's
+``--cold-repeats`` processes (default 5): inside each process, the split of the
 cold-start budgets (``import torch``; ``import torchfw`` and ``from torchfw import SVC`` over
 it; the first fit; a second, warm fit of the same data), and from outside the wall time of
 ``python -c "import ...; fit"``, torchfw against scikit-learn, with the bare imports alongside.
@@ -181,7 +181,7 @@ def _is_dense(model) -> bool:
 #: The fresh-process problems: (m, classes) of ``make_classification`` as in the warm table.
 COLD_SIZES = ((500, 2), (2000, 2), (2000, 10))
 
-#: The issue 16 budgets, in seconds: ``from torchfw import SVC`` over ``import torch``, and the
+#: The cold-start budgets, in seconds: ``from torchfw import SVC`` over ``import torch``, and the
 #: first fit of a fresh process over a second (warm) fit of the same data in that process.
 IMPORT_BUDGET = FIRST_FIT_BUDGET = 0.3
 
