@@ -275,7 +275,8 @@ def report() -> None:
                        f"{r['time_s']:.1f} | {r['iters']} | {r['accuracy']:.2f} | "
                        f"{r['load']:.1f} |")
     (RESULTS / "svm_large.md").write_text("\n".join(out) + "\n")
-    # ijcnn1: python benchmarks/svm_large.py --table4 ijcnn1 --runs 10 --cap 120 --tag _table4_ijcnn1
+    # ijcnn1: python benchmarks/svm_large.py --table4 ijcnn1 --runs 10 --cap 120 \
+    #     --tag _table4_ijcnn1
     t4 = _read("_table4_ijcnn1")
     if t4:
         for name in TABLE4_SETS:

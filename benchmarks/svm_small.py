@@ -388,16 +388,14 @@ def _default_c() -> float:
 
 
 def markdown(rows, cold, args) -> str:
-    flags = "".join(f" {flag}" for flag, on in (("--quick", args.quick), ("--cold", args.cold),
-                                                 ("--cold-only", args.cold_only)) if on)
     if not rows:  # --cold-only
         lines = [f"# torchfw SVC() vs scikit-learn SVC() in fresh processes ({cpu_model()})",
-                 "", f"`python benchmarks/svm_small.py{flags}`; load average "
+                 "", f"`{args.command}`; load average "
                  f"{args.load[0]:.1f} at the start, {args.load[1]:.1f} at the end "
                  f"({os.cpu_count()} CPUs).", ""]
         return "\n".join(lines + cold_markdown(cold, args)) + "\n"
     lines = [f"# torchfw SVC() vs scikit-learn SVC() at defaults ({cpu_model()})", "",
-             f"`python benchmarks/svm_small.py{flags}`; warm fits, median of {args.repeats} "
+             f"`{args.command}`; warm fits, median of {args.repeats} "
              f"interleaved rounds (up to {MAX_REPEATS} for fast fits: at least "
              f"{MIN_TIMED:g} s of fits per estimator); "
              f"defaults (scikit-learn C=1, torchfw C={_default_c():g}), gamma='scale', "
@@ -534,6 +532,8 @@ def main(argv=None) -> None:
                         help="only the accuracy against C on the small sets "
                              "(default --out: svm_small_c.md)")
     args = parser.parse_args(argv)
+    args.command = " ".join(["python benchmarks/svm_small.py",
+                             *(sys.argv[1:] if argv is None else argv)])
     if args.c_sweep:
         if args.splits < 2:
             parser.error("--c-sweep needs --splits of at least 2")
