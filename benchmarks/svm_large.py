@@ -60,7 +60,7 @@ def generate(m: int, flip_y: float, seed: int = 0):
 
 
 def fit(X, y, **params):
-    clf = tf.SVC(C=1.0, random_state=0, **params)  # C=1: the stored results' (the old default)
+    clf = tf.SVC(C=1.0, random_state=0, **params)  # C=1: the C of the stored results
     t = time.perf_counter()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")

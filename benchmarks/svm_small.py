@@ -11,13 +11,13 @@ test example is 2.2 points). Data: iris, wine, breast_cancer, digits (scikit-lea
 and ``make_classification`` sets, binary and 10 classes, of m = 500, 2,000, 8,000 and 20,000
 examples (20,000 skipped with ``--quick``). Prints a table with the
 time ratio per row and its geometric mean, and writes it to
-``benchmarks/results/svm_small.md`` (and ``.json``).
+``benchmarks/results/svm_small_<machine>.md`` and ``.json`` (``<machine>``: ``xeon``, ``epyc``...).
 
 Multiclass sets are also fitted with the one-vs-one/one-vs-rest scheme ``SVC()`` does not use
 by default (``multi_class``), so that the default's choice can be read off the table.
 
 ``--cold`` adds the fresh processes (``--cold-only``: only them, into
-``benchmarks/results/svm_small_cold.md``) for three sizes, each figure the median of
+``benchmarks/results/svm_small_cold_<machine>.md``) for three sizes, each figure the median of
 ``--cold-repeats`` processes (default 5): inside each process, the split of the
 cold-start budgets (``import torch``; ``import torchfw`` and ``from torchfw import SVC`` over
 it; the first fit; a second, warm fit of the same data), and from outside the wall time of
@@ -53,7 +53,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _machine import cpu_model  # noqa: E402
+from _machine import cpu_model, machine_tag  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "results"
 
@@ -519,7 +519,8 @@ def main(argv=None) -> None:
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--cold", action="store_true", help="also time fresh processes")
     parser.add_argument("--cold-only", action="store_true",
-                        help="only the fresh processes (default --out: svm_small_cold.md)")
+                        help="only the fresh processes (default --out: "
+                             "svm_small_cold_<machine>.md)")
     parser.add_argument("--cold-repeats", type=int, default=5,
                         help="fresh processes per figure (the median is reported)")
     parser.add_argument("--no-bytecode", action="store_true",
@@ -527,7 +528,8 @@ def main(argv=None) -> None:
     parser.add_argument("--splits", type=int, default=10,
                         help="70/30 splits the accuracy is averaged over (the time: the first)")
     parser.add_argument("--out", default=None,
-                        help="the Markdown report (default benchmarks/results/svm_small.md)")
+                        help="the Markdown report (default "
+                             "benchmarks/results/svm_small_<machine>.md)")
     parser.add_argument("--c-sweep", action="store_true",
                         help="only the accuracy against C on the small sets "
                              "(default --out: svm_small_c.md)")
@@ -545,7 +547,8 @@ def main(argv=None) -> None:
         return
     if args.cold_repeats < 1:
         parser.error("--cold-repeats must be at least 1")
-    out = Path(args.out or RESULTS / ("svm_small_cold.md" if args.cold_only else "svm_small.md"))
+    name = "svm_small_cold" if args.cold_only else "svm_small"
+    out = Path(args.out or RESULTS / f"{name}_{machine_tag()}.md")
     load_before = os.getloadavg()[0]
     rows = [] if args.cold_only else warm_table(args.quick, args.repeats, args.splits)
     cold = cold_table(args.cold_repeats, bytecode=not args.no_bytecode) \
