@@ -135,10 +135,14 @@ def demote(markdown: str, top: int = 3) -> str:
 
 def build() -> str:
     parts = ["# Benchmarks", "",
-             "Every table below is a result file written by a script in `benchmarks/`, copied "
-             "here by `python benchmarks/collect.py`; each names its machine and command. "
-             "Timings on shared machines are noisy: compare the ratios measured side by side in "
-             "one run, not numbers across tables.", ""]
+             "Every table below is a result file written by a script in `benchmarks/` (kept in "
+             "`benchmarks/results/`, with its raw values in JSON where the script keeps them), "
+             "copied here by "
+             "`python benchmarks/collect.py`; each names its machine and the command that "
+             "produced it. The machines: a 2-core Intel Xeon (the CI class), a 2-core AMD EPYC, "
+             "both shared with other jobs, and an NVIDIA H100 (torch 2.11; the CPU tables use "
+             "torch 2.13). Timings on shared machines are noisy: compare the ratios measured "
+             "side by side in one run, not numbers across tables or machines.", ""]
     for title, what, files in SECTIONS:
         parts += [f"## {title}", "", what, ""]
         for name in files:
