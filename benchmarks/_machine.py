@@ -1,5 +1,5 @@
-"""What a benchmark ran on: the CPU model (read once from ``/proc/cpuinfo``) and the header
-line and command line its report opens with."""
+"""What a benchmark ran on: the CPU model (read once from ``/proc/cpuinfo``), a short tag of it
+for result file names, and the header line and command line its report opens with."""
 
 from __future__ import annotations
 
@@ -18,6 +18,17 @@ def cpu_model() -> str:
     except OSError:
         pass
     return platform.processor() or "unknown CPU"
+
+
+def machine_tag() -> str:
+    """A short name of the CPU for result file names (``svm_small_xeon.md``): ``xeon``, ``epyc``,
+    else the model name's first word in lower case."""
+    model = cpu_model()
+    for tag in ("xeon", "epyc"):
+        if tag in model.lower():
+            return tag
+    words = "".join(c if c.isalnum() else " " for c in model.lower()).split()
+    return words[0] if words else "cpu"
 
 
 def machine_header(meta: dict, command: str) -> list[str]:

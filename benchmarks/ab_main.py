@@ -1,4 +1,4 @@
-"""A/B timing of the current tree against a baseline commit: no slow-down (issue 15).
+"""A/B timing of the current tree against a baseline commit: no slow-down.
 
 Usage::
 
@@ -259,7 +259,7 @@ def write(meta, rows, out: Path):
     out.parent.mkdir(parents=True, exist_ok=True)
     out.with_suffix(".json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=1,
                                                      default=str) + "\n")
-    lines = ["# No slow-down check: current tree vs the baseline commit (issue 15)", "",
+    lines = ["# No slow-down check: current tree vs the baseline commit", "",
              f"Baseline {meta['base_commit'][:10]} (worktree {meta['worktree']}) against "
              f"{meta['new_tree']} (HEAD {meta['new_head'][:10]}"
              + (f", with uncommitted changes in {', '.join(meta['new_dirty'])}"

@@ -28,7 +28,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from _machine import cpu_model  # benchmarks/ is sys.path[0] for these scripts
+from _machine import cpu_model, machine_tag  # benchmarks/ is sys.path[0] for these scripts
 
 HERE = Path(__file__).resolve().parent
 DATA = Path(os.environ.get("TORCHFW_DATA", HERE.parent.parent / "shared" / "data"))
@@ -88,7 +88,7 @@ def main(argv=None) -> int:
     p.add_argument("--dataset", default="svmguide1")
     p.add_argument("--test", default=None, help="test file (default: DATASET.t)")
     p.add_argument("--repeats", type=int, default=5)
-    p.add_argument("--out", default=str(HERE / "results" / "cli_vs_libsvm"))
+    p.add_argument("--out", default=str(HERE / "results" / f"cli_vs_libsvm_{machine_tag()}"))
     args = p.parse_args(argv)
     py = sys.executable
     rows = []

@@ -19,64 +19,59 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results"
 
-#: (section title, what it measures, result files in order); files that do not exist are listed
-#: as missing rather than skipped silently.
+#: (section title, what it measures, result files in order): one current result per workload
+#: and machine. Files that do not exist are listed as missing rather than skipped silently.
 SECTIONS = [
     ("Core Frank-Wolfe variants",
      "Iterations and time to a duality gap of 1e-6 on quadratics over the simplex "
      "(`benchmarks/core_variants.py`).",
      ["core_variants.md"]),
     ("Kernel SVMs against LIBSVM",
-     "torchfw `SVC` against scikit-learn's `SVC` (LIBSVM) on a9a, side by side in one run "
-     "(`benchmarks/svm_vs_libsvm.py`). CPU rows come from the 2-core CI-class machine; GPU rows "
-     "from a lent H100.",
-     ["svm_a9a_cpu.md", "svm_a9a_cpu_repeats.md", "svm_w8a_cpu.md", "svm_scaling.md",
-      "svm_a9a_h100.md", "svm_a9a_h100_s26.md", "svm_a9a_h100_s28.md"]),
+     "torchfw `SVC` with every solver against scikit-learn's `SVC` (LIBSVM) on a9a and w8a, side "
+     "by side in one run (`benchmarks/svm_vs_libsvm.py`), and the speed-up against the number "
+     "of training examples on subsets of a9a (`benchmarks/svm_scaling.py`). The CPU tables come "
+     "from a 2-core AMD EPYC, the GPU table from an H100 (its scikit-learn row is the EPYC's).",
+     ["svm_a9a_cpu.md", "svm_w8a_cpu.md", "svm_scaling.md", "svm_a9a_h100.md"]),
     ("Small and medium SVMs against scikit-learn",
      "torchfw `SVC()` against scikit-learn `SVC()` at the defaults of both, warm, in one "
-     "process, and fresh `python -c` processes timed from outside (`benchmarks/svm_small.py`). "
-     "The defaults: scikit-learn C=1; torchfw C=2, which is LIBLINEAR's squared-hinge C=1 in "
-     "the seed papers' C (the SVC guide, \"What C means\"; the first table was measured at "
-     "torchfw's old default C=1). torchfw takes its compiled whole-solve path: several problems "
+     "process, and in fresh processes (`benchmarks/svm_small.py`). The defaults: scikit-learn "
+     "C=1; torchfw C=2, which is LIBLINEAR's squared-hinge C=1 in the seed papers' C (the SVC "
+     "guide, \"What C means\"). torchfw takes its compiled whole-solve path: several problems "
      "share the whole matrix where it fits `cache_size` (see the SVC guide, \"Small "
      "problems\"); one binary problem of 1,000 examples or more, and any matrix over "
      "`cache_size`, reads a compiled cache of rows. scikit-learn trains multiclass one-vs-one; "
      "torchfw's `multi_class='auto'` trains one-vs-one for three classes and from 1,500 "
-     "training examples, one-vs-rest otherwise (the crossover table measures it), and the last "
-     "column fits the same set with the other scheme, in the same interleaved rounds (a fit "
-     "right after scikit-learn's runs ~15% slower than one after torchfw's, so the column "
-     "favours the other scheme slightly). Accuracy is the mean over random 70/30 splits, with "
-     "the standard error of the paired difference: on one split of iris a single test example "
-     "is 2.2 points. The first table is the AMD EPYC's, older than the compiled row cache; the "
-     "two Xeon tables are two runs of today's command, fits interleaved and repeated to 0.25 s "
-     "per estimator (9 rounds at every size: on this machine a fit whose memory is fresh can "
-     "take up to twice the median). The rows crossover table (`svc_rows_crossover.py`) times "
-     "one binary problem with the whole matrix and with the cache. scikit-learn's `SVC` runs about "
-     "twice as fast on the Xeon (AVX-512) as on the EPYC, torchfw's fits about as fast on "
-     "both. In a fresh process torchfw pays `import torch`, numba's import, and before its "
-     "first compiled call numba's one-time start-up (its registries and SciPy's BLAS/LAPACK "
-     "bindings); the fresh-process table (`--cold-only`) splits this into the import and the "
-     "first fit, against the issue's 0.3 s budgets; the fresh-process table inside the first "
-     "warm table is older. The last table (`--c-sweep`) gives the accuracy on the small sets "
-     "against `C`, by scheme and against `tol`, over 100 splits.",
-     ["svm_small.md", "svm_small_xeon.md", "svm_small_xeon_b.md", "svc_scheme_crossover.md",
-      "svc_rows_crossover.md", "svm_small_cold_xeon.md", "svm_small_c.md"]),
+     "training examples, one-vs-rest otherwise (the scheme table, "
+     "`benchmarks/svc_scheme_crossover.py`, measures it), and the last column of the first "
+     "table fits the same set with the other scheme, in the same interleaved rounds (a fit right "
+     "after scikit-learn's runs ~15% slower than one after torchfw's, so the column favours the "
+     "other scheme slightly). Fits are interleaved and repeated to 0.25 s per estimator (9 "
+     "rounds at every size: on this machine a fit whose memory is fresh can take up to twice "
+     "the median). Accuracy is the mean over random 70/30 splits, with the standard error of "
+     "the paired difference: on one split of iris a single test example is 2.2 points. The rows "
+     "table (`benchmarks/svc_rows_crossover.py`) times one binary problem with the whole matrix "
+     "and with the cache. In a fresh process torchfw pays `import torch`, numba's import, and "
+     "before its first compiled call numba's one-time start-up (its registries and SciPy's "
+     "BLAS/LAPACK bindings); the fresh-process table (`--cold-only`) splits this into the "
+     "import and the first fit, against budgets of 0.3 s for each. The last table "
+     "(`--c-sweep`) gives the accuracy on the small sets against `C`, by scheme and against "
+     "`tol`, over 100 splits. All on a 2-core Intel Xeon.",
+     ["svm_small_xeon.md", "svc_scheme_crossover.md", "svc_rows_crossover.md",
+      "svm_small_cold_xeon.md", "svm_small_c.md"]),
     ("Probabilities: calibration against scikit-learn",
      "`SVC(probability=True)` (Platt sigmoids on 5-fold out-of-fold decision values, as "
      "LIBSVM's `-b 1`) against scikit-learn's `SVC(probability=True)` with the same `C` and "
      "`gamma`: test log-loss, Brier score and accuracy on a9a and digits, in one run "
-     "(`benchmarks/svc_probability.py`). Issue 19's target: log-loss within 5% of "
-     "scikit-learn's.",
+     "(`benchmarks/svc_probability.py`). The target: log-loss within 5% of scikit-learn's.",
      ["svc_probability.md"]),
     ("The command line end to end",
      "`python -m torchfw train` then `predict` on a 3,000-line LIBSVM file, each in a fresh "
      "process timed from outside, against the same with LIBSVM's own Python bindings "
-     "(`benchmarks/cli_vs_libsvm.py`). A fresh torchfw process pays `import torch` (1.7-2.5 s "
-     "on the AMD machine of the first table, about 1.1 s on the Xeon of the second, which "
-     "prints it) and numba's start-up before its fit, and `import torch` again to predict; "
-     "LIBSVM's bindings load a small C library, so on a file this small they finish first. "
-     "The first table predates the cold-start work of issue 16.",
-     ["cli_vs_libsvm.md", "cli_vs_libsvm_xeon.md"]),
+     "(`benchmarks/cli_vs_libsvm.py`). A fresh torchfw process pays `import torch` (about 1.1 s "
+     "on this Intel Xeon) and numba's start-up before its fit, and `import torch` again to "
+     "predict; LIBSVM's bindings load a small C library, so on a file this small they finish "
+     "first.",
+     ["cli_vs_libsvm_xeon.md"]),
     ("Kernel columns: storage and cache",
      "The CPU column pass with features stored in one byte against four, and the cache hit "
      "rates of the column requests of real fits replayed through frequency-based admission "
@@ -88,7 +83,9 @@ SECTIONS = [
      ["svm_memory.md"]),
     ("SVC at scale: the sampled storage",
      "Seed 002's randomized Frank-Wolfe (`SVC` above 200,000 examples or with `sample_size`) "
-     "on generated problems of 100,000 to 4,000,000 examples (`benchmarks/svm_large.py`).",
+     "on generated problems of 100,000 to 4,000,000 examples, and the crossover with the exact "
+     "engine (`benchmarks/svm_large.py`; `--report` renders this table from the stored JSON "
+     "files). Seed 002's Table 4 on ijcnn1, w8a and a9a is in the reproduction report.",
      ["svm_large.md"]),
     ("One-vs-rest: batched against sequential",
      "The k one-vs-rest problems as one batched solve against k sequential fits "
@@ -96,9 +93,10 @@ SECTIONS = [
      ["ovr_letter_cpu.md"]),
     ("GPU hot loop",
      "Per-iteration time of the simplex solvers on a lazy RBF kernel against the "
-     "memory-bandwidth floor (`benchmarks/gpu_loop.py`).",
-     ["gpu_loop_h100.md", "gpu_loop_h100_s26.md", "gpu_check_h100_s26.md",
-      "gpu_loop_h100_s28.md", "gpu_check_h100_s28.md"]),
+     "memory-bandwidth floor, the time to read `X` once (`benchmarks/gpu_loop.py`). "
+     "`benchmarks/results/gpu_check_h100.md` has the CUDA test run on the same kind of "
+     "machine and `gpu_profile_h100.txt` the kernels launched per iteration.",
+     ["gpu_loop_h100.md"]),
     ("Distributed training",
      "Data-parallel `SVC` over `torch.distributed` with 1 and 2 gloo ranks, and the measured "
      "communication volume per iteration (`benchmarks/distributed.py`).",
@@ -137,10 +135,14 @@ def demote(markdown: str, top: int = 3) -> str:
 
 def build() -> str:
     parts = ["# Benchmarks", "",
-             "Every table below is a result file written by a script in `benchmarks/`, copied "
-             "here by `python benchmarks/collect.py`; each names its machine and command. "
-             "Timings on shared machines are noisy: compare the ratios measured side by side in "
-             "one run, not numbers across tables.", ""]
+             "Every table below is a result file written by a script in `benchmarks/` (kept in "
+             "`benchmarks/results/`, with its raw values in JSON where the script keeps them), "
+             "copied here by "
+             "`python benchmarks/collect.py`; each names its machine and the command that "
+             "produced it. The machines: a 2-core Intel Xeon (the CI class), a 2-core AMD EPYC, "
+             "both shared with other jobs, and an NVIDIA H100 (torch 2.11; the CPU tables use "
+             "torch 2.13). Timings on shared machines are noisy: compare the ratios measured "
+             "side by side in one run, not numbers across tables or machines.", ""]
     for title, what, files in SECTIONS:
         parts += [f"## {title}", "", what, ""]
         for name in files:

@@ -1,4 +1,4 @@
-"""Iterations and time to a Frank-Wolfe gap of 1e-6 for every core variant (issue 3).
+"""Iterations and time to a Frank-Wolfe gap of 1e-6 for every core variant.
 
 The problem is a random, strongly convex quadratic over the unit simplex: a simplex-constrained
 ridge regression with a planted sparse mixture,

@@ -1,4 +1,4 @@
-"""Data-parallel SVC training with torchfw.distributed: 1 and 2 gloo ranks on CPU (issue 8).
+"""Data-parallel SVC training with torchfw.distributed: 1 and 2 gloo ranks on CPU.
 
 Part 1, **fit**: ``DistributedSVC`` (RBF kernel, ``gamma="scale"``, ``C=1``: the stored
 results' and the default before it became 2, the default ``tol``, ``--solver``, default SWAP)

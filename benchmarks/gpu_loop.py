@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 import time
 from pathlib import Path
 
@@ -122,10 +123,12 @@ def main(argv=None):
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     meta = {"machine": machine(device), "bandwidth_GBps": bw / 1e9, "torch": torch.__version__,
-            "command": "python benchmarks/gpu_loop.py " + " ".join(argv or [])}
+            "command": "python benchmarks/gpu_loop.py " + " ".join(
+                sys.argv[1:] if argv is None else argv)}
     out.with_suffix(".json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=2))
-    lines = [f"Machine: {meta['machine']}; bandwidth {meta['bandwidth_GBps']:.0f} GB/s; "
-             f"torch {meta['torch']}.", "",
+    lines = ["# GPU hot loop: time per iteration against the bandwidth floor", "",
+             f"Machine: {meta['machine']}; measured bandwidth {meta['bandwidth_GBps']:.0f} GB/s; "
+             f"torch {meta['torch']}.", "", f"Command: `{meta['command']}`", "",
              "| m | d | solver | mode | us/iter | floor us | ratio |",
              "|---|---|---|---|---|---|---|"]
     for r in rows:

@@ -288,7 +288,7 @@ def write(args, p, results, load):
     ref = results.get("pgd", {}).get("reached_s")
     lines = [f"### {args.size:,} x {args.size:,}, rank 10, {p['y'].numel():,} observed entries "
              f"(5 %)", "",
-             f"Machine: {cpu_model()}, {os.cpu_count()} cores, no GPU (shared by ~8 sessions; "
+             f"Machine: {cpu_model()}, {os.cpu_count()} cores, no GPU (shared with other jobs; "
              f"load average at start {load[0]:.1f}, {load[1]:.1f}, {load[2]:.1f}); Python "
              f"{platform.python_version()}, torch {torch.__version__} ({args.threads} thread), "
              f"float32.", "",

@@ -1,4 +1,4 @@
-"""Reproduction report for the seed papers (issue 9): ``docs/reproduction.md`` in one command.
+"""Reproduction report for the seed papers: ``docs/reproduction.md`` in one command.
 
 Usage::
 

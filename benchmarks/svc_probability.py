@@ -1,6 +1,6 @@
 """Calibration of ``SVC(probability=True)`` against scikit-learn's, on a9a and digits.
 
-Issue 19's acceptance: on a9a and digits, the test log-loss of torchfw's Platt probabilities is
+The target: on a9a and digits, the test log-loss of torchfw's Platt probabilities is
 within 5% of scikit-learn's ``SVC(probability=True)`` (LIBSVM's ``-b 1``) with the same ``C`` and
 ``gamma``. Both fit their sigmoids on 5-fold out-of-fold decision values; both are fitted and
 scored in the same run, on the same machine. Also reported: the Brier score, test accuracy of

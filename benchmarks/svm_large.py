@@ -1,4 +1,4 @@
-"""Large-scale SVC on the sampled storage (randomized FW of seeds 000/002; issue 18).
+"""Large-scale SVC on the sampled storage (randomized FW of seeds 000/002).
 
 Sections (pick with flags; every section prints a table and writes benchmarks/results/):
 
@@ -60,7 +60,7 @@ def generate(m: int, flip_y: float, seed: int = 0):
 
 
 def fit(X, y, **params):
-    clf = tf.SVC(C=1.0, random_state=0, **params)  # C=1: the stored results' (the old default)
+    clf = tf.SVC(C=1.0, random_state=0, **params)  # C=1: the C of the stored results
     t = time.perf_counter()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -188,29 +188,23 @@ def section_table4(args) -> list[dict]:
     return rows
 
 
-#: Table 4's 10-run sets on the Intel Xeon, by data set: two processes side by side (``--table4
-#: NAME --runs 5 --first-run 0 --tag PREFIX_a`` and ``--runs 5 --first-run 5 --skip-det --tag
-#: PREFIX_b``) and the deterministic runs alone on the otherwise idle machine (``--runs 0 --tag
-#: PREFIX_det``); then the earlier set that stands in while a 10-run set is missing.
-TEN_RUN_SETS = {"w8a": ("_table4_w8a_xeon", "_table4_w8a"),  # old: --runs 3 --cap 120
-                "a9a": ("_table4_a9a_xeon", "_table4_a9a")}  # old: --runs 3, none converged
+#: Table 4's stored sets (``svm_large{tag}.json``), by data set, in the order they are tried:
+#: the 10-run sets on the Intel Xeon, then the AMD EPYC's 3-run sets. A 10-run set was measured
+#: by three processes: ``--table4 NAME --runs 5 --first-run 0`` beside ``--runs 5 --first-run 5
+#: --skip-det``, then the deterministic runs alone on the otherwise idle machine (``--runs 0``):
+#: a deterministic fit beside another process is slowed by it (its torch ops use both cores) and
+#: the time ratio would be off. Their randomized and deterministic rows are stored together.
+TABLE4_SETS = {"w8a": ("_table4_w8a_xeon", "_table4_w8a_epyc"),
+               "a9a": ("_table4_a9a_xeon", "_table4_a9a_epyc")}
 
 
-def _ten_run_rows(name: str) -> list[dict]:
-    """Table 4's runs of ``name``: the 10-run set when present, else the earlier set.
-
-    The deterministic rows come from the run alone on the machine when there is one: a
-    deterministic fit beside another process is slowed by it (its torch ops use both cores)
-    and the time ratio would be off.
-    """
-    prefix, old_tag = TEN_RUN_SETS[name]
-    a, b = _read(prefix + "_a"), _read(prefix + "_b")
-    if a and b:
-        det = _read(prefix + "_det")
-        rows = [r for r in a["table4"] + b["table4"] if r["randomized"]]
-        return rows + [r for r in (det or a)["table4"] if not r["randomized"]]
-    old = _read(old_tag)
-    return old["table4"] if old else []
+def _table4_rows(name: str) -> list[dict]:
+    """Table 4's runs of ``name``: the first stored set of :data:`TABLE4_SETS`."""
+    for tag in TABLE4_SETS[name]:
+        data = _read(tag)
+        if data:
+            return data["table4"]
+    return []
 
 
 def _read(tag: str):
@@ -221,13 +215,14 @@ def _read(tag: str):
 def report() -> None:
     """Render the stored JSON results as Markdown tables (for ``benchmarks/collect.py``)."""
 
-    # The machine the stored runs recorded (older result files did not: the AMD EPYC of the
-    # sessions that wrote them), not the one rendering the report.
-    stored = [(_read(tag) or {}).get("cpu") for tag in ("_sizes", "_sizes4m")]
-    machine = next((m for m in stored if m), "AMD EPYC")
-    head = (f"Machine: {machine}, 2 CPUs, shared with other jobs (load "
-            f"average in each row); torch {torch.__version__}, one intra-op thread (SVC "
-            f"sets it for the sampled run).")
+    # Each stored file names its machine where it recorded one; the older ones did not: those
+    # were measured on an AMD EPYC. Not the machine rendering the report.
+    def cpu(data) -> str:
+        return (data or {}).get("cpu", "AMD EPYC").replace("Intel(R) Xeon(R) Processor",
+                                                            "Intel Xeon")
+
+    head = (f"2 CPUs, shared with other jobs (load average in each row); torch "
+            f"{torch.__version__}, one intra-op thread (SVC sets it for the sampled run).")
     out = ["# SVC on the sampled storage: large generated problems", "", head, "",
            "`make_classification(m + 20,000, 20, n_informative=10, class_sep=2, flip_y=0)`, "
            "float32, held-out accuracy on the 20,000 extra examples, `SVC(solver='swap', "
@@ -237,23 +232,24 @@ def report() -> None:
            "`SVC(..., time_limit=budget).fit(X, y)` on the float32 NumPy array (input "
            "conversion, gamma, warm start, iterations, model choice and extraction). Peak RSS "
            "includes generating the data in float64. Commands: `python benchmarks/svm_large.py "
-           "--sizes 100000 1000000 --iters 300 --budget 20 --tag _sizes` and `--sizes 4000000 "
-           "--iters 300 --budget 45 --tag _sizes4m`.", "",
-           "| m | ms / iteration | \\|I\\| after 300 it | fit (s) | iterations | status | "
-           "accuracy % | SVs | model | peak RSS (MB) | X (MB) | load |",
-           "|---|---|---|---|---|---|---|---|---|---|---|---|"]
-    for tag in ("_sizes", "_sizes4m"):
+           "--sizes 100000 1000000 --iters 300 --budget 20 --tag _sizes` (AMD EPYC), `--sizes "
+           "4000000 --iters 300 --budget 45 --tag _sizes4m` (AMD EPYC) and `--sizes 1000000 "
+           "--iters 300 --budget 20 --tag _sizes_xeon` (Intel Xeon).", "",
+           "| machine | m | ms / iteration | \\|I\\| after 300 it | fit (s) | iterations | "
+           "status | accuracy % | SVs | model | peak RSS (MB) | X (MB) | load |",
+           "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for tag in ("_sizes", "_sizes4m", "_sizes_xeon"):
         data = _read(tag)
         for r in (data or {}).get("sizes", []):
-            out.append(f"| {r['m']:,d} | {r['ms_per_iter']:.1f} | {r['n_active']} | "
-                       f"{r['fit_s']:.1f} | {r['fit_iters']} | {r['status']} | "
+            out.append(f"| {cpu(data)} | {r['m']:,d} | {r['ms_per_iter']:.2f} | "
+                       f"{r['n_active']} | {r['fit_s']:.1f} | {r['fit_iters']} | {r['status']} | "
                        f"{r['accuracy']:.2f} | {r['svs']} | {r['model']} | "
                        f"{r['peak_rss_mb']:.0f} | {r['data_mb']:.0f} | {r['load']:.1f} |")
     noisy = _read("_noisy")
     if noisy:
         out += ["", "Noisy labels (`flip_y=0.05`), 1,000,000 examples: torchfw with "
                 "`time_limit=60` against scikit-learn's `SVC` on random subsets (the largest "
-                "under 60 s is the reference); time is the end-to-end `fit`. Command: "
+                "under 60 s is the reference); time is the end-to-end `fit`; AMD EPYC. Command: "
                 "`python benchmarks/svm_large.py "
                 "--noisy 1000000 --sk-sizes 5000 10000 20000 40000 --tag _noisy`.", "",
                 "| what | training examples | time (s) | accuracy % | returned model "
@@ -265,30 +261,26 @@ def report() -> None:
                 f" ({100 * v['iterate']:.2f} / {100 * v['subset']:.2f})" if v else "")
             out.append(f"| {r['what']} | {r['m']:,d} | {r['time_s']:.1f} | "
                        f"{r['accuracy']:.2f} | {model} | {r['load']:.1f} |")
-    cross = [r for tag in ("_crossover", "_crossover200k")
-             for r in ((_read(tag) or {}).get("crossover", []))]
+    cross = _read("_crossover_xeon")
     if cross:
         out += ["", "Crossover: `SVC(solver='swap')` to the default `tol` with the exact gradient "
-                "(lazy column engine) and on the sampled storage, same data, one after the other "
-                "(`python benchmarks/svm_large.py --crossover 50000 100000`, then `200000`).",
+                "(compiled row cache) and on the sampled storage, same data, one after the other; "
+                f"{cpu(cross)}, two other benchmark processes at `nice 10` beside it "
+                "(`python benchmarks/svm_large.py --crossover 50000 100000 200000 300000 --tag "
+                "_crossover_xeon`).",
                 "", "| m | engine | time (s) | iterations | accuracy % | load |",
                 "|---|---|---|---|---|---|"]
-        for r in cross:
+        for r in cross["crossover"]:
             out.append(f"| {r['m']:,d} | {'sampled' if r['sampled'] else 'exact'} | "
                        f"{r['time_s']:.1f} | {r['iters']} | {r['accuracy']:.2f} | "
                        f"{r['load']:.1f} |")
     (RESULTS / "svm_large.md").write_text("\n".join(out) + "\n")
-    # The 10-run set (--table4 ijcnn1 --runs 10 --cap 120 --tag _table4_10runs) when present;
-    # else the earlier 2 + 2 runs (_table4, then --first-run 2 --skip-det --tag _table4b).
-    t4 = _read("_table4_10runs")
-    if not t4:
-        t4 = _read("_table4")
-        more = _read("_table4b")
-        if t4 and more:
-            t4["table4"] += more["table4"]
+    # ijcnn1: python benchmarks/svm_large.py --table4 ijcnn1 --runs 10 --cap 120 \
+    #     --tag _table4_ijcnn1
+    t4 = _read("_table4_ijcnn1")
     if t4:
-        for name in TEN_RUN_SETS:
-            t4["table4"] += _ten_run_rows(name)
+        for name in TABLE4_SETS:
+            t4["table4"] += _table4_rows(name)
         rows = ["| dataset | solver | mode | runs | accuracy % | iterations | SVs | time (s) | "
                 "det / rand time | status |", "|---|---|---|---|---|---|---|---|---|---|"]
         groups: dict = {}

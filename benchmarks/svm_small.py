@@ -11,14 +11,14 @@ test example is 2.2 points). Data: iris, wine, breast_cancer, digits (scikit-lea
 and ``make_classification`` sets, binary and 10 classes, of m = 500, 2,000, 8,000 and 20,000
 examples (20,000 skipped with ``--quick``). Prints a table with the
 time ratio per row and its geometric mean, and writes it to
-``benchmarks/results/svm_small.md`` (and ``.json``).
+``benchmarks/results/svm_small_<machine>.md`` and ``.json`` (``<machine>``: ``xeon``, ``epyc``...).
 
 Multiclass sets are also fitted with the one-vs-one/one-vs-rest scheme ``SVC()`` does not use
 by default (``multi_class``), so that the default's choice can be read off the table.
 
 ``--cold`` adds the fresh processes (``--cold-only``: only them, into
-``benchmarks/results/svm_small_cold.md``) for three sizes, each figure the median of
-``--cold-repeats`` processes (default 5): inside each process, the split of issue 16's
+``benchmarks/results/svm_small_cold_<machine>.md``) for three sizes, each figure the median of
+``--cold-repeats`` processes (default 5): inside each process, the split of the
 cold-start budgets (``import torch``; ``import torchfw`` and ``from torchfw import SVC`` over
 it; the first fit; a second, warm fit of the same data), and from outside the wall time of
 ``python -c "import ...; fit"``, torchfw against scikit-learn, with the bare imports alongside.
@@ -53,7 +53,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _machine import cpu_model  # noqa: E402
+from _machine import cpu_model, machine_tag  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "results"
 
@@ -181,7 +181,7 @@ def _is_dense(model) -> bool:
 #: The fresh-process problems: (m, classes) of ``make_classification`` as in the warm table.
 COLD_SIZES = ((500, 2), (2000, 2), (2000, 10))
 
-#: The issue 16 budgets, in seconds: ``from torchfw import SVC`` over ``import torch``, and the
+#: The cold-start budgets, in seconds: ``from torchfw import SVC`` over ``import torch``, and the
 #: first fit of a fresh process over a second (warm) fit of the same data in that process.
 IMPORT_BUDGET = FIRST_FIT_BUDGET = 0.3
 
@@ -388,16 +388,14 @@ def _default_c() -> float:
 
 
 def markdown(rows, cold, args) -> str:
-    flags = "".join(f" {flag}" for flag, on in (("--quick", args.quick), ("--cold", args.cold),
-                                                 ("--cold-only", args.cold_only)) if on)
     if not rows:  # --cold-only
         lines = [f"# torchfw SVC() vs scikit-learn SVC() in fresh processes ({cpu_model()})",
-                 "", f"`python benchmarks/svm_small.py{flags}`; load average "
+                 "", f"`{args.command}`; load average "
                  f"{args.load[0]:.1f} at the start, {args.load[1]:.1f} at the end "
                  f"({os.cpu_count()} CPUs).", ""]
         return "\n".join(lines + cold_markdown(cold, args)) + "\n"
     lines = [f"# torchfw SVC() vs scikit-learn SVC() at defaults ({cpu_model()})", "",
-             f"`python benchmarks/svm_small.py{flags}`; warm fits, median of {args.repeats} "
+             f"`{args.command}`; warm fits, median of {args.repeats} "
              f"interleaved rounds (up to {MAX_REPEATS} for fast fits: at least "
              f"{MIN_TIMED:g} s of fits per estimator); "
              f"defaults (scikit-learn C=1, torchfw C={_default_c():g}), gamma='scale', "
@@ -521,7 +519,8 @@ def main(argv=None) -> None:
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--cold", action="store_true", help="also time fresh processes")
     parser.add_argument("--cold-only", action="store_true",
-                        help="only the fresh processes (default --out: svm_small_cold.md)")
+                        help="only the fresh processes (default --out: "
+                             "svm_small_cold_<machine>.md)")
     parser.add_argument("--cold-repeats", type=int, default=5,
                         help="fresh processes per figure (the median is reported)")
     parser.add_argument("--no-bytecode", action="store_true",
@@ -529,11 +528,14 @@ def main(argv=None) -> None:
     parser.add_argument("--splits", type=int, default=10,
                         help="70/30 splits the accuracy is averaged over (the time: the first)")
     parser.add_argument("--out", default=None,
-                        help="the Markdown report (default benchmarks/results/svm_small.md)")
+                        help="the Markdown report (default "
+                             "benchmarks/results/svm_small_<machine>.md)")
     parser.add_argument("--c-sweep", action="store_true",
                         help="only the accuracy against C on the small sets "
                              "(default --out: svm_small_c.md)")
     args = parser.parse_args(argv)
+    args.command = " ".join(["python benchmarks/svm_small.py",
+                             *(sys.argv[1:] if argv is None else argv)])
     if args.c_sweep:
         if args.splits < 2:
             parser.error("--c-sweep needs --splits of at least 2")
@@ -545,7 +547,8 @@ def main(argv=None) -> None:
         return
     if args.cold_repeats < 1:
         parser.error("--cold-repeats must be at least 1")
-    out = Path(args.out or RESULTS / ("svm_small_cold.md" if args.cold_only else "svm_small.md"))
+    name = "svm_small_cold" if args.cold_only else "svm_small"
+    out = Path(args.out or RESULTS / f"{name}_{machine_tag()}.md")
     load_before = os.getloadavg()[0]
     rows = [] if args.cold_only else warm_table(args.quick, args.repeats, args.splits)
     cold = cold_table(args.cold_repeats, bytecode=not args.no_bytecode) \

@@ -160,7 +160,10 @@ def main(argv=None):
     if sk is not None and len(sk.get("fit_s_all", [])) > 1:
         sk_fits = (" (scikit-learn: median of "
                    + ", ".join(f"{t:.1f}" for t in sk["fit_s_all"]) + " s)")
-    lines = [f"{args.dataset}, C={args.C}, gamma={gamma:.4g}, tol={args.tol}; {meta['machine']}; "
+    lines = [f"# {args.dataset}: torchfw SVC solvers against scikit-learn's SVC "
+             f"({meta['machine']})",
+             "", f"Command: `{meta['command']}`", "",
+             f"{args.dataset}, C={args.C}, gamma={gamma:.4g}, tol={args.tol}; {meta['machine']}; "
              f"torch {meta['torch']}; median of {args.repeats} fits{sk_fits}; "
              "load average at the end "
              f"{', '.join(f'{x:.2f}' for x in meta['load_average_at_end'])}.", "",
