@@ -43,7 +43,7 @@ def test_fit_predict_score_shapes():
     assert clf.predict(X).shape == (240,)
     assert clf.score(X, y) > 0.9
     assert clf.converged_ and clf.n_iter_ == clf.gap_epochs_[-1]
-    assert clf.gap_history_[-1] <= 0.0009 * clf.gap_history_[0]
+    assert clf.gap_history_[-1] <= clf.tol * clf.gap_history_[0]  # the default tol (0.01)
     # predict = argmax of the scores, as labels
     scores = clf.decision_function(X)
     assert np.array_equal(clf.predict(X), clf.classes_[scores.argmax(1)])
@@ -276,9 +276,11 @@ def test_shrinking_shrinks_and_recovers_from_a_wrong_shrink():
 def test_fw_block_steps_converge():
     X, y = blobs(n=200, seed=4)
     # one FW step per visit makes a noisy gap: check it every epoch, as the paper's rule reads
-    fw = WestonWatkinsSVC(C=0.5, subproblem="fw", random_state=0, max_iter=3000,
+    # both at the paper's tolerance (the default, 0.01, stops the exact run within ~10 epochs,
+    # where the comparison of epoch counts says little)
+    fw = WestonWatkinsSVC(C=0.5, tol=0.0009, subproblem="fw", random_state=0, max_iter=3000,
                           check_every=1).fit(X, y)
-    ex = WestonWatkinsSVC(C=0.5, random_state=0).fit(X, y)
+    ex = WestonWatkinsSVC(C=0.5, tol=0.0009, random_state=0).fit(X, y)
     assert fw.converged_
     assert fw.n_iter_ >= ex.n_iter_  # one FW step per visit is inexact BCD
     assert fw.score(X, y) == pytest.approx(ex.score(X, y), abs=0.02)
