@@ -711,8 +711,10 @@ def defaults_mode(repeats: int, names=None, study: bool = False) -> list[dict]:
 
     configs = [{}, dict(FORMER_DEFAULTS)]
     if study:
+        now = WestonWatkinsSVC()  # the grid point of today's defaults is the "default" row
         configs += [{"tol": t, "shrinking": s} for s in STUDY_SHRINKING for t in STUDY_TOLS
-                    if {"tol": t, "shrinking": s} != FORMER_DEFAULTS]
+                    if {"tol": t, "shrinking": s} != FORMER_DEFAULTS
+                    and (t, s) != (now.tol, now.shrinking)]
     rows = []
     for name, (tr, te, C, paper) in SETS.items():
         if names is not None and name not in names:
