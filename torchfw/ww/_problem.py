@@ -3,13 +3,13 @@ r"""The Weston-Watkins dual (D2) as a block problem, and the policies that spare
 :class:`WWDualProblem` keeps ``W = W(beta)``, ``beta`` and the block sums consistent and runs an
 epoch in the compiled sweep (:func:`torchfw.ww._sweep.ww_epoch`). Two ways to visit less:
 
-- *safe screening* (``shrinking=True``) passes over a block at 0 only
-  while a bound proves that its solve would leave it at 0, so the iterates are plain BCD's, bit
-  for bit, and so is the model: it can never be less accurate than the run without it;
-- *heuristic shrinking* (``shrinking="heuristic"``, the estimator's default) decides from the sweep's by-products which
-  slots and blocks the next sweep visits, as LIBLINEAR does, un-shrinking to re-check. It does
-  more with less but follows another path, so its model differs from plain BCD's within the
-  certified gap.
+- *safe screening* (``shrinking=True``) passes over a block at 0 only while a bound proves that
+  its solve would leave it at 0, so the iterates are plain BCD's, bit for bit, and so is the
+  model: it can never be less accurate than the run without it;
+- *heuristic shrinking* (``shrinking="heuristic"``, the estimator's default) decides from the
+  sweep's by-products which slots and blocks the next sweep visits, as LIBLINEAR does,
+  un-shrinking to re-check. It does more with less but follows another path, so its model
+  differs from plain BCD's within the certified gap.
 
 The duality gap (:meth:`WWDualProblem.value_and_gap`) is always computed over every example
 and class, so a run stopped by the gap rule is certified on the full problem in every mode.
@@ -42,9 +42,9 @@ __all__ = ["WWDualProblem", "SNAPSHOT_EVERY", "SCREEN_MIN_ELIGIBLE", "SCREEN_MIN
            "SCREEN_RETRY", "SHRINK_THRESHOLD", "UNSHRINK_FACTOR", "SKIP_FRACTION",
            "MAX_SHRUNK_SWEEPS", "SLOW_WRONG_FRACTION", "TARGET_MARGIN", "TARGET_RECHECK_FACTOR"]
 
-#: Safe screening (``WWDualProblem(shrinking=True)``) takes a new
-#: snapshot of ``W`` every this many sweeps: each snapshot adds a triangle inequality to the
-#: bounds of the blocks screened across it, while the distance to an old snapshot keeps growing.
+#: Safe screening (``WWDualProblem(shrinking=True)``) takes a new snapshot of ``W`` every this
+#: many sweeps: each snapshot adds a triangle inequality to the bounds of the blocks screened
+#: across it, while the distance to an old snapshot keeps growing.
 #: Screened visits over a fit (``python benchmarks/ww_screening.py --repeats 5``): every 1 /
 #: 2 / 4 / 8 sweeps, dna 49 / 53 / 51 / 51 %, satimage 25 / 28 / 32 / 31 % (0.164 / 0.154 /
 #: 0.145 / 0.145 s).

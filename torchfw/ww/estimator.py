@@ -122,8 +122,9 @@ class WestonWatkinsSVC(BaseEstimator):
         Stop after the first epoch ``t`` whose duality gap is ``<= tol * gap_1`` (the gap after
         epoch 1): the paper's rule. The paper uses ``tol = 0.0009``; test accuracy stops
         changing well before (dna, satimage, letter and sector at the paper's ``C``: within
-        0.3 points of its Table 6 (median of 5 seeds) at 0.01, in 8-55% of the epochs; ``docs/ww_svm.md``).
-        Pass ``tol=0.0009`` for the paper's setting.
+        about 0.3 points of its Table 6, median of 5 seeds, at 0.01, in a quarter to a half
+        of the paper's epochs; ``docs/ww_svm.md``). Pass ``tol=0.0009`` for the paper's
+        setting.
     max_iter : int, default 1000
         Maximum number of epochs (a :class:`~torchfw.exceptions.ConvergenceWarning` is
         issued when reached).
