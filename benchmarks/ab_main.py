@@ -29,8 +29,9 @@ Workloads (settings of the existing benchmark scripts):
   log-spaced alphas from alpha_max to alpha_max / 100, tol 1e-6, ``torchfw.lasso_path``); warm-up
   = one full path; ``--lasso-inner`` timed paths per process.
 * ``ww_dna``, ``ww_satimage``, ``ww_sector``: ``WestonWatkinsSVC(C, tol=0.0009,
-  random_state=0)`` at ww_vs_liblinear.py's Table 6 C, on its scipy loader's matrices; warm-up =
-  one fit; ``--ww-inner`` timed fits per process (sector: 1).
+  random_state=0, shrinking=True)`` (a fixed workload: the estimator's defaults changed since)
+  at ww_vs_liblinear.py's Table 6 C, on its scipy loader's matrices; warm-up = one fit;
+  ``--ww-inner`` timed fits per process (sector: 1).
 
 Equality: each worker saves the fitted coefficients; the report gives the largest absolute
 difference old vs new, and both sides' accuracy, iterations and objective.
@@ -149,7 +150,7 @@ def _work_ww(args, name):
     Xt, yt = load(te, X.shape[1])
 
     def fit():
-        return WestonWatkinsSVC(C=C, tol=0.0009, random_state=0).fit(X, y)
+        return WestonWatkinsSVC(C=C, tol=0.0009, random_state=0, shrinking=True).fit(X, y)
 
     fit()  # warm-up
     walls, cpus = [], []

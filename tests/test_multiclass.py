@@ -43,7 +43,7 @@ def test_fit_predict_score_shapes():
     assert clf.predict(X).shape == (240,)
     assert clf.score(X, y) > 0.9
     assert clf.converged_ and clf.n_iter_ == clf.gap_epochs_[-1]
-    assert clf.gap_history_[-1] <= 0.0009 * clf.gap_history_[0]
+    assert clf.gap_history_[-1] <= clf.tol * clf.gap_history_[0]  # the default tol (0.01)
     # predict = argmax of the scores, as labels
     scores = clf.decision_function(X)
     assert np.array_equal(clf.predict(X), clf.classes_[scores.argmax(1)])
@@ -276,9 +276,11 @@ def test_shrinking_shrinks_and_recovers_from_a_wrong_shrink():
 def test_fw_block_steps_converge():
     X, y = blobs(n=200, seed=4)
     # one FW step per visit makes a noisy gap: check it every epoch, as the paper's rule reads
-    fw = WestonWatkinsSVC(C=0.5, subproblem="fw", random_state=0, max_iter=3000,
+    # both at the paper's tolerance (the default, 0.01, stops the exact run within ~10 epochs,
+    # where the comparison of epoch counts says little)
+    fw = WestonWatkinsSVC(C=0.5, tol=0.0009, subproblem="fw", random_state=0, max_iter=3000,
                           check_every=1).fit(X, y)
-    ex = WestonWatkinsSVC(C=0.5, random_state=0).fit(X, y)
+    ex = WestonWatkinsSVC(C=0.5, tol=0.0009, random_state=0).fit(X, y)
     assert fw.converged_
     assert fw.n_iter_ >= ex.n_iter_  # one FW step per visit is inexact BCD
     assert fw.score(X, y) == pytest.approx(ex.score(X, y), abs=0.02)
@@ -473,11 +475,12 @@ def _load(name, n_features=None):
         return load_svmlight_file(f, n_features=n_features)
 
 
-def _accuracy(train, test, C, seed=0):
+def _accuracy(train, test, C, seed=0, **params):
+    """Test accuracy %, at the paper's tolerance unless ``params`` say otherwise."""
     pytest.importorskip("sklearn")
     X, y = _load(train)
     Xt, yt = _load(test, X.shape[1])
-    clf = WestonWatkinsSVC(C=C, tol=0.0009, random_state=seed).fit(X, y)
+    clf = WestonWatkinsSVC(C=C, random_state=seed, **({"tol": 0.0009} | params)).fit(X, y)
     return 100 * clf.score(Xt, yt)
 
 
@@ -495,3 +498,23 @@ def test_dna_accuracy_matches_paper():
 ])
 def test_accuracy_matches_paper(train, test, C, paper):
     assert abs(_accuracy(train, test, C) - paper) <= 0.5
+
+
+# At the defaults (tol 0.01, heuristic shrinking): the accuracy of the paper's Table 6 is kept
+# (measured over seeds 0-4 by `python benchmarks/ww_vs_liblinear.py --defaults`: within 0.3
+# points on all four sets).
+@pytest.mark.data
+def test_dna_accuracy_at_the_defaults_matches_paper():
+    acc = _accuracy("dna.scale", "dna.scale.t", 2.0 ** -4, tol=WestonWatkinsSVC().tol)
+    assert abs(acc - 95.11) <= 0.5
+
+
+@pytest.mark.data
+@pytest.mark.slow
+@pytest.mark.parametrize("train,test,C,paper", [
+    ("satimage.scale", "satimage.scale.t", 1.0, 84.20),
+    ("letter.scale", "letter.scale.t", 2.0 ** -4, 71.70),
+    ("sector.scale", "sector.t.scale", 2.0 ** -1, 94.04),
+])
+def test_accuracy_at_the_defaults_matches_paper(train, test, C, paper):
+    assert abs(_accuracy(train, test, C, tol=WestonWatkinsSVC().tol) - paper) <= 0.5

@@ -305,7 +305,8 @@ def test_ww_problem_is_what_the_estimator_solves():
     assert built.n_zero == 1 and built.problem.n_blocks == 89
     result = BlockCoordinateDescent("exact", rtol=0.0009, random_state=0,
                                     check_every=1).minimize(built.problem)
-    clf = WestonWatkinsSVC(C=0.5, random_state=0, shrinking=False, check_every=1).fit(X, y)
+    clf = WestonWatkinsSVC(C=0.5, tol=0.0009, random_state=0, shrinking=False,
+                           check_every=1).fit(X, y)  # the rtol above
     assert clf.n_iter_ == result.n_iter
     torch.testing.assert_close(built.coef(), clf.coef_, rtol=0, atol=1e-12)
 

@@ -18,7 +18,8 @@ from torch import Tensor
 from ..utils.data import _is_scipy_sparse, to_csr
 from ..utils.jit import njit
 
-__all__ = ["CSR", "as_csr", "dense_to_csr", "sum_duplicates", "take_csr_rows", "csr_matmul"]
+__all__ = ["CSR", "as_csr", "dense_to_csr", "sum_duplicates", "take_csr_rows", "csr_matmul",
+           "row_sqnorms"]
 
 
 class CSR:
@@ -42,16 +43,44 @@ def dense_to_csr(a: np.ndarray) -> CSR:
     return CSR(indptr, cols, a[rows, cols], a.shape)
 
 
+def _rows_canonical_py(indptr, indices):
+    """Whether every row's column indices strictly increase (sorted, each column once)."""
+    for i in range(indptr.shape[0] - 1):
+        for p in range(indptr[i] + 1, indptr[i + 1]):
+            if indices[p] <= indices[p - 1]:
+                return False
+    return True
+
+
+def _row_sqnorms_py(indptr, data, out):
+    """``out[i] = ||x_i||^2`` over the stored values of each row."""
+    for i in range(indptr.shape[0] - 1):
+        s = 0.0
+        for p in range(indptr[i], indptr[i + 1]):
+            s += data[p] * data[p]
+        out[i] = s
+
+
+# one pass each, compiled: every fit runs them, and their NumPy forms (a repeated row index per
+# nonzero, then comparisons or a bincount) took ~1 ms of a ~10 ms fit on dna
+_rows_canonical = njit(_rows_canonical_py, fallback=True)
+_row_sqnorms = njit(_row_sqnorms_py, fallback=True)
+
+
+def row_sqnorms(csr: CSR) -> np.ndarray:
+    """The squared Euclidean norm of every row, ``(n,)`` float64."""
+    out = np.empty(csr.shape[0])
+    _row_sqnorms(csr.indptr, csr.data, out)
+    return out
+
+
 def sum_duplicates(csr: CSR) -> CSR:
     """``csr`` with each row's columns sorted and repeated columns summed (``csr`` itself when
     that holds already)."""
     n = csr.shape[0]
+    if _rows_canonical(csr.indptr, csr.indices):
+        return csr
     rows = np.repeat(np.arange(n), np.diff(csr.indptr))
-    if rows.size < 2:
-        return csr
-    step = (rows[1:] > rows[:-1]) | (csr.indices[1:] > csr.indices[:-1])
-    if step.all():
-        return csr
     order = np.lexsort((csr.indices, rows))
     r, c, v = rows[order], csr.indices[order], csr.data[order]
     first = np.ones(r.size, dtype=bool)

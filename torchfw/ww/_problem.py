@@ -3,13 +3,13 @@ r"""The Weston-Watkins dual (D2) as a block problem, and the policies that spare
 :class:`WWDualProblem` keeps ``W = W(beta)``, ``beta`` and the block sums consistent and runs an
 epoch in the compiled sweep (:func:`torchfw.ww._sweep.ww_epoch`). Two ways to visit less:
 
-- *safe screening* (``shrinking=True``, the estimator's default) passes over a block at 0 only
-  while a bound proves that its solve would leave it at 0, so the iterates are plain BCD's, bit
-  for bit, and so is the model: it can never be less accurate than the run without it;
-- *heuristic shrinking* (``shrinking="heuristic"``) decides from the sweep's by-products which
-  slots and blocks the next sweep visits, as LIBLINEAR does, un-shrinking to re-check. It does
-  more with less but follows another path, so its model differs from plain BCD's within the
-  certified gap.
+- *safe screening* (``shrinking=True``) passes over a block at 0 only while a bound proves that
+  its solve would leave it at 0, so the iterates are plain BCD's, bit for bit, and so is the
+  model: it can never be less accurate than the run without it;
+- *heuristic shrinking* (``shrinking="heuristic"``, the estimator's default) decides from the
+  sweep's by-products which slots and blocks the next sweep visits, as LIBLINEAR does,
+  un-shrinking to re-check. It does more with less but follows another path, so its model
+  differs from plain BCD's within the certified gap.
 
 The duality gap (:meth:`WWDualProblem.value_and_gap`) is always computed over every example
 and class, so a run stopped by the gap rule is certified on the full problem in every mode.
@@ -34,6 +34,7 @@ from torch import Tensor
 from ..optimizers.bcd import BlockProblem, BlockQuadratic
 from ..sets.oracles import Box
 from . import _blocks as _k
+from ._csr import row_sqnorms
 from ._sweep import skip_smallest, ww_epoch, ww_objectives
 from .subproblem import iterative_ww_subproblem, walrus
 
@@ -41,9 +42,9 @@ __all__ = ["WWDualProblem", "SNAPSHOT_EVERY", "SCREEN_MIN_ELIGIBLE", "SCREEN_MIN
            "SCREEN_RETRY", "SHRINK_THRESHOLD", "UNSHRINK_FACTOR", "SKIP_FRACTION",
            "MAX_SHRUNK_SWEEPS", "SLOW_WRONG_FRACTION", "TARGET_MARGIN", "TARGET_RECHECK_FACTOR"]
 
-#: Safe screening (``WWDualProblem(shrinking=True)``, the estimator's default) takes a new
-#: snapshot of ``W`` every this many sweeps: each snapshot adds a triangle inequality to the
-#: bounds of the blocks screened across it, while the distance to an old snapshot keeps growing.
+#: Safe screening (``WWDualProblem(shrinking=True)``) takes a new snapshot of ``W`` every this
+#: many sweeps: each snapshot adds a triangle inequality to the bounds of the blocks screened
+#: across it, while the distance to an old snapshot keeps growing.
 #: Screened visits over a fit (``python benchmarks/ww_screening.py --repeats 5``): every 1 /
 #: 2 / 4 / 8 sweeps, dna 49 / 53 / 51 / 51 %, satimage 25 / 28 / 32 / 31 % (0.164 / 0.154 /
 #: 0.145 / 0.145 s).
@@ -129,7 +130,7 @@ class WWDualProblem(BlockProblem):
         score computations; see :func:`torchfw.ww._sweep.ww_epoch`). ``"heuristic"``: shrink
         slots and skip blocks as :meth:`_after_shrunk_sweep` decides. Off here, so that a
         problem driven directly (the Walrus-vs-iterative benchmark, the tests comparing
-        sweeps) runs the paper's Algorithm 1 as written; the estimator screens by default.
+        sweeps) runs the paper's Algorithm 1 as written; the estimator shrinks by default.
         The Python per-block methods do neither.
     """
 
@@ -142,8 +143,7 @@ class WWDualProblem(BlockProblem):
         self.exact_method = exact_method
         self.eps = float(eps)
         n, d = X.shape
-        self.sqnorm = np.bincount(np.repeat(np.arange(n), np.diff(X.indptr)),
-                                  weights=X.data * X.data, minlength=n).astype(np.float64)
+        self.sqnorm = row_sqnorms(X)
         self.W = _k.aligned_zeros((d, self.k))
         self.beta = np.zeros((n, self.k - 1))
         self.bsum = np.zeros(n)
