@@ -12,7 +12,7 @@ import torch
 from conftest import requires_cuda
 from torch import nn
 
-import torchfw.optim
+import torchfw.optim.sfw
 from torchfw.optim import StochasticFrankWolfe, lmo_from_state, lmo_to_state, make_feasible
 from torchfw.sets.oracles import LMO, Box, L1Ball, L2Ball, LinfBall, Simplex
 
@@ -666,7 +666,7 @@ def test_fw_gaps_by_name():
 
 
 def test_docstring_examples():
-    result = doctest.testmod(torchfw.optim, optionflags=doctest.ELLIPSIS)
+    result = doctest.testmod(torchfw.optim.sfw, optionflags=doctest.ELLIPSIS)
     assert result.failed == 0 and result.attempted > 0
 
 
