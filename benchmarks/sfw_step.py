@@ -10,7 +10,9 @@ PyTorch implementation writes it, one parameter at a time:
     theta  <- (1 - gamma) * theta + gamma * v
 
 with the LMOs of the L-infinity ball (``-r sign(d)``), the L2 ball (``-r d / ||d||``) and the
-K-sparse polytope (``-r sign(d_i)`` on the K largest ``|d_i|``). Every parameter gets its own
+K-sparse polytope (``-r sign(d_i)`` on the K largest ``|d_i|``). It is a ``torch.optim.Optimizer``
+subclass, as the authors' implementation is, so both pay the same per-step bookkeeping of
+``torch.optim``. Every parameter gets its own
 set, sized from its layer's initialization (:func:`torchfw.optim.constraints_for`, mode
 ``"initialization"``), which is how such networks are constrained, so a model has one group
 per parameter. ``torch.optim.SGD`` (momentum 0.9) and ``Adam`` take the same gradients.
@@ -19,9 +21,11 @@ Models: an MLP 64-128-10 and a small CNN for scikit-learn's 8x8 digits, and an M
 256-512-512-10. Gradients are fixed random tensors (the step's time does not depend on where
 they come from). Each round times ``--inner`` steps of each optimizer in turn (interleaved, so
 load changes hit them alike); the table gives the median over ``--rounds`` rounds of the time per
-step, and the ratio torchfw / reference. ``--compile`` times the steps under ``torch.compile``
-too. Before timing, torchfw and the reference take ``--check`` steps from the same weights with
-the same gradients, and the table reports the largest relative difference of the weights.
+step, and the ratio torchfw / reference. On the CPU the time is the CPU time of the stepping
+thread with one torch thread (``--threads``), so that other jobs on a shared machine do not
+count; on a GPU, synchronized wall time. ``--compile`` times the steps under ``torch.compile``
+too. Before timing, torchfw and the reference take ``--check`` steps with the same gradients
+from equal states, and the table reports the largest relative difference of their updates.
 
 Writes ``benchmarks/results/sfw_step_<machine>.md`` and ``.json``.
 

@@ -142,3 +142,19 @@ def test_channels_last_ksparse_weight_takes_the_per_tensor_path():
     opt.step()
     frank_wolfe_update(twin, g, opt.param_groups[0], {})
     torch.testing.assert_close(conv.weight.detach(), twin, rtol=1e-12, atol=1e-14)
+
+
+@pytest.mark.parametrize("scale", [1e-30, 1e20])
+def test_l2_float32_directions_whose_squares_under_or_overflow(scale):
+    # ||d|| of float32 entries 1e-30 (or 1e20) is 0 (or inf) when squared in float32; the
+    # vertex -r d / ||d|| must still be the one the per-tensor update finds.
+    gen = torch.Generator().manual_seed(5)
+    p = nn.Parameter(0.1 * torch.randn(7, 3, generator=gen))
+    twin = p.detach().clone()
+    g = scale * torch.randn(7, 3, generator=gen)
+    opt = StochasticFrankWolfe([p], lmo=L2Ball(2.0), lr=0.9, momentum=0.0, rescale=None)
+    p.grad = g.clone()
+    opt.step()
+    frank_wolfe_update(twin, g, opt.param_groups[0], {})
+    assert bool(p.isfinite().all())
+    torch.testing.assert_close(p.detach(), twin, rtol=1e-5, atol=1e-6)

@@ -223,8 +223,11 @@ class StochasticFrankWolfe(torch.optim.Optimizer):
     maximize : bool, default False
         Maximize the objective: the gradient is negated before weight decay and momentum.
     foreach : bool or None, default None
-        Accepted for compatibility with ``torch.optim``; there is a single (per-parameter)
-        implementation, so the value changes nothing.
+        Accepted for compatibility with ``torch.optim``; the value changes nothing. A step always
+        updates the momentum buffers of all groups with multi-tensor (``torch._foreach_*``)
+        calls, and L-infinity balls, L2 balls and K-sparse polytopes with a scalar radius (one
+        set per tensor) take their Frank-Wolfe step that way too (:mod:`torchfw._sfw_batched`);
+        other sets take the per-tensor update.
 
     Notes
     -----
@@ -393,8 +396,18 @@ class StochasticFrankWolfe(torch.optim.Optimizer):
                     gaps = l2_update(ps, pds, radii, gammas)
                 else:
                     gaps = ksparse_update(ps, pds, radii, ks, gammas)
-                for i, gap in zip(idx, gaps):
-                    states[i]["fw_gap"] = gap
+                if torch.compiler.is_compiling():
+                    # In place where the gap exists: a compiled step then mutates its inputs
+                    # instead of handing new tensors back to be stored in Python dicts.
+                    for i, gap in zip(idx, gaps):
+                        old = states[i].get("fw_gap")
+                        if old is not None and old.shape == gap.shape and old.dtype == gap.dtype:
+                            old.copy_(gap)
+                        else:
+                            states[i]["fw_gap"] = gap
+                else:
+                    for i, gap in zip(idx, gaps):
+                        states[i]["fw_gap"] = gap
         if counters:
             torch._foreach_add_(counters, 1.0)
         return loss
