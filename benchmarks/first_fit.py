@@ -166,8 +166,8 @@ def main(argv=None) -> int:
               f"| first `SVC().fit`, CPU time of the process | {cold_cpu:.2f} | {warm_cpu:.2f} |",
               f"| second fit, same process | - | {second:.2f} |",
               f"| second fit, CPU time | - | {second_cpu:.2f} |",
-              f"| import torchfw + first fit, over the second fit | {cold_imp + cold_fit - second:.2f} "
-              f"| {warm_imp + warm_fit - second:.2f} |"]
+              "| import torchfw + first fit, over the second fit | "
+              f"{cold_imp + cold_fit - second:.2f} | {warm_imp + warm_fit - second:.2f} |"]
     if not args.skip_demo:
         lines.append(f"| `python -m torchfw demo` (process wall time) | "
                      f"{med(lambda r: r['demo_cold']):.1f} | {med(lambda r: r['demo_warm']):.1f} |")

@@ -100,7 +100,8 @@ class ReferenceSFW(torch.optim.Optimizer):
     def __init__(self, params, sets, lr: float, momentum: float):
         params = list(params)
         super().__init__(params, dict(lr=lr, momentum=momentum))
-        self.sets = dict(zip(params, sets))   # (kind, radius, k, diameter) per parameter
+        # (kind, radius, k, diameter) per parameter
+        self.sets = dict(zip(params, sets, strict=True))
 
     @torch.no_grad()
     def step(self, closure=None):
@@ -144,7 +145,7 @@ def ref_sets(opt) -> list:
 
 
 def set_grads(model: nn.Module, grads: list) -> None:
-    for p, g in zip(model.parameters(), grads):
+    for p, g in zip(model.parameters(), grads, strict=True):
         p.grad = g.clone()
 
 
@@ -167,7 +168,7 @@ def agreement(make, kind, device, steps: int) -> float:
     for t in range(steps):
         grads = [torch.randn(p.shape, generator=gen).to(device) for p in pas]
         with torch.no_grad():
-            for pa, pb in zip(pas, pbs):
+            for pa, pb in zip(pas, pbs, strict=True):
                 pa.copy_(pb)
                 if t > 0:
                     fw.state[pa]["momentum_buffer"].copy_(ref.state[pb]["momentum_buffer"])
@@ -176,7 +177,7 @@ def agreement(make, kind, device, steps: int) -> float:
         set_grads(b, grads)
         fw.step()
         ref.step()
-        for pa, pb, x in zip(pas, pbs, before):
+        for pa, pb, x in zip(pas, pbs, before, strict=True):
             upd_ref = (pb.detach() - x)
             scale = float(upd_ref.abs().max().clamp_min(1e-30))
             worst = max(worst, float((pa.detach() - pb.detach()).abs().max()) / scale)
@@ -222,7 +223,7 @@ def bench_case(name, make, kind, device, args) -> dict:
             compiled[k] = torch.compile(fn)
         variants["compiled"] = compiled
     for mode, fns in variants.items():
-        for key, (model, _) in optimizers.items():
+        for model, _ in optimizers.values():
             set_grads(model, grads)
         # Warm-up: first steps create buffers (and compile).
         compile_s = {}

@@ -40,8 +40,8 @@ def test_l2_radius_is_value_times_expected_init_norm():
     assert by_name["2.bias"].radius == pytest.approx(3.0)
 
 
-@pytest.mark.parametrize("kind, cls", [("linf", LinfBall), ("l1", L1Ball), ("ksparse", KSparsePolytope),
-                                       ("lp", LpBall)])
+@pytest.mark.parametrize("kind, cls", [("linf", LinfBall), ("l1", L1Ball),
+                                       ("ksparse", KSparsePolytope), ("lp", LpBall)])
 def test_every_set_gets_diameter_twice_value_times_the_norm(kind, cls):
     model = _model()
     extra = {"ksparse": {"k_frac": 0.1}, "lp": {"p": 3.0}}.get(kind, {})

@@ -37,6 +37,7 @@ arXiv:2010.07243, 2020.
 from __future__ import annotations
 
 import functools
+from collections.abc import Sequence
 from typing import Any
 
 import torch
@@ -49,24 +50,24 @@ __all__ = ["directions", "fast_kind", "gamma_of", "as_vector", "linf_update", "l
            "ksparse_update"]
 
 
-def directions(params: list[Tensor], grads: list[Tensor], states: list[dict],
+def directions(params: list[Tensor], grads: list[Tensor] | tuple[Tensor, ...], states: list[dict],
                momentum: float, weight_decay: float, maximize: bool) -> list[Tensor]:
     r"""Momentum directions :math:`d_t = (1-\mu) g_t + \mu d_{t-1}` (:math:`d_0 = g_0`) of a bucket.
 
     All tensors share device and dtype; the buffers in ``states`` are updated in place.
     """
     if maximize:
-        grads = torch._foreach_neg(grads)
+        grads = list(torch._foreach_neg(grads))
     if weight_decay != 0:
-        grads = torch._foreach_add(grads, params, alpha=weight_decay)
+        grads = list(torch._foreach_add(grads, params, alpha=weight_decay))
     if momentum == 0:
         for state in states:
             # A stale buffer would otherwise resurface if a schedule turns momentum back on.
             state.pop("momentum_buffer", None)
-        return grads
+        return list(grads)
     out: list[Tensor] = []
     old_bufs, old_grads = [], []
-    for g, state in zip(grads, states):
+    for g, state in zip(grads, states, strict=True):
         buf = state.get("momentum_buffer")
         if buf is None:
             # d_0 = g_0 (the reference implementation's start), not a zero-started average.
@@ -100,7 +101,7 @@ def fast_kind(lmo: Any, group: dict) -> str | None:
 
 
 def gamma_of(group: dict, diameter: float, like: Tensor):
-    r""":math:`\gamma = \operatorname{clip}_{[0,1]}(\eta s)`: a float, or a 0-d tensor for a tensor lr."""
+    r""":math:`\gamma = \operatorname{clip}_{[0,1]}(\eta s)`, a float (0-d tensor if lr is one)."""
     lr = group["lr"]
     tensor_lr = isinstance(lr, Tensor)
     if tensor_lr:
@@ -112,9 +113,10 @@ def gamma_of(group: dict, diameter: float, like: Tensor):
     return lr.clamp(0.0, 1.0) if tensor_lr else min(lr, 1.0)
 
 
-def _dots(ds: list[Tensor], us: list[Tensor]) -> Tensor:
+def _dots(ds: Sequence[Tensor], us: Sequence[Tensor]) -> Tensor:
     """``<d, u>`` of every pair, as one vector (one reduction per tensor)."""
-    return torch.stack([torch.dot(d.reshape(-1), u.reshape(-1)) for d, u in zip(ds, us)])
+    return torch.stack([torch.dot(d.reshape(-1), u.reshape(-1))
+                        for d, u in zip(ds, us, strict=True)])
 
 
 @functools.lru_cache(maxsize=256)
@@ -203,7 +205,7 @@ def ksparse_update(params: list[Tensor], ds: list[Tensor], radii: Tensor,
     entries of largest :math:`|d_i|`, as :class:`~torchfw.polytopes.KSparsePolytope` does.
     """
     tops, idxs, vals = [], [], []
-    for d, k in zip(ds, ks):
+    for d, k in zip(ds, ks, strict=True):
         flat = d.reshape(-1)
         top = torch.topk(flat.abs(), min(k, flat.numel()))
         tops.append(top.values)
@@ -216,6 +218,6 @@ def ksparse_update(params: list[Tensor], ds: list[Tensor], radii: Tensor,
     steps = _guarded_steps(gaps, gammas).mul_(torch.stack([t[0] for t in tops]).sign())
     torch._foreach_mul_(params, (1.0 - steps).unbind())
     scaled = (r * steps).unbind()
-    for p, idx, val, step in zip(params, idxs, vals, scaled):
+    for p, idx, val, step in zip(params, idxs, vals, scaled, strict=True):
         p.view(-1).index_add_(0, idx, torch.where(val > 0, -step, step))
     return _rows(gaps)

@@ -18,15 +18,11 @@ thing for a 64-wide and a 4096-wide layer. The rule, which :func:`constraints_fo
   :math:`n` = ``p.numel()``: :math:`r = D / D_1(n)` with :math:`D_1` the diameter of the unit
   set (:meth:`~torchfw.oracles.LMO.diameter`), i.e.
 
-  ========== ====================== ===================================================
-  set        :math:`D_1(n)`         radius
-  ========== ====================== ===================================================
-  ``"l2"``   :math:`2`              :math:`w\,\mathbb{E}\|\theta_0\|_2`
-  ``"l1"``   :math:`2`              :math:`w\,\mathbb{E}\|\theta_0\|_2`
-  ``"linf"`` :math:`2\sqrt{n}`      :math:`w\,\mathbb{E}\|\theta_0\|_2 / \sqrt{n}`
-  ``"lp"``   :math:`2n^{\max(0, 1/2 - 1/p)}`  :math:`w\,\mathbb{E}\|\theta_0\|_2 / n^{\max(0, 1/2-1/p)}`
-  ``"ksparse"`` :math:`2\sqrt{K}`   :math:`w\,\mathbb{E}\|\theta_0\|_2 / \sqrt{K}`
-  ========== ====================== ===================================================
+  ``"l2"``, ``"l1"``: :math:`D_1 = 2`, radius :math:`w\,\mathbb{E}\|\theta_0\|_2`;
+  ``"linf"``: :math:`D_1 = 2\sqrt{n}`, radius :math:`w\,\mathbb{E}\|\theta_0\|_2 / \sqrt{n}`;
+  ``"lp"``: :math:`D_1 = 2 n^{\max(0, 1/2 - 1/p)}`, radius
+  :math:`w\,\mathbb{E}\|\theta_0\|_2 / n^{\max(0, 1/2 - 1/p)}`;
+  ``"ksparse"``: :math:`D_1 = 2\sqrt{K}`, radius :math:`w\,\mathbb{E}\|\theta_0\|_2 / \sqrt{K}`.
 
   A parameter whose layer has no ``reset_parameters`` is sized by its current norm; a
   parameter whose expected initial norm is 0 (zero-initialized biases) by the norm 1, as the
@@ -131,7 +127,7 @@ def expected_init_norms(model: nn.Module, *, samples: int = 100, seed: int = 0) 
             clone = copy.deepcopy(module)
             totals = dict.fromkeys((name for name, _ in own), 0.0)
             for _ in range(samples):
-                clone.reset_parameters()  # type: ignore[operator]  # checked callable above
+                clone.reset_parameters()
                 for name, param in clone.named_parameters(recurse=False):
                     if name in totals:
                         totals[name] += float(torch.linalg.vector_norm(param.detach().double()))
@@ -237,7 +233,7 @@ def constraints_for(model: nn.Module, set: str = "l2", value: float = 1.0,  # no
         n = param.numel()
         kk = None
         if set == "ksparse":
-            kk = k if k is not None else max(1, round(float(k_frac) * n))  # type: ignore[arg-type]
+            kk = k if k is not None else max(1, round(float(k_frac) * n))
             kk = min(kk, n)
         unit = _unit_set(set, n, p, kk)
         unit_diameter = unit.diameter(n)

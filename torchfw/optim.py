@@ -71,14 +71,6 @@ import torch
 from torch import Tensor, nn
 
 from ._lmo_state import lmo_from_state, lmo_to_state
-from ._sfw_checks import (
-    _MISSING,
-    _check_hyperparameters,
-    _check_oracle,
-    _check_param_fits,
-    _fill_defaults,
-    _Missing,
-)
 from ._sfw_batched import (
     as_vector,
     directions,
@@ -88,6 +80,15 @@ from ._sfw_batched import (
     l2_update,
     linf_update,
 )
+from ._sfw_checks import (
+    _MISSING,
+    _check_hyperparameters,
+    _check_oracle,
+    _check_param_fits,
+    _fill_defaults,
+    _Missing,
+)
+from ._sfw_constraints import constraints_for, expected_init_norms
 from ._sfw_update import (
     as_rows,
     feasibility_atol,
@@ -96,7 +97,6 @@ from ._sfw_update import (
     view_shape,
 )
 from .oracles import LMO
-from ._sfw_constraints import constraints_for, expected_init_norms
 
 __all__ = ["StochasticFrankWolfe", "make_feasible", "constraints_for", "expected_init_norms",
            "lmo_to_state", "lmo_from_state"]
@@ -367,7 +367,7 @@ class StochasticFrankWolfe(torch.optim.Optimizer):
             params = bucket["params"]
             grads = [p.grad for p in params]
             states = [self.state[p] for p in params]
-            for p, g, state, group in zip(params, grads, states, bucket["groups"]):
+            for p, g, state, group in zip(params, grads, states, bucket["groups"], strict=True):
                 if g.is_sparse:
                     raise RuntimeError("StochasticFrankWolfe does not support sparse gradients")
                 if "step" not in state:
@@ -389,7 +389,7 @@ class StochasticFrankWolfe(torch.optim.Optimizer):
                 pds = [ds[i] for i in idx]
                 if gammas is None:  # a tensor lr: gamma changes with its value
                     gammas = as_vector([gamma_of(bucket["groups"][i], bucket["diameters"][i], p)
-                                        for i, p in zip(idx, ps)], ps[0])
+                                        for i, p in zip(idx, ps, strict=True)], ps[0])
                 if kind == "linf":
                     gaps = linf_update(ps, pds, radii, gammas)
                 elif kind == "l2":
@@ -399,14 +399,14 @@ class StochasticFrankWolfe(torch.optim.Optimizer):
                 if torch.compiler.is_compiling():
                     # In place where the gap exists: a compiled step then mutates its inputs
                     # instead of handing new tensors back to be stored in Python dicts.
-                    for i, gap in zip(idx, gaps):
+                    for i, gap in zip(idx, gaps, strict=True):
                         old = states[i].get("fw_gap")
                         if old is not None and old.shape == gap.shape and old.dtype == gap.dtype:
                             old.copy_(gap)
                         else:
                             states[i]["fw_gap"] = gap
                 else:
-                    for i, gap in zip(idx, gaps):
+                    for i, gap in zip(idx, gaps, strict=True):
                         states[i]["fw_gap"] = gap
         if counters:
             torch._foreach_add_(counters, 1.0)
@@ -465,7 +465,8 @@ class StochasticFrankWolfe(torch.optim.Optimizer):
                 radii = as_vector([float(g["lmo"].radius) for g in groups], like)
                 tensor_lr = any(isinstance(g["lr"], Tensor) for g in groups)
                 gammas = None if tensor_lr else as_vector(
-                    [gamma_of(g, bucket["diameters"][i], like) for g, i in zip(groups, idx)], like)
+                    [gamma_of(g, bucket["diameters"][i], like)
+                     for g, i in zip(groups, idx, strict=True)], like)
                 ks = [getattr(g["lmo"], "k", 0) for g in groups]
                 fast.append((kind, idx, radii, gammas, ks))
             bucket["fast"] = fast
