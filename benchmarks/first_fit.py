@@ -54,12 +54,13 @@ if LISTEN:
 
     class _Listener(event.Listener):
         def on_start(self, ev):
-            starts[id(ev)] = time.process_time()
+            starts[id(ev.data["dispatcher"]), str(ev.data["args"])] = time.process_time()
 
         def on_end(self, ev):
             d = ev.data["dispatcher"]
             name = f"{d.py_func.__module__}.{d.py_func.__qualname__}"
-            spent = time.process_time() - starts.pop(id(ev), time.process_time())
+            key = (id(d), str(ev.data["args"]))
+            spent = time.process_time() - starts.pop(key, time.process_time())
             if name.startswith("torchfw"):
                 compiles[name] = compiles.get(name, 0.0) + spent
 
