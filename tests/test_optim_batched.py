@@ -158,3 +158,15 @@ def test_l2_float32_directions_whose_squares_under_or_overflow(scale):
     frank_wolfe_update(twin, g, opt.param_groups[0], {})
     assert bool(p.isfinite().all())
     torch.testing.assert_close(p.detach(), twin, rtol=1e-5, atol=1e-6)
+
+
+def test_changing_k_takes_effect():
+    p = nn.Parameter(torch.zeros(6, dtype=DTYPE))
+    lmo = KSparsePolytope(1, 1.0)
+    opt = StochasticFrankWolfe([p], lmo=lmo, lr=1.0, momentum=0.0, rescale=None)
+    p.grad = torch.tensor([3.0, -2.0, 1.0, 0.5, 0.0, 0.0], dtype=DTYPE)
+    opt.step()
+    assert torch.equal(p.detach(), torch.tensor([-1.0, 0, 0, 0, 0, 0], dtype=DTYPE))
+    lmo.k = 3
+    opt.step()
+    assert torch.equal(p.detach(), torch.tensor([-1.0, 1.0, -1.0, 0, 0, 0], dtype=DTYPE))

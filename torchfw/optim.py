@@ -426,7 +426,8 @@ class StochasticFrankWolfe(torch.optim.Optimizer):
             for group in self.param_groups:
                 _check_hyperparameters(group, at_step=True)  # runs once, when traced
         else:
-            key_t = tuple((self._check_at_step(group), getattr(group["lmo"], "radius", None)
+            key_t = tuple((self._check_at_step(group),
+                           (group["lmo"].radius, getattr(group["lmo"], "k", None))
                            if fast_kind(group["lmo"], group) else None,
                            tuple((id(p), p.dtype, p.device) for p in group["params"]
                                  if p.grad is not None))
