@@ -185,8 +185,11 @@ class GramOperator(CachedColumnsMixin, ColumnOperator):
         budget = self.cache_bytes / 2**20 if cache_size is None else cache_size
         if self.sparse:
             part = _take_rows(self.XT, index)  # X_sub^T as CSR = X_sub as CSC
+            # Rows of a valid CSR matrix: checking the invariants again would only cost time
+            # (and leaving the choice implicit makes torch warn the user).
             sub = torch.sparse_csc_tensor(part.crow_indices(), part.col_indices(),
-                                          part.values(), size=(self.n_samples, index.numel()))
+                                          part.values(), size=(self.n_samples, index.numel()),
+                                          check_invariants=False)
             op = GramOperator(to_csr(sub), center=self.center, dtype=self.dtype,
                               cache_size=budget, scale=self.scale)
         else:

@@ -1,7 +1,9 @@
 r"""The update of :class:`torchfw.optim.StochasticFrankWolfe`, as functions of one parameter.
 
 The optimizer class holds the groups, the state and the checks; this module holds the arithmetic
-of one step for one parameter (Pokutta, Spiegel & Zimmer, 2020, Algorithm 1):
+of one step for one parameter (Pokutta, Spiegel & Zimmer, 2020, Algorithm 1), for the sets and
+options that :mod:`torchfw.optim._batched` (the momentum of every parameter, and the multi-tensor
+steps of L-infinity, L2 and K-sparse sets) does not cover:
 
 .. math::
     g_t &= \pm\tilde\nabla L(\theta_t) + \lambda\,\theta_t
@@ -46,7 +48,7 @@ from torch import Tensor
 
 from ..sets.oracles import LMO, Box
 
-__all__ = ["view_shape", "feasibility_atol", "row_diameters", "direction", "sgd_update",
+__all__ = ["view_shape", "feasibility_atol", "row_diameters", "sgd_update",
            "frank_wolfe_update"]
 
 
@@ -100,29 +102,6 @@ def _lr_like(lr, like: Tensor):
     if isinstance(lr, Tensor):
         return lr.to(device=like.device, dtype=like.dtype)
     return lr
-
-
-def direction(p: Tensor, group: dict, state: dict) -> Tensor:
-    r"""The momentum direction :math:`d_t` of ``p`` (updates ``state["momentum_buffer"]``)."""
-    g = p.grad
-    assert g is not None, "step() skips parameters without a gradient"
-    if group.get("maximize", False):
-        g = -g
-    if group["weight_decay"] != 0:
-        g = g.add(p, alpha=group["weight_decay"])
-    momentum = group["momentum"]
-    if momentum == 0:
-        # A stale buffer would otherwise resurface if a schedule turns momentum back on.
-        state.pop("momentum_buffer", None)
-        return g
-    buf = state.get("momentum_buffer")
-    if buf is None:
-        # d_0 = g_0 (the reference implementation's start), not a zero-started average that would
-        # shrink the first directions by (1 - momentum).
-        buf = state["momentum_buffer"] = g.detach().clone(memory_format=torch.preserve_format)
-    else:
-        buf.mul_(momentum).add_(g, alpha=1 - momentum)
-    return buf
 
 
 def sgd_update(p: Tensor, d: Tensor, lr) -> None:

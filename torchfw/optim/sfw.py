@@ -71,6 +71,15 @@ import torch
 from torch import Tensor, nn
 
 from ..sets.oracles import LMO
+from ._batched import (
+    as_vector,
+    directions,
+    fast_kind,
+    gamma_of,
+    ksparse_update,
+    l2_update,
+    linf_update,
+)
 from ._checks import (
     _MISSING,
     _check_hyperparameters,
@@ -82,14 +91,15 @@ from ._checks import (
 from ._lmo_state import lmo_from_state, lmo_to_state
 from ._update import (
     as_rows,
-    direction,
     feasibility_atol,
     frank_wolfe_update,
     sgd_update,
     view_shape,
 )
+from .constraints import constraints_for, expected_init_norms
 
-__all__ = ["StochasticFrankWolfe", "make_feasible", "lmo_to_state", "lmo_from_state"]
+__all__ = ["StochasticFrankWolfe", "make_feasible", "constraints_for", "expected_init_norms",
+           "lmo_to_state", "lmo_from_state"]
 
 
 def _params_of(params) -> list[Tensor]:
@@ -213,8 +223,11 @@ class StochasticFrankWolfe(torch.optim.Optimizer):
     maximize : bool, default False
         Maximize the objective: the gradient is negated before weight decay and momentum.
     foreach : bool or None, default None
-        Accepted for compatibility with ``torch.optim``; there is a single (per-parameter)
-        implementation, so the value changes nothing.
+        Accepted for compatibility with ``torch.optim``; the value changes nothing. A step always
+        updates the momentum buffers of all groups with multi-tensor (``torch._foreach_*``)
+        calls, and L-infinity balls, L2 balls and K-sparse polytopes with a scalar radius (one
+        set per tensor) take their Frank-Wolfe step that way too (:mod:`torchfw.optim._batched`);
+        other sets take the per-tensor update.
 
     Notes
     -----
@@ -275,6 +288,10 @@ class StochasticFrankWolfe(torch.optim.Optimizer):
         _check_hyperparameters(defaults)
         if not isinstance(lmo, _Missing):
             _check_oracle(lmo)
+        # Hyperparameters last validated per group (id -> values), so that a step re-checks
+        # only what a scheduler or the user changed.
+        self._checked: dict[int, tuple] = {}
+        self._plan: tuple | None = None  # (key, buckets) of the last step: see _step_plan
         super().__init__(params, defaults)
 
     # -- groups --------------------------------------------------------------------------------
@@ -315,6 +332,8 @@ class StochasticFrankWolfe(torch.optim.Optimizer):
 
     def __setstate__(self, state: dict) -> None:
         super().__setstate__(state)
+        self._checked = {}
+        self._plan = None
         for group in self.param_groups:
             _fill_defaults(group)
         for value in self.state.values():
@@ -342,14 +361,15 @@ class StochasticFrankWolfe(torch.optim.Optimizer):
         if closure is not None:
             with torch.enable_grad():
                 loss = closure()
-        for group in self.param_groups:
-            _check_hyperparameters(group, at_step=True)
-            for p in group["params"]:
-                if p.grad is None:
-                    continue
-                if p.grad.is_sparse:
+        plan = self._step_plan()
+        counters: list[Tensor] = []
+        for bucket in plan:
+            params = bucket["params"]
+            grads = [p.grad for p in params]
+            states = [self.state[p] for p in params]
+            for p, g, state, group in zip(params, grads, states, bucket["groups"], strict=True):
+                if g.is_sparse:
                     raise RuntimeError("StochasticFrankWolfe does not support sparse gradients")
-                state = self.state[p]
                 if "step" not in state:
                     # torch.optim's convention: a float32 CPU tensor, so that compiled steps do
                     # not specialize on (and recompile for) every value of the counter.
@@ -358,13 +378,116 @@ class StochasticFrankWolfe(torch.optim.Optimizer):
                         # The check reads a boolean on the host, which would break a compiled
                         # graph; compiled steps skip it.
                         self._warn_if_infeasible(group["lmo"], p, group)
-                d = direction(p, group, state)
-                if group["lmo"] is None:
-                    sgd_update(p, d, group["lr"])
+                counters.append(state["step"])
+            ds = directions(params, grads, states, *bucket["hyper"])
+            for i in bucket["sgd"]:
+                sgd_update(params[i], ds[i], bucket["groups"][i]["lr"])
+            for i in bucket["generic"]:
+                frank_wolfe_update(params[i], ds[i], bucket["groups"][i], states[i])
+            for kind, idx, radii, gammas, ks in bucket["fast"]:
+                ps = [params[i] for i in idx]
+                pds = [ds[i] for i in idx]
+                if gammas is None:  # a tensor lr: gamma changes with its value
+                    gammas = as_vector([gamma_of(bucket["groups"][i], bucket["diameters"][i], p)
+                                        for i, p in zip(idx, ps, strict=True)], ps[0])
+                if kind == "linf":
+                    gaps = linf_update(ps, pds, radii, gammas)
+                elif kind == "l2":
+                    gaps = l2_update(ps, pds, radii, gammas)
                 else:
-                    frank_wolfe_update(p, d, group, state)
-                state["step"] += 1
+                    gaps = ksparse_update(ps, pds, radii, ks, gammas)
+                if torch.compiler.is_compiling():
+                    # In place where the gap exists: a compiled step then mutates its inputs
+                    # instead of handing new tensors back to be stored in Python dicts.
+                    for i, gap in zip(idx, gaps, strict=True):
+                        old = states[i].get("fw_gap")
+                        if old is not None and old.shape == gap.shape and old.dtype == gap.dtype:
+                            old.copy_(gap)
+                        else:
+                            states[i]["fw_gap"] = gap
+                else:
+                    for i, gap in zip(idx, gaps, strict=True):
+                        states[i]["fw_gap"] = gap
+        if counters:
+            torch._foreach_add_(counters, 1.0)
         return loss
+
+    def _step_plan(self) -> list[dict]:
+        """Which parameters take which update, rebuilt only when groups or gradients change.
+
+        Parameters of all groups are bucketed by device, dtype and momentum settings (one
+        multi-tensor momentum update per bucket); within a bucket, the sets with a closed-form
+        multi-tensor update (:mod:`torchfw.optim._batched`) are gathered by kind, with their radii
+        and step sizes as vectors built once.
+        """
+        compiling = torch.compiler.is_compiling()
+        key_t: tuple = ()
+        if compiling:
+            for group in self.param_groups:
+                _check_hyperparameters(group, at_step=True)  # runs once, when traced
+        else:
+            key_t = tuple((self._check_at_step(group),
+                           (group["lmo"].radius, getattr(group["lmo"], "k", None))
+                           if fast_kind(group["lmo"], group) else None,
+                           tuple((id(p), p.dtype, p.device) for p in group["params"]
+                                 if p.grad is not None))
+                          for group in self.param_groups)
+            if self._plan is not None and self._plan[0] == key_t:
+                return self._plan[1]
+        buckets: dict[tuple, dict] = {}
+        for group in self.param_groups:
+            hyper = (group["momentum"], group["weight_decay"], group["maximize"])
+            for p in group["params"]:
+                if p.grad is None:
+                    continue
+                bucket = buckets.setdefault((p.device, p.dtype) + hyper, {
+                    "hyper": hyper, "params": [], "groups": [], "diameters": [], "sgd": [],
+                    "generic": [], "fast": {}})
+                i = len(bucket["params"])
+                bucket["params"].append(p)
+                bucket["groups"].append(group)
+                lmo = group["lmo"]
+                kind = None if lmo is None else fast_kind(lmo, group)
+                if kind == "ksparse" and not p.is_contiguous():
+                    kind = None
+                bucket["diameters"].append(lmo.diameter(p.numel()) if kind else 0.0)
+                if lmo is None:
+                    bucket["sgd"].append(i)
+                elif kind is None:
+                    bucket["generic"].append(i)
+                else:
+                    bucket["fast"].setdefault(kind, []).append(i)
+        plan = []
+        for bucket in buckets.values():
+            fast = []
+            for kind, idx in bucket["fast"].items():
+                like = bucket["params"][idx[0]]
+                groups = [bucket["groups"][i] for i in idx]
+                radii = as_vector([float(g["lmo"].radius) for g in groups], like)
+                tensor_lr = any(isinstance(g["lr"], Tensor) for g in groups)
+                gammas = None if tensor_lr else as_vector(
+                    [gamma_of(g, bucket["diameters"][i], like)
+                     for g, i in zip(groups, idx, strict=True)], like)
+                ks = [getattr(g["lmo"], "k", 0) for g in groups]
+                fast.append((kind, idx, radii, gammas, ks))
+            bucket["fast"] = fast
+            plan.append(bucket)
+        if not compiling:
+            # A compiled step is specialized on the groups by the compiler's own guards;
+            # caching there would only add state for it to guard on.
+            self._plan = (key_t, plan)
+        return plan
+
+    def _check_at_step(self, group: dict) -> tuple:
+        """Re-validate a group's hyperparameters when they changed since the last step."""
+        lr = group["lr"]
+        key = (id(lr) if isinstance(lr, Tensor) else lr, group["momentum"],
+               group["weight_decay"], group["rescale"], group["per_row"],
+               group.get("maximize"), group.get("foreach"), id(group["lmo"]))
+        if self._checked.get(id(group)) != key:
+            _check_hyperparameters(group, at_step=True)
+            self._checked[id(group)] = key
+        return key
 
     def _warn_if_infeasible(self, lmo: LMO, p: Tensor, group: dict) -> None:
         # One host sync per parameter, on its first step only.

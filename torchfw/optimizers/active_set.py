@@ -109,7 +109,8 @@ def _simplex_qp_py(B, c, max_iter, rtol):
             current = w[idx]
             if not is_ray and (z > 0.0).all():
                 w[:] = 0.0
-                w[idx] = z
+                for a in range(idx.shape[0]):  # a loop: see _start_state in torchfw.svm._start
+                    w[idx[a]] = z[a]
                 break
             # Move toward z (or along the ray) until the first weight reaches zero; it leaves.
             d = ray if is_ray else z - current

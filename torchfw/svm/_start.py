@@ -171,8 +171,12 @@ def _start_state(P, cache, rows, y, inv_c, w, s, max_atoms, keep_previous, wp, s
     imin, smin, jmax, smax, p, t = _select(w, s, s, False)
     n_support = 0
     if keep_previous:  # at the start the previous iterate is the iterate: W = w' K w = p - t
-        wp[:] = w
-        sp[:] = s
+        # Element loops, not wp[:] = w: numba compiles an array-to-slice assignment together
+        # with its shape-mismatch error message (string formatting), tens of seconds of
+        # compilation on the first fit.
+        for r in range(n):
+            wp[r] = w[r]
+            sp[r] = s[r]
         for r in range(n):
             if w[r] > 0.0:
                 support[n_support] = r

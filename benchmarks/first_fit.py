@@ -1,0 +1,192 @@
+"""The first fit after install: fresh processes with an empty numba cache, then with a warm one.
+
+torchfw's CPU kernels are compiled by numba on first use and cached on disk
+(``NUMBA_CACHE_DIR``), so the very first fit in a fresh environment pays the compilation. This
+script measures, each in a fresh Python process:
+
+* ``baseline``: ``import torch`` + ``import sklearn`` (what a user's script pays anyway);
+* ``fit``: the baseline imports, then ``import torchfw`` and ``SVC().fit`` on 3,000 examples
+  (two noisy rings, ``torchfw.datasets.make_classification_blobs``), at defaults;
+* ``demo``: ``python -m torchfw demo`` (the README's first command), wall time of the process.
+
+Each is run with an empty cache directory (``cold``: right after install) and again with the
+cache the cold run filled (``warm``). For the cold fit, a numba event listener records the
+compile time of every function compiled on the way (nested compilations are inside their
+caller's time; CPU time of the process, numba compiles one function at a time), which is
+where the cold time goes. Fit times are given as wall time and as CPU time of the process
+(less sensitive to other jobs on a shared machine; the fit itself may use several threads).
+
+Writes ``benchmarks/results/first_fit_<machine>.md`` and ``.json``.
+
+Usage::
+
+    python benchmarks/first_fit.py --machine epyc2
+    python benchmarks/first_fit.py --machine epyc2 --skip-demo --repeats 3
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _machine import cpu_model, machine_header  # noqa: E402
+
+RESULTS = Path(__file__).resolve().parent / "results"
+ROOT = Path(__file__).resolve().parent.parent
+
+FIT = r"""
+import json, sys, time
+t0 = time.perf_counter()
+import torch, sklearn
+t1 = time.perf_counter()
+compiles = {}
+if LISTEN:
+    from numba.core import event
+    starts = {}
+
+    class _Listener(event.Listener):
+        def on_start(self, ev):
+            starts[id(ev.data["dispatcher"]), str(ev.data["args"])] = time.process_time()
+
+        def on_end(self, ev):
+            d = ev.data["dispatcher"]
+            name = f"{d.py_func.__module__}.{d.py_func.__qualname__}"
+            key = (id(d), str(ev.data["args"]))
+            spent = time.process_time() - starts.pop(key, time.process_time())
+            if name.startswith("torchfw"):
+                compiles[name] = compiles.get(name, 0.0) + spent
+
+    event.register("numba:compile", _Listener())
+import torchfw
+from torchfw import SVC
+from torchfw.datasets import make_classification_blobs
+t2 = time.perf_counter()
+X, y = make_classification_blobs(N, 2, pattern="rings", noise=0.15, random_state=0)
+t3 = time.perf_counter()
+c3 = time.process_time()
+SVC().fit(X, y)
+t4 = time.perf_counter()
+c4 = time.process_time()
+SVC().fit(X, y)
+t5 = time.perf_counter()
+c5 = time.process_time()
+print(json.dumps({"import_torch_sklearn": t1 - t0, "import_torchfw": t2 - t1,
+                  "first_fit": t4 - t3, "second_fit": t5 - t4, "first_fit_cpu": c4 - c3,
+                  "second_fit_cpu": c5 - c4, "compiles": compiles}))
+"""
+
+BASELINE = r"""
+import json, time
+t0 = time.perf_counter()
+import torch, sklearn
+print(json.dumps({"import_torch_sklearn": time.perf_counter() - t0}))
+"""
+
+
+def run(code: str, cache: str, env_extra: dict | None = None) -> tuple[dict, float]:
+    env = {**os.environ, "NUMBA_CACHE_DIR": cache, "PYTHONPATH": str(ROOT),
+           **(env_extra or {})}
+    start = time.perf_counter()
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                         cwd=ROOT)
+    wall = time.perf_counter() - start
+    if out.returncode != 0:
+        raise RuntimeError(out.stderr[-3000:])
+    return json.loads(out.stdout.strip().splitlines()[-1]), wall
+
+
+def run_demo(cache: str) -> float:
+    env = {**os.environ, "NUMBA_CACHE_DIR": cache, "PYTHONPATH": str(ROOT)}
+    start = time.perf_counter()
+    out = subprocess.run([sys.executable, "-m", "torchfw", "demo"], env=env,
+                         capture_output=True, text=True, cwd=ROOT)
+    if out.returncode != 0:
+        raise RuntimeError(out.stderr[-3000:])
+    return time.perf_counter() - start
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--machine", default="cpu")
+    parser.add_argument("--n", type=int, default=3000)
+    parser.add_argument("--repeats", type=int, default=1, help="cold/warm rounds (fresh caches)")
+    parser.add_argument("--skip-demo", action="store_true")
+    parser.add_argument("--out", default=None)
+    args = parser.parse_args(argv)
+    meta = {"cpu": cpu_model(), "cores": os.cpu_count(),
+            "load_average_start": list(os.getloadavg()), "python": sys.version.split()[0]}
+    fit_code = FIT.replace("N,", f"{args.n},")
+    rounds = []
+    for _ in range(args.repeats):
+        with tempfile.TemporaryDirectory() as cache:
+            row: dict = {}
+            row["baseline"], _ = run(BASELINE, cache)
+            row["fit_cold"], row["fit_cold_wall"] = run(fit_code.replace("LISTEN", "True"),
+                                                        cache)
+            row["fit_warm"], row["fit_warm_wall"] = run(fit_code.replace("LISTEN", "False"),
+                                                        cache)
+            if not args.skip_demo:
+                with tempfile.TemporaryDirectory() as demo_cache:
+                    row["demo_cold"] = run_demo(demo_cache)
+                    row["demo_warm"] = run_demo(demo_cache)
+            rounds.append(row)
+            print(json.dumps({k: v for k, v in row.items() if k != "fit_cold"}), flush=True)
+    meta["load_average_end"] = list(os.getloadavg())
+
+    def med(get):
+        return statistics.median(get(r) for r in rounds)
+
+    base = med(lambda r: r["baseline"]["import_torch_sklearn"])
+    cold_fit = med(lambda r: r["fit_cold"]["first_fit"])
+    warm_fit = med(lambda r: r["fit_warm"]["first_fit"])
+    second = med(lambda r: r["fit_warm"]["second_fit"])
+    cold_cpu = med(lambda r: r["fit_cold"]["first_fit_cpu"])
+    warm_cpu = med(lambda r: r["fit_warm"]["first_fit_cpu"])
+    second_cpu = med(lambda r: r["fit_warm"]["second_fit_cpu"])
+    cold_imp = med(lambda r: r["fit_cold"]["import_torchfw"])
+    warm_imp = med(lambda r: r["fit_warm"]["import_torchfw"])
+    command = "python benchmarks/first_fit.py " + " ".join(argv if argv is not None
+                                                           else sys.argv[1:])
+    lines = ["# The first fit after install: empty numba cache against a warm one", ""]
+    lines += machine_header(meta, command)
+    lines += [f"Python {meta['python']}; load average at end: "
+              + ", ".join(f"{x:.2f}" for x in meta["load_average_end"])
+              + f". Medians of {args.repeats} round(s), each in fresh processes.", "",
+              "| measure | empty cache (s) | warm cache (s) |", "|---|---|---|",
+              f"| `import torch, sklearn` | {base:.2f} | {base:.2f} |",
+              f"| `import torchfw` (over torch + sklearn) | {cold_imp:.2f} | {warm_imp:.2f} |",
+              f"| first `SVC().fit`, {args.n:,} examples | {cold_fit:.2f} | {warm_fit:.2f} |",
+              f"| first `SVC().fit`, CPU time of the process | {cold_cpu:.2f} | {warm_cpu:.2f} |",
+              f"| second fit, same process | - | {second:.2f} |",
+              f"| second fit, CPU time | - | {second_cpu:.2f} |",
+              "| import torchfw + first fit, over the second fit | "
+              f"{cold_imp + cold_fit - second:.2f} | {warm_imp + warm_fit - second:.2f} |"]
+    if not args.skip_demo:
+        lines.append(f"| `python -m torchfw demo` (process wall time) | "
+                     f"{med(lambda r: r['demo_cold']):.1f} | {med(lambda r: r['demo_warm']):.1f} |")
+    compiles = rounds[0]["fit_cold"]["compiles"]
+    lines += ["", f"Functions numba compiled during the first fit (round 1; a function's time "
+                  f"includes what it compiled inside; total of top-level entries "
+                  f"{sum(compiles.values()):.1f} s, nested ones counted in their callers too):",
+              "", "| function | compile (CPU s) |", "|---|---|"]
+    for name, spent in sorted(compiles.items(), key=lambda kv: -kv[1]):
+        lines.append(f"| `{name}` | {spent:.2f} |")
+    text = "\n".join(lines)
+    print(text)
+    stem = args.out or f"first_fit_{args.machine}"
+    RESULTS.mkdir(exist_ok=True)
+    (RESULTS / f"{stem}.md").write_text(text + "\n")
+    (RESULTS / f"{stem}.json").write_text(json.dumps({"meta": meta, "rounds": rounds}, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

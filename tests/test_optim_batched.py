@@ -1,0 +1,172 @@
+"""The multi-tensor step of StochasticFrankWolfe (torchfw.optim._batched) against the per-tensor one.
+
+L-infinity, L2 and K-sparse sets with scalar radii, one set per tensor, take the multi-tensor
+update; every other case takes torchfw.optim._update.frank_wolfe_update. Both must be the same
+Frank-Wolfe step: same weights, same gaps, same guards (a zero direction does not move, a box
+coordinate without direction keeps its value, a non-finite direction turns the tensor NaN).
+"""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+from torch import nn
+
+from torchfw.optim import StochasticFrankWolfe
+from torchfw.optim._update import frank_wolfe_update
+from torchfw.sets.oracles import L2Ball, LinfBall
+from torchfw.sets.polytopes import KSparsePolytope
+
+DTYPE = torch.float64
+
+SETS = {
+    "linf": lambda: LinfBall(0.3),
+    "l2": lambda: L2Ball(1.7),
+    "ksparse": lambda: KSparsePolytope(4, 0.25),
+}
+
+
+def _params(seed=0):
+    gen = torch.Generator().manual_seed(seed)
+    shapes = [(5, 6), (6,), (3, 2, 2), (1,)]
+    return [nn.Parameter(0.05 * torch.randn(s, generator=gen, dtype=DTYPE)) for s in shapes]
+
+
+def _grads(params, seed):
+    gen = torch.Generator().manual_seed(seed)
+    grads = [torch.randn(p.shape, generator=gen, dtype=DTYPE) for p in params]
+    grads[0][1] = 0.0  # a row (and so coordinates) without direction
+    grads[3].zero_()   # a whole tensor without direction
+    return grads
+
+
+@pytest.mark.parametrize("rescale", ["diameter", None])
+@pytest.mark.parametrize("name", list(SETS))
+def test_multi_tensor_step_is_the_per_tensor_step(name, rescale):
+    # Two radii-groups, so the plan spans groups; momentum 0 makes the direction the gradient.
+    params = _params()
+    groups = [{"params": params[:2], "lmo": SETS[name]()},
+              {"params": params[2:], "lmo": SETS[name](), "lr": 0.7}]
+    opt = StochasticFrankWolfe(groups, lr=0.4, momentum=0.0, rescale=rescale)
+    opt.make_feasible()
+    twins = [p.detach().clone() for p in params]
+    for step in range(3):
+        grads = _grads(params, seed=10 + step)
+        for p, g in zip(params, grads, strict=True):
+            p.grad = g.clone()
+        opt.step()
+        for i, (twin, g) in enumerate(zip(twins, grads, strict=True)):
+            group = groups[0] if i < 2 else groups[1]
+            state: dict = {}
+            frank_wolfe_update(twin, g, {**opt.param_groups[0 if i < 2 else 1],
+                                         "lmo": group["lmo"]}, state)
+            torch.testing.assert_close(params[i].detach(), twin, rtol=1e-12, atol=1e-14)
+            torch.testing.assert_close(opt.state[params[i]]["fw_gap"], state["fw_gap"],
+                                       rtol=1e-10, atol=1e-14)
+    # The zero tensor never moved; its gap is exactly 0.
+    assert torch.equal(opt.state[params[3]]["fw_gap"], torch.zeros(1, dtype=DTYPE))
+
+
+def test_linf_coordinates_without_direction_keep_their_value():
+    p = nn.Parameter(torch.tensor([0.1, -0.2, 0.05, 0.0], dtype=DTYPE))
+    opt = StochasticFrankWolfe([p], lmo=LinfBall(0.5), lr=0.5, momentum=0.0, rescale=None)
+    p.grad = torch.tensor([0.0, 1.0, 0.0, -2.0], dtype=DTYPE)
+    opt.step()
+    # v = (keep, -0.5, keep, 0.5); theta + 0.5 (v - theta)
+    want = torch.tensor([0.1, -0.35, 0.05, 0.25], dtype=DTYPE)
+    torch.testing.assert_close(p.detach(), want, rtol=0, atol=1e-15)
+
+
+@pytest.mark.parametrize("bad", [math.nan, math.inf])
+@pytest.mark.parametrize("name", list(SETS))
+def test_non_finite_direction_turns_only_its_tensor_nan(name, bad):
+    params = _params(1)
+    opt = StochasticFrankWolfe(params, lmo=SETS[name](), lr=0.3, momentum=0.9)
+    opt.make_feasible()
+    grads = _grads(params, seed=3)
+    grads[2][0, 1, 1] = bad
+    for p, g in zip(params, grads, strict=True):
+        p.grad = g
+    opt.step()
+    assert bool(params[2].isnan().all())
+    assert not any(bool(params[i].isnan().any()) for i in (0, 1, 3))
+    assert not bool(opt.fw_gap().isfinite())
+
+
+@pytest.mark.parametrize("name", list(SETS))
+def test_iterates_stay_feasible_and_momentum_is_the_average(name):
+    params = _params(2)
+    lmo = SETS[name]()
+    opt = StochasticFrankWolfe(params, lmo=lmo, lr=5.0, momentum=0.8)  # gamma clipped to 1 too
+    opt.make_feasible()
+    avg = None
+    for step in range(6):
+        grads = _grads(params, seed=20 + step)
+        avg = [g.clone() for g in grads] if avg is None else \
+            [0.8 * a + 0.2 * g for a, g in zip(avg, grads, strict=True)]
+        for p, g in zip(params, grads, strict=True):
+            p.grad = g
+        opt.step()
+        for p in params:
+            assert bool(lmo.contains(p.detach().reshape(1, -1), atol=1e-12).all())
+    for p, a in zip(params, avg, strict=True):
+        torch.testing.assert_close(opt.state[p]["momentum_buffer"], a, rtol=1e-12, atol=1e-14)
+        assert opt.state[p]["step"] == 6
+
+
+def test_radius_change_and_lr_change_take_effect():
+    # The step plan is cached; changing the set's radius or the lr must rebuild it.
+    p = nn.Parameter(torch.zeros(4, dtype=DTYPE))
+    lmo = LinfBall(1.0)
+    opt = StochasticFrankWolfe([p], lmo=lmo, lr=0.5, momentum=0.0, rescale=None)
+    p.grad = torch.ones(4, dtype=DTYPE)
+    opt.step()
+    assert torch.equal(p.detach(), torch.full((4,), -0.5, dtype=DTYPE))
+    lmo.radius = 2.0
+    opt.param_groups[0]["lr"] = 1.0
+    opt.step()
+    assert torch.equal(p.detach(), torch.full((4,), -2.0, dtype=DTYPE))
+
+
+def test_channels_last_ksparse_weight_takes_the_per_tensor_path():
+    conv = nn.Conv2d(2, 3, 2).to(DTYPE).to(memory_format=torch.channels_last)
+    twin = conv.weight.detach().clone()
+    lmo = KSparsePolytope(2, 0.5)
+    opt = StochasticFrankWolfe([conv.weight], lmo=lmo, lr=0.3, momentum=0.0)
+    opt.make_feasible()
+    twin.copy_(conv.weight.detach())
+    g = torch.randn(conv.weight.shape, dtype=DTYPE)
+    conv.weight.grad = g.contiguous(memory_format=torch.channels_last)
+    opt.step()
+    frank_wolfe_update(twin, g, opt.param_groups[0], {})
+    torch.testing.assert_close(conv.weight.detach(), twin, rtol=1e-12, atol=1e-14)
+
+
+@pytest.mark.parametrize("scale", [1e-30, 1e20])
+def test_l2_float32_directions_whose_squares_under_or_overflow(scale):
+    # ||d|| of float32 entries 1e-30 (or 1e20) is 0 (or inf) when squared in float32; the
+    # vertex -r d / ||d|| must still be the one the per-tensor update finds.
+    gen = torch.Generator().manual_seed(5)
+    p = nn.Parameter(0.1 * torch.randn(7, 3, generator=gen))
+    twin = p.detach().clone()
+    g = scale * torch.randn(7, 3, generator=gen)
+    opt = StochasticFrankWolfe([p], lmo=L2Ball(2.0), lr=0.9, momentum=0.0, rescale=None)
+    p.grad = g.clone()
+    opt.step()
+    frank_wolfe_update(twin, g, opt.param_groups[0], {})
+    assert bool(p.isfinite().all())
+    torch.testing.assert_close(p.detach(), twin, rtol=1e-5, atol=1e-6)
+
+
+def test_changing_k_takes_effect():
+    p = nn.Parameter(torch.zeros(6, dtype=DTYPE))
+    lmo = KSparsePolytope(1, 1.0)
+    opt = StochasticFrankWolfe([p], lmo=lmo, lr=1.0, momentum=0.0, rescale=None)
+    p.grad = torch.tensor([3.0, -2.0, 1.0, 0.5, 0.0, 0.0], dtype=DTYPE)
+    opt.step()
+    assert torch.equal(p.detach(), torch.tensor([-1.0, 0, 0, 0, 0, 0], dtype=DTYPE))
+    lmo.k = 3
+    opt.step()
+    assert torch.equal(p.detach(), torch.tensor([-1.0, 1.0, -1.0, 0, 0, 0], dtype=DTYPE))

@@ -1,0 +1,223 @@
+r"""The step of :class:`torchfw.optim.StochasticFrankWolfe` for many parameters at once.
+
+A network constrained layer by layer (:func:`torchfw.optim.constraints_for`) has one parameter
+group per tensor, so a step that loops over parameters in Python and launches a dozen small
+kernels for each spends most of its time outside the arithmetic. Here the parameters of all
+groups that share a device, a dtype and the momentum settings take the momentum update as one
+``torch._foreach_*`` call, and the sets with a closed-form vertex (L-infinity and L2 balls,
+K-sparse polytopes, one set per tensor, a scalar radius) take the Frank-Wolfe step with
+multi-tensor calls as well, with the vertex folded into the update so that no dense vertex is
+stored:
+
+* L-infinity ball, :math:`v = -r\,\mathrm{sign}(d)`: with :math:`s = \mathrm{sign}(d)`,
+  :math:`u = \theta - v = s\,(r + s\,\theta)` (0 where :math:`d_i = 0`, so that coordinate keeps
+  its value, as the box's rule in :mod:`torchfw.optim._update` says), and
+  :math:`\theta \leftarrow \theta - \gamma u`.
+* L2 ball, :math:`v = -r\,d / \|d\|_2`: :math:`u = \theta + (r / \|d\|_2)\, d`, the norm taken in
+  float64 for lower precisions (no overflow or underflow of the squares).
+* K-sparse polytope: the vertex has K nonzeros, so :math:`\theta \leftarrow (1 - \gamma)\theta`
+  and then :math:`\gamma v` is added on its K entries; the gap is
+  :math:`\langle d, \theta\rangle + r \sum_{\text{top } K} |d_i|`.
+
+The gap :math:`G = \langle d, \theta - v\rangle` of each tensor is one dot product, and the guards
+of :mod:`torchfw.optim._update` hold without a host read: a tensor whose direction is exactly zero
+does not move, and a non-finite direction makes :math:`\gamma` (so the whole tensor) NaN,
+through :math:`\gamma + 0 \cdot G`.
+
+The same functions run for one tensor and for many (``foreach=False`` changes nothing), and
+every other set, ``per_row=True``, ``rescale="gradient"`` and tensor radii take the per-tensor
+update of :mod:`torchfw.optim._update`.
+
+References
+----------
+S. Pokutta, C. Spiegel, M. Zimmer. "Deep Neural Network Training with Frank-Wolfe."
+arXiv:2010.07243, 2020.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+from torch import Tensor
+
+from ..sets.oracles import L2Ball, LinfBall
+from ..sets.polytopes import KSparsePolytope
+
+__all__ = ["directions", "fast_kind", "gamma_of", "as_vector", "linf_update", "l2_update",
+           "ksparse_update"]
+
+
+def directions(params: list[Tensor], grads: list[Tensor] | tuple[Tensor, ...], states: list[dict],
+               momentum: float, weight_decay: float, maximize: bool) -> list[Tensor]:
+    r"""Momentum directions :math:`d_t = (1-\mu) g_t + \mu d_{t-1}` (:math:`d_0 = g_0`) of a bucket.
+
+    All tensors share device and dtype; the buffers in ``states`` are updated in place.
+    """
+    if maximize:
+        grads = list(torch._foreach_neg(grads))
+    if weight_decay != 0:
+        grads = list(torch._foreach_add(grads, params, alpha=weight_decay))
+    if momentum == 0:
+        for state in states:
+            # A stale buffer would otherwise resurface if a schedule turns momentum back on.
+            state.pop("momentum_buffer", None)
+        return list(grads)
+    out: list[Tensor] = []
+    old_bufs, old_grads = [], []
+    for g, state in zip(grads, states, strict=True):
+        buf = state.get("momentum_buffer")
+        if buf is None:
+            # d_0 = g_0 (the reference implementation's start), not a zero-started average.
+            buf = state["momentum_buffer"] = g.detach().clone(memory_format=torch.preserve_format)
+        else:
+            old_bufs.append(buf)
+            old_grads.append(g)
+        out.append(buf)
+    if old_bufs:
+        # One pass: buf + (1 - mu)(g - buf) = mu buf + (1 - mu) g.
+        torch._foreach_lerp_(old_bufs, old_grads, 1.0 - momentum)
+    return out
+
+
+def fast_kind(lmo: Any, group: dict) -> str | None:
+    """Which multi-tensor update fits the group's set, or None for the per-tensor one."""
+    if group["per_row"] or group["rescale"] == "gradient":
+        return None
+    kind = type(lmo)
+    if kind is LinfBall:
+        name = "linf"
+    elif kind is L2Ball:
+        name = "l2"
+    elif kind is KSparsePolytope:
+        name = "ksparse"
+    else:
+        return None
+    if isinstance(lmo.radius, Tensor):
+        return None
+    return name
+
+
+def gamma_of(group: dict, diameter: float, like: Tensor):
+    r""":math:`\gamma = \operatorname{clip}_{[0,1]}(\eta s)`, a float (0-d tensor if lr is one)."""
+    lr = group["lr"]
+    tensor_lr = isinstance(lr, Tensor)
+    if tensor_lr:
+        lr = lr.to(device=like.device, dtype=like.dtype).reshape(())
+    if group["rescale"] == "diameter":
+        if diameter == 0:
+            return 1.0  # a single point: moving all the way is exact
+        return (lr / diameter).clamp(0.0, 1.0) if tensor_lr else min(lr / diameter, 1.0)
+    return lr.clamp(0.0, 1.0) if tensor_lr else min(lr, 1.0)
+
+
+def _dots(ds: Sequence[Tensor], us: Sequence[Tensor]) -> Tensor:
+    """``<d, u>`` of every pair, as one vector (one reduction per tensor)."""
+    return torch.stack([torch.dot(d.reshape(-1), u.reshape(-1))
+                        for d, u in zip(ds, us, strict=True)])
+
+
+@functools.lru_cache(maxsize=256)
+def _constant(values: tuple, dtype: torch.dtype, device: torch.device) -> Tensor:
+    # Built once per set of values: a host-to-device copy at every step would synchronize.
+    return torch.tensor(values, dtype=dtype, device=device)
+
+
+def as_vector(values: list, like: Tensor) -> Tensor:
+    """Floats or 0-d tensors as one vector on ``like``'s device and dtype (never modify it)."""
+    if all(isinstance(v, float) for v in values):
+        if torch.compiler.is_compiling():
+            return torch.tensor(values, dtype=like.dtype, device=like.device)
+        return _constant(tuple(values), like.dtype, like.device)
+    return torch.stack([v.to(device=like.device, dtype=like.dtype) if isinstance(v, Tensor)
+                        else torch.full((), v, dtype=like.dtype, device=like.device)
+                        for v in values])
+
+
+def _guarded_steps(gaps: Tensor, gammas: Tensor) -> Tensor:
+    r""":math:`\gamma + 0 \cdot G` per tensor: NaN where the gap is not finite."""
+    return gaps.mul(0.0).add_(gammas)
+
+
+def _rows(vector: Tensor) -> tuple[Tensor, ...]:
+    """One (1,)-shaped view per entry: the gap of a set viewed as one row."""
+    return vector.view(-1, 1).unbind(0)
+
+
+def linf_update(params: list[Tensor], ds: list[Tensor], radii: Tensor,
+                gammas: Tensor) -> tuple[Tensor, ...]:
+    r"""L-infinity balls: :math:`\theta \leftarrow \theta - \gamma\, s (r + s\theta)`; returns gaps.
+
+    ``radii`` and ``gammas`` hold one value per tensor (:func:`as_vector`).
+    """
+    s = torch._foreach_sign(ds)
+    u = torch._foreach_addcmul(list(radii.unbind()), s, params)
+    torch._foreach_mul_(u, s)  # u = theta - v, 0 where d == 0
+    gaps = _dots(ds, u)
+    steps = _guarded_steps(gaps, gammas)
+    torch._foreach_addcmul_(params, u, steps.unbind(), value=-1.0)
+    return _rows(gaps)
+
+
+def _norms(ds: list[Tensor]) -> Tensor:
+    r""":math:`\|d\|_2` of every tensor, in float64, without overflow or underflow of the squares.
+
+    On the CPU the norms are taken in the tensors' own precision (a float64 reduction of float32
+    data costs four times as much there) and only those that came out 0 or infinite are taken
+    again in float64, which needs a read on the host: free on the CPU, a synchronization
+    elsewhere, where (and under ``torch.compile``) every norm is taken in float64 at once.
+    """
+    like = ds[0]
+    wide = torch.float64 if torch.finfo(like.dtype).bits < 64 else None
+    if wide is None or like.device.type != "cpu" or torch.compiler.is_compiling():
+        return torch.stack(torch._foreach_norm(ds, 2, dtype=wide))
+    norms = torch.stack(torch._foreach_norm(ds, 2)).to(torch.float64)
+    redo = ((norms == 0) | ~torch.isfinite(norms)).nonzero().flatten().tolist()
+    if redo:
+        again = torch._foreach_norm([ds[i] for i in redo], 2, dtype=torch.float64)
+        norms[redo] = torch.stack(again)
+    return norms
+
+
+def l2_update(params: list[Tensor], ds: list[Tensor], radii: Tensor,
+              gammas: Tensor) -> tuple[Tensor, ...]:
+    r"""L2 balls: :math:`\theta \leftarrow \theta - \gamma(\theta + r d / \|d\|)`; returns gaps."""
+    like = params[0]
+    norms = _norms(ds)
+    # r / ||d|| where ||d|| > 0, and r where d == 0 (then u = theta and the gap is 0).
+    nonzero = norms.sign()
+    coef = (radii.to(norms.dtype) / torch.where(norms > 0, norms, 1.0)).to(like.dtype)
+    u = torch._foreach_addcmul(params, ds, coef.unbind())  # theta - v
+    gaps = _dots(ds, u)
+    # No direction, no move: gamma * sign(||d||); NaN through the gap.
+    steps = _guarded_steps(gaps, gammas).mul_(nonzero.to(like.dtype))
+    torch._foreach_addcmul_(params, u, steps.unbind(), value=-1.0)
+    return _rows(gaps)
+
+
+def ksparse_update(params: list[Tensor], ds: list[Tensor], radii: Tensor,
+                   ks: list[int], gammas: Tensor) -> tuple[Tensor, ...]:
+    r"""K-sparse polytopes: :math:`\theta \leftarrow (1-\gamma)\theta + \gamma v`; returns gaps.
+
+    The vertex puts :math:`-r\,\mathrm{sign}(d_i)` (``+r`` for a zero :math:`d_i`) on the K
+    entries of largest :math:`|d_i|`, as :class:`~torchfw.sets.polytopes.KSparsePolytope` does.
+    """
+    tops, idxs, vals = [], [], []
+    for d, k in zip(ds, ks, strict=True):
+        flat = d.reshape(-1)
+        top = torch.topk(flat.abs(), min(k, flat.numel()))
+        tops.append(top.values)
+        idxs.append(top.indices)
+        vals.append(flat[top.indices])
+    r = radii
+    # <d, theta> - <d, v> = <d, theta> + r * (sum of the K largest |d_i|).
+    gaps = _dots(ds, params) + r * torch.stack([t.sum() for t in tops])
+    # No direction, no move: the largest |d_i| is 0 exactly when d == 0.
+    steps = _guarded_steps(gaps, gammas).mul_(torch.stack([t[0] for t in tops]).sign())
+    torch._foreach_mul_(params, (1.0 - steps).unbind())
+    scaled = (r * steps).unbind()
+    for p, idx, val, step in zip(params, idxs, vals, scaled, strict=True):
+        p.view(-1).index_add_(0, idx, torch.where(val > 0, -step, step))
+    return _rows(gaps)
