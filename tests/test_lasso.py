@@ -111,7 +111,8 @@ def test_penalized_matches_sklearn_coefficients(request, name, frac, working_set
     X, y = _data(request, name)
     alpha = frac * _alpha_max(X, y)
     sk = _sklearn(X, y, alpha)
-    model = Lasso(alpha=alpha, tol=1e-10, method=method, working_set=working_set).fit(X, y)
+    model = Lasso(alpha=alpha, tol=1e-10, method=method, working_set=working_set,
+                  solver="pairwise").fit(X, y)
     assert (model.working_set_ is not None) == (name == "leukemia" and working_set is True)
     scale = max(1.0, float(np.abs(sk.coef_).max()))
     assert np.abs(model.coef_ - sk.coef_).max() <= 1e-4 * scale

@@ -1,10 +1,12 @@
-r"""Lasso regression by Frank-Wolfe: the estimator :class:`Lasso` and :func:`lasso_path`.
+r"""Lasso regression: the estimator :class:`Lasso` and :func:`lasso_path`.
 
-The problems (constrained and penalized forms, over the L1 ball or as Jaggi's SVM), their
-certificates and the maps from a solver's point back to coefficients are built by
-:mod:`torchfw.lasso_problem`, whose docstring gives the mathematics; this module validates
-parameters, drives the solves (whole, or on a growing working set of features) and stores the
-model in scikit-learn's attributes. The references (Jaggi 2013 and 2014, Harchaoui, Juditsky &
+The Frank-Wolfe problems (constrained and penalized forms, over the L1 ball or as Jaggi's SVM),
+their certificates and the maps from a solver's point back to coefficients are built by
+:mod:`torchfw.lasso_problem`, whose docstring gives the mathematics; coordinate descent with
+working sets, gap-safe screening and Anderson extrapolation (``solver="cd"``, the default for
+the penalized form on the host) is :mod:`torchfw.lasso_cd`. This module validates parameters,
+drives the solves (whole, or on a growing working set of features) and stores the model in
+scikit-learn's attributes. The references (Jaggi 2013 and 2014, Harchaoui, Juditsky &
 Nemirovski 2015, Fercoq, Gramfort & Salmon 2015) are listed there too.
 """
 
@@ -19,7 +21,7 @@ import torch
 from torch import Tensor
 
 from . import exceptions
-from ._data import as_target, r2
+from ._data import as_matrix, as_sample_weight, as_target, r2
 from ._estimator import BaseEstimator, check_is_fitted, plain
 from ._validation import (
     check_int_at_least,
@@ -27,6 +29,7 @@ from ._validation import (
     check_positive,
     resolve_device,
 )
+from .lasso_cd import HAVE_NUMBA, CDDesign, solve_cd
 from .lasso_problem import (
     METHODS,
     SOLVERS,
@@ -36,10 +39,31 @@ from .lasso_problem import (
     _dual_gap,
     lasso_problem,
 )
-from .result import Status
+from .result import History, Result, Status
 
 __all__ = ["Lasso", "lasso_path", "LassoData", "LassoProblem", "lasso_problem", "SOLVERS",
-           "METHODS"]
+           "METHODS", "ESTIMATOR_SOLVERS"]
+
+#: ``solver=`` values of :class:`Lasso` and :func:`lasso_path`: ``"auto"``, coordinate descent
+#: (``"cd"``) and the Frank-Wolfe variants of :data:`SOLVERS`.
+ESTIMATOR_SOLVERS = ("auto", "cd", *SOLVERS)
+
+
+def _resolve_solver(solver: str, form: str, device: torch.device, time_limit) -> str:
+    """The solver that runs: ``"auto"`` is coordinate descent for the penalized form on the
+    host (with numba), else pairwise Frank-Wolfe; ``"cd"`` is checked against what it can do."""
+    _check_choice("solver", solver, ESTIMATOR_SOLVERS)
+    if solver == "auto":
+        cd = (form == "alpha" and HAVE_NUMBA and device.type == "cpu" and time_limit is None)
+        return "cd" if cd else "pairwise"
+    if solver == "cd":
+        if form != "alpha":
+            raise ValueError("solver='cd' solves the penalized Lasso (alpha); the constrained "
+                             "form (radius) needs a Frank-Wolfe solver such as 'pairwise'")
+        if time_limit is not None:
+            raise ValueError("time_limit is only supported by the Frank-Wolfe solvers, not by "
+                             "solver='cd'")
+    return solver
 
 
 def _check_alpha_radius(alpha, radius) -> tuple[str, float]:
@@ -57,7 +81,7 @@ def _check_alpha_radius(alpha, radius) -> tuple[str, float]:
 
 
 class Lasso(BaseEstimator):
-    r"""Lasso regression trained by Frank-Wolfe methods (scikit-learn API).
+    r"""Lasso regression by coordinate descent or Frank-Wolfe methods (scikit-learn API).
 
     Penalized form (``alpha``), scikit-learn's objective
     :math:`\frac1{2n}\|y - Xw - b\|^2 + \alpha\|w\|_1`; or constrained form (``radius``),
@@ -73,18 +97,26 @@ class Lasso(BaseEstimator):
     fit_intercept : bool, default True
         Fit an unpenalized intercept (X and y are centred; sparse X stays sparse).
     method : {"l1ball", "svm"}, default "l1ball"
-        Frank-Wolfe over the L1 ball, or over the simplex of Jaggi's SVM (same iterates).
-    solver : {"pairwise", "away", "swap", "fw", "partan"}, default "pairwise"
-        Frank-Wolfe variant. Pairwise, away and SWAP converge linearly on the Lasso; plain FW and
-        PARTAN are sublinear and only suit loose tolerances.
+        Frank-Wolfe over the L1 ball, or over the simplex of Jaggi's SVM (same iterates). Not
+        used by ``solver="cd"``.
+    solver : {"auto", "cd", "pairwise", "away", "swap", "fw", "partan"}, default "auto"
+        ``"cd"``: coordinate descent with working sets, gap-safe screening and Anderson
+        extrapolation (:mod:`torchfw.lasso_cd`; penalized form only, runs on the host).
+        The others are Frank-Wolfe variants: pairwise, away and SWAP converge linearly on the
+        Lasso; plain FW and PARTAN are sublinear and only suit loose tolerances. ``"auto"``:
+        ``"cd"`` for the penalized form on CPU data (numba available, no ``time_limit``),
+        ``"pairwise"`` otherwise (the constrained form, CUDA data).
     tol : float, default 1e-4
-        Stop when the duality gap is at most ``tol * ||y_c||^2 / n`` (scikit-learn's meaning).
+        Stop when the certified duality gap is at most ``tol * ||y_c||^2 / n``
+        (scikit-learn's meaning).
     max_iter : int, default 100000
-        Frank-Wolfe iterations (a :class:`~torchfw.exceptions.ConvergenceWarning` when reached).
+        Frank-Wolfe iterations, or coordinate-descent epochs over the working sets (a
+        :class:`~torchfw.exceptions.ConvergenceWarning` when reached).
     warm_start : bool, default False
         Start from the previous ``coef_``.
     check_every : int, optional
-        Iterations between gap checks (solver default: 10 on the host, 50 on CUDA).
+        Iterations between gap checks (solver default: 10 on the host, 50 on CUDA; for
+        ``"cd"``, epochs between checks of a working set's own gap, default 1).
     cache_size : float, default 256
         Gram column cache in MB.
     device : str or torch.device, optional
@@ -98,9 +130,10 @@ class Lasso(BaseEstimator):
     working_set : bool or "auto", default "auto"
         Solve on a growing working set of features, checking the full problem's gap between
         rounds (see :func:`_fit_working_set`): columns then cost ``n |W|`` instead of ``n p``.
-        ``"auto"``: when there are more than 128 features.
+        ``"auto"``: when there are more than 128 features (always for ``"cd"``, whose
+        ``False`` sweeps every feature that screening keeps).
     time_limit : float, optional
-        Wall-clock budget in seconds.
+        Wall-clock budget in seconds (Frank-Wolfe solvers only).
     verbose : bool, default False
 
     Attributes
@@ -108,7 +141,7 @@ class Lasso(BaseEstimator):
     coef_ : ndarray of shape (n_features,)
     intercept_ : float
     n_iter_ : int
-        Frank-Wolfe iterations.
+        Frank-Wolfe iterations, or coordinate-descent epochs (over working sets).
     dual_gap_ : float
         Penalized form: scikit-learn's duality gap at ``coef_``; constrained form: the
         Frank-Wolfe gap. Both in the scale :math:`\frac1{2n}\|\cdot\|^2` and computed exactly
@@ -119,11 +152,15 @@ class Lasso(BaseEstimator):
     radius_ : float
         ``||coef_||_1`` (penalized form) or ``radius``.
     radius_bound_ : float
-        Penalized form: the certified radius ``T`` of the ball the solver worked on.
+        Penalized form with a Frank-Wolfe solver: the certified radius ``T`` of the ball the
+        solver worked on (``None`` for ``"cd"``).
     working_set_ : ndarray of int or None
-        Features of the final working set (``None`` when the problem was solved whole).
+        Features of the final working set (``None`` when the problem was solved whole, and for
+        ``"cd"``).
     result_ : Result
-        The solver's result (history, status, step counts).
+        The solver's result (history, status, step counts). For ``"cd"`` the history has one
+        entry per working-set round (epochs so far, primal value, certified gap, and in
+        ``steps`` the working-set size and the screened count) and ``info`` the totals.
 
     Examples
     --------
@@ -142,7 +179,7 @@ class Lasso(BaseEstimator):
     path: ClassVar[Callable[..., Any]]
 
     def __init__(self, alpha=None, *, radius=None, fit_intercept=True, method="l1ball",
-                 solver="pairwise", tol=1e-4, max_iter=100_000, warm_start=False,
+                 solver="auto", tol=1e-4, max_iter=100_000, warm_start=False,
                  check_every=None, cache_size=256.0, device=None, dtype=None,
                  execution="auto", working_set="auto", time_limit=None, verbose=False):
         self.alpha = alpha
@@ -179,14 +216,28 @@ class Lasso(BaseEstimator):
         """
         form, value = _check_alpha_radius(self.alpha, self.radius)
         _check_choice("method", self.method, METHODS)
-        _check_choice("solver", self.solver, SOLVERS)
+        _check_choice("solver", self.solver, ESTIMATOR_SOLVERS)
         tol = check_positive("tol", self.tol)
         options = self._options()
         dtype = resolve_dtype(self.dtype)
+        _use_working_set(self.working_set, None)  # checks the value
         with warnings.catch_warnings():
             warnings.filterwarnings("ignore", message="Sparse CSR tensor support is in beta")
             warnings.filterwarnings("ignore", message="Sparse invariant checks")
             X = self._validate_X(X, reset=True, device=resolve_device(self.device), dtype=dtype)
+        solver = _resolve_solver(self.solver, form, X.device, self.time_limit)
+        if solver == "cd":
+            y_t = as_target(y, X.shape[0], estimator="Lasso", device=X.device,
+                            dtype=torch.float64)
+            design = CDDesign(X, y_t, fit_intercept=self.fit_intercept,
+                              sample_weight=as_sample_weight(sample_weight, X.shape[0]))
+            w0 = None
+            if self.warm_start and getattr(self, "_coef", None) is not None and \
+                    self._coef.shape[0] == design.n_features:
+                w0 = self._coef
+            fit = _fit_cd(design, value, w0, tol, options, self.working_set, self.check_every)
+            self._set_fitted(design, fit)
+            return self
         data = LassoData(X, y, fit_intercept=self.fit_intercept, dtype=dtype,
                          cache_size=self.cache_size, sample_weight=sample_weight)
         options["execution"] = _execution(self.execution, data)
@@ -194,12 +245,12 @@ class Lasso(BaseEstimator):
         if self.warm_start and getattr(self, "_coef", None) is not None and \
                 self._coef.shape[0] == data.n_features:
             w0 = self._coef.to(device=data.device, dtype=torch.float64)
-        fit = _fit_one(data, form, value, w0, self.method, self.solver, tol, options,
+        fit = _fit_one(data, form, value, w0, self.method, solver, tol, options,
                        _use_working_set(self.working_set, data))
         self._set_fitted(data, fit)
         return self
 
-    def _set_fitted(self, data: LassoData, fit: dict) -> None:
+    def _set_fitted(self, data: LassoData | CDDesign, fit: dict) -> None:
         w = fit["w"]
         self._coef = w.detach().clone()
         self.coef_ = w.detach().cpu().numpy().astype(np.float64)
@@ -214,7 +265,7 @@ class Lasso(BaseEstimator):
         self.working_set_ = None if ws is None else ws.cpu().numpy()
         self.result_ = fit["result"]
         if fit["status"] in (Status.MAX_ITER, Status.TIME_LIMIT, Status.NONFINITE):
-            warnings.warn(f"Lasso solver {self.solver!r} stopped on {fit['status']} after "
+            warnings.warn(f"Lasso solver {fit['solver']!r} stopped on {fit['status']} after "
                           f"{fit['n_iter']} iterations with duality gap {fit['gap']:.3g} > "
                           f"tol * ||y||^2 / n = {fit['target']:.3g}; increase max_iter or tol",
                           exceptions.ConvergenceWarning, stacklevel=3)
@@ -332,11 +383,12 @@ def resolve_dtype(dtype) -> torch.dtype:
     return found
 
 
-def _use_working_set(working_set, data: LassoData) -> bool:
+def _use_working_set(working_set, data: LassoData | None) -> bool:
+    """Whether the Frank-Wolfe fit uses working sets (``data=None``: only check the value)."""
     if isinstance(working_set, str):
         if working_set != "auto":
             raise ValueError(f"working_set must be True, False or 'auto', got {working_set!r}")
-        return data.n_features > 4 * _WS_MIN_SIZE
+        return data is not None and data.n_features > 4 * _WS_MIN_SIZE
     if not isinstance(working_set, (bool, np.bool_)):
         raise ValueError(f"working_set must be True, False or 'auto', got {working_set!r}")
     return bool(working_set)
@@ -348,6 +400,31 @@ def _execution(execution: str, data: LassoData) -> str:
         # cuSPARSE products are not guaranteed capturable: run sync-free but uncaptured.
         return "device"
     return execution
+
+
+def _fit_cd(design: CDDesign, alpha: float, w0: Tensor | None, tol: float, options: dict,
+            working_set, check_every) -> dict:
+    """One coordinate-descent fit of the penalized Lasso, as :func:`_fit_one` reports it."""
+    out = solve_cd(design, alpha, w0, tol, max_iter=options["max_iter"],
+                   working_set=isinstance(working_set, str) or bool(working_set),
+                   check_every=1 if check_every is None else check_every)
+    status = Status.CONVERGED if out["converged"] else Status.MAX_ITER
+    if not np.isfinite(out["gap"]):
+        status = Status.NONFINITE
+    history = History()
+    for gap, primal, size, epochs, screened in out["trace"]:
+        history.append(int(epochs), float(primal), float(gap), float("nan"),
+                       {"working_set": int(size), "screened": int(screened)})
+    history.append(out["n_iter"], out["primal"], out["gap"], float("nan"),
+                   {"working_set": 0, "screened": out["n_screened"]})
+    w = out["w"]
+    result = Result(x=w, value=out["primal"], gap=out["gap"], n_iter=out["n_iter"],
+                    status=status, history=history, best_gap=out["gap"],
+                    info={"solver": "cd", "rounds": out["rounds"],
+                          "n_screened": out["n_screened"], "work": out["work"]})
+    return {"w": w, "n_iter": out["n_iter"], "gap": out["gap"], "alpha": alpha,
+            "radius": float(w.abs().sum()), "T": None, "result": result, "status": status,
+            "target": tol * design.yy, "solver": "cd"}
 
 
 def _fit_one(data: LassoData, form: str, value: float, w0: Tensor | None, method: str,
@@ -370,7 +447,7 @@ def _fit_one(data: LassoData, form: str, value: float, w0: Tensor | None, method
         alpha_eff = float(data.gradient(w).abs().max())
         return {"w": w, "n_iter": 0 if result is None else result.n_iter, "gap": gap,
                 "alpha": alpha_eff, "radius": t, "result": result, "status": status,
-                "target": target}
+                "target": target, "solver": solver}
     alpha = value
     w, result, T, _ = data.solve_penalized(alpha, w0, method=method, solver=solver, tol=tol,
                                            **options)
@@ -379,7 +456,7 @@ def _fit_one(data: LassoData, form: str, value: float, w0: Tensor | None, method
     gap, _ = data.sklearn_gap(w, alpha)
     return {"w": w, "n_iter": 0 if result is None else result.n_iter, "gap": gap,
             "alpha": alpha, "radius": float(w.abs().sum()), "T": T, "result": result,
-            "status": status, "target": target}
+            "status": status, "target": target, "solver": solver}
 
 
 #: Working sets start with this many features (plus the warm start's support) and at least
@@ -467,7 +544,7 @@ def _fit_working_set(data: LassoData, form: str, value: float, w0: Tensor | None
             status = result.status
             break
     fit = {"w": w, "n_iter": total, "gap": gap, "result": result, "status": status,
-           "target": target, "working_set": torch.nonzero(in_set).squeeze(1)}
+           "target": target, "working_set": torch.nonzero(in_set).squeeze(1), "solver": solver}
     if form == "alpha":
         fit.update(alpha=value, radius=float(w.abs().sum()), T=T)
     else:
@@ -476,15 +553,17 @@ def _fit_working_set(data: LassoData, form: str, value: float, w0: Tensor | None
 
 
 def lasso_path(X, y, *, alphas=None, radii=None, n_alphas: int = 50, eps: float = 1e-3,
-               fit_intercept: bool = False, method: str = "l1ball", solver: str = "pairwise",
+               fit_intercept: bool = False, method: str = "l1ball", solver: str = "auto",
                tol: float = 1e-4, max_iter: int = 100_000, check_every=None,
                cache_size: float = 256.0, device=None, dtype=None,
                execution: str = "auto", working_set="auto", return_n_iter: bool = False,
                verbose: bool = False):
     r"""Lasso solutions over a grid of penalties or radii, each warm-started from the last.
 
-    One Gram operator (and its column cache) serves the whole path, so features that stay active
-    cost one product with ``X`` for the entire path.
+    With a Frank-Wolfe solver one Gram operator (and its column cache) serves the whole path,
+    so features that stay active cost one product with ``X`` for the entire path; with
+    coordinate descent (``solver="cd"``, the default for penalties on the host) one column-major
+    copy of the design does, and each solve starts from the last one's support.
 
     Parameters
     ----------
@@ -503,7 +582,8 @@ def lasso_path(X, y, *, alphas=None, radii=None, n_alphas: int = 50, eps: float 
         scikit-learn's ``lasso_path`` fits none; ``True`` centres ``X`` and ``y``.
     method, solver, tol, max_iter, check_every, cache_size, device, dtype, execution, verbose
     working_set
-        As for :class:`Lasso`.
+        As for :class:`Lasso` (``solver="auto"``: coordinate descent for ``alphas`` on the
+        host, pairwise Frank-Wolfe for ``radii``).
     return_n_iter : bool, default False
 
     Returns
@@ -519,8 +599,21 @@ def lasso_path(X, y, *, alphas=None, radii=None, n_alphas: int = 50, eps: float 
     if alphas is not None and radii is not None:
         raise ValueError("give either alphas or radii, not both")
     _check_choice("method", method, METHODS)
-    _check_choice("solver", solver, SOLVERS)
+    _check_choice("solver", solver, ESTIMATOR_SOLVERS)
     tol = check_positive("tol", tol)
+    _use_working_set(working_set, None)  # checks the value
+    if radii is None:
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message="Sparse CSR tensor support is in beta")
+            warnings.filterwarnings("ignore", message="Sparse invariant checks")
+            Xt = as_matrix(X, device=resolve_device(device), dtype=resolve_dtype(dtype))
+        solver = _resolve_solver(solver, "alpha", Xt.device, None)
+        if solver == "cd":
+            return _cd_path(Xt, y, alphas, n_alphas, eps, fit_intercept, tol, max_iter,
+                            working_set, check_every, return_n_iter)
+        X = Xt
+    else:
+        solver = _resolve_solver(solver, "radius", torch.device("cpu"), None)
     data = LassoData(X, y, fit_intercept=fit_intercept, device=device,
                      dtype=resolve_dtype(dtype), cache_size=cache_size)
     if radii is not None:
@@ -528,13 +621,7 @@ def lasso_path(X, y, *, alphas=None, radii=None, n_alphas: int = 50, eps: float 
         form = "radius"
     else:
         form = "alpha"
-        if alphas is None:
-            n_alphas = check_int_at_least("n_alphas", n_alphas, 1)
-            eps = check_positive("eps", eps)
-            top = data.alpha_max if data.alpha_max > 0 else 1.0
-            grid = np.geomspace(top, top * eps, n_alphas) if n_alphas > 1 else np.array([top])
-        else:
-            grid = np.sort(_grid("alphas", alphas, allow_zero=False))[::-1]
+        grid = _alpha_grid(alphas, n_alphas, eps, data.alpha_max)
     options = {"max_iter": check_int_at_least("max_iter", max_iter, 1),
                "verbose": bool(verbose), "execution": _execution(execution, data)}
     if check_every is not None:
@@ -554,6 +641,45 @@ def lasso_path(X, y, *, alphas=None, radii=None, n_alphas: int = 50, eps: float 
             warnings.warn(f"lasso_path: {form}={value:.4g} stopped on {fit['status']} with "
                           f"gap {fit['gap']:.3g} > {fit['target']:.3g}",
                           exceptions.ConvergenceWarning, stacklevel=2)
+    if return_n_iter:
+        return grid, coefs, gaps, n_iters
+    return grid, coefs, gaps
+
+
+def _alpha_grid(alphas, n_alphas, eps, alpha_max: float) -> np.ndarray:
+    """The penalties of a path, decreasing (scikit-learn's default grid when ``alphas`` is
+    None)."""
+    if alphas is None:
+        n_alphas = check_int_at_least("n_alphas", n_alphas, 1)
+        eps = check_positive("eps", eps)
+        top = alpha_max if alpha_max > 0 else 1.0
+        return np.geomspace(top, top * eps, n_alphas) if n_alphas > 1 else np.array([top])
+    return np.sort(_grid("alphas", alphas, allow_zero=False))[::-1]
+
+
+def _cd_path(X: Tensor, y, alphas, n_alphas, eps, fit_intercept, tol, max_iter, working_set,
+             check_every, return_n_iter):
+    """:func:`lasso_path` by coordinate descent: one design, each solve warm-started."""
+    y_t = as_target(y, X.shape[0], estimator="Lasso", device=X.device, dtype=torch.float64)
+    design = CDDesign(X, y_t, fit_intercept=fit_intercept)
+    grid = _alpha_grid(alphas, n_alphas, eps, design.alpha_max)
+    options = {"max_iter": check_int_at_least("max_iter", max_iter, 1)}
+    if check_every is not None:
+        check_every = check_int_at_least("check_every", check_every, 1)
+    coefs = np.zeros((design.n_features, len(grid)))
+    gaps = np.zeros(len(grid))
+    n_iters = np.zeros(len(grid), dtype=np.int64)
+    w = None
+    for k, value in enumerate(grid):
+        fit = _fit_cd(design, float(value), w, tol, options, working_set, check_every)
+        w = fit["w"]
+        coefs[:, k] = w.detach().cpu().numpy()
+        gaps[k] = fit["gap"]
+        n_iters[k] = fit["n_iter"]
+        if fit["status"] != Status.CONVERGED:
+            warnings.warn(f"lasso_path: alpha={value:.4g} stopped on {fit['status']} with "
+                          f"gap {fit['gap']:.3g} > {fit['target']:.3g}",
+                          exceptions.ConvergenceWarning, stacklevel=3)
     if return_n_iter:
         return grid, coefs, gaps, n_iters
     return grid, coefs, gaps
