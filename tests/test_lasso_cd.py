@@ -110,7 +110,14 @@ def test_sparse_and_dense_inputs_give_the_same_model():
     csr = Lasso(alpha=alpha, solver="cd", tol=1e-12).fit(sp.csr_matrix(X), y)
     tensor = Lasso(alpha=alpha, solver="cd", tol=1e-12).fit(
         torch.from_numpy(X).to_sparse_csr(), torch.from_numpy(y))
-    for other in (csr, tensor):
+    # A CSC matrix is read as it is; one with repeated entries is summed first.
+    csc = Lasso(alpha=alpha, solver="cd", tol=1e-12).fit(sp.csc_matrix(X), y)
+    base = sp.csc_matrix(X)
+    doubled = sp.csc_matrix((np.repeat(base.data / 2, 2), np.repeat(base.indices, 2),
+                             2 * base.indptr), shape=X.shape)  # every entry stored twice
+    assert not doubled.has_canonical_format
+    twice = Lasso(alpha=alpha, solver="cd", tol=1e-12).fit(doubled, y)
+    for other in (csr, tensor, csc, twice):
         np.testing.assert_allclose(other.coef_, dense.coef_, atol=1e-7)
         assert other.intercept_ == pytest.approx(dense.intercept_, abs=1e-7)
 
@@ -210,3 +217,7 @@ def test_float32_design_and_bad_requests():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         Lasso(alpha=alpha, solver="cd").fit(sp.csr_matrix(X), y)  # no torch notices
+    bad = sp.csc_matrix(X)
+    bad.data[3] = np.nan
+    with pytest.raises(ValueError, match="NaN|infinite|finite"):
+        Lasso(alpha=alpha).fit(bad, y)

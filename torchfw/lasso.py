@@ -21,9 +21,10 @@ import torch
 from torch import Tensor
 
 from . import exceptions
-from ._data import as_matrix, as_sample_weight, as_target, r2
+from ._data import _is_scipy_sparse, as_matrix, as_sample_weight, as_target, r2
 from ._estimator import BaseEstimator, check_is_fitted, plain
 from ._validation import (
+    check_finite,
     check_int_at_least,
     check_nonnegative,
     check_positive,
@@ -221,23 +222,21 @@ class Lasso(BaseEstimator):
         options = self._options()
         dtype = resolve_dtype(self.dtype)
         _use_working_set(self.working_set, None)  # checks the value
+        device = resolve_device(self.device)
+        if _is_scipy_sparse(X) and (device is None or device.type == "cpu") and \
+                _resolve_solver(self.solver, form, torch.device("cpu"), self.time_limit) == "cd":
+            # Coordinate descent reads columns: a SciPy matrix goes to CSC directly, without
+            # the CSR tensor the Frank-Wolfe solvers need.
+            csc = _scipy_csc(X, dtype)
+            self._check_features(int(csc.shape[1]), None, reset=True)
+            return self._fit_cd(csc, y, sample_weight, value, tol, options)
         with warnings.catch_warnings():
             warnings.filterwarnings("ignore", message="Sparse CSR tensor support is in beta")
             warnings.filterwarnings("ignore", message="Sparse invariant checks")
             X = self._validate_X(X, reset=True, device=resolve_device(self.device), dtype=dtype)
         solver = _resolve_solver(self.solver, form, X.device, self.time_limit)
         if solver == "cd":
-            y_t = as_target(y, X.shape[0], estimator="Lasso", device=X.device,
-                            dtype=torch.float64)
-            design = CDDesign(X, y_t, fit_intercept=self.fit_intercept,
-                              sample_weight=as_sample_weight(sample_weight, X.shape[0]))
-            w0 = None
-            if self.warm_start and getattr(self, "_coef", None) is not None and \
-                    self._coef.shape[0] == design.n_features:
-                w0 = self._coef
-            fit = _fit_cd(design, value, w0, tol, options, self.working_set, self.check_every)
-            self._set_fitted(design, fit)
-            return self
+            return self._fit_cd(X, y, sample_weight, value, tol, options)
         data = LassoData(X, y, fit_intercept=self.fit_intercept, dtype=dtype,
                          cache_size=self.cache_size, sample_weight=sample_weight)
         options["execution"] = _execution(self.execution, data)
@@ -250,11 +249,29 @@ class Lasso(BaseEstimator):
         self._set_fitted(data, fit)
         return self
 
+    def _fit_cd(self, X, y, sample_weight, alpha: float, tol: float, options: dict) -> Lasso:
+        """Coordinate descent on a validated ``X`` (a tensor, or a SciPy CSC matrix)."""
+        n = X.shape[0]
+        device = X.device if isinstance(X, Tensor) else torch.device("cpu")
+        y_t = as_target(y, n, estimator="Lasso", device=device, dtype=torch.float64)
+        design = CDDesign(X, y_t, fit_intercept=self.fit_intercept,
+                          sample_weight=as_sample_weight(sample_weight, n))
+        w0 = None
+        if self.warm_start and getattr(self, "_coef", None) is not None and \
+                self._coef.shape[0] == design.n_features:
+            w0 = self._coef
+        fit = _fit_cd(design, alpha, w0, tol, options, self.working_set, self.check_every)
+        self._set_fitted(design, fit)
+        return self
+
     def _set_fitted(self, data: LassoData | CDDesign, fit: dict) -> None:
         w = fit["w"]
-        self._coef = w.detach().clone()
         self.coef_ = w.detach().cpu().numpy().astype(np.float64)
-        self.intercept_ = (data.y_mean - float((data.x_mean * w).sum())
+        # NumPy for the host's small reductions: a torch one waits for an OpenMP time slice
+        # on a loaded machine.
+        self._coef = (torch.from_numpy(self.coef_.copy()) if w.device.type == "cpu"
+                      else w.detach().clone())
+        self.intercept_ = (data.y_mean - float(data.x_mean.cpu().numpy() @ self.coef_)
                            if data.fit_intercept else 0.0)
         self.n_iter_ = fit["n_iter"]
         self.dual_gap_ = fit["gap"]
@@ -381,6 +398,34 @@ def resolve_dtype(dtype) -> torch.dtype:
         raise ValueError(f"dtype must be None, float32 or float64 (torch, NumPy or by name), "
                          f"got {dtype!r}")
     return found
+
+
+def _scipy_csc(X, dtype: torch.dtype):
+    """A SciPy sparse ``X`` as a canonical CSC matrix of ``dtype``, checked as
+    :func:`~torchfw._data.as_matrix` checks its CSR tensors."""
+    csc = X.tocsc()
+    if np.iscomplexobj(csc.data):
+        raise ValueError(f"Complex data not supported: X has complex dtype {csc.dtype}; pass "
+                         f"real numbers")
+    if not (np.issubdtype(csc.data.dtype, np.number) or csc.data.dtype == bool):
+        raise TypeError(f"X must be numeric, got a sparse matrix of dtype {csc.dtype}")
+    n, p = csc.shape
+    if n == 0:
+        raise ValueError(f"X is empty: found array with 0 sample(s) (shape={csc.shape}) while "
+                         f"a minimum of 1 is required.")
+    if p == 0:
+        raise ValueError(f"X is empty: found array with 0 feature(s) (shape={csc.shape}) "
+                         f"while a minimum of 1 is required.")
+    if not csc.has_canonical_format:
+        csc = csc.copy()
+        csc.sum_duplicates()
+    if csc.indices.size and (csc.indices.min() < 0 or csc.indices.max() >= n):
+        raise ValueError(f"X: sparse matrix has row indices outside [0, {n})")
+    np_dtype = np.float32 if dtype == torch.float32 else np.float64
+    if csc.data.dtype != np_dtype:
+        csc = csc.astype(np_dtype)
+    check_finite("X", torch.from_numpy(csc.data))
+    return csc
 
 
 def _use_working_set(working_set, data: LassoData | None) -> bool:

@@ -706,8 +706,9 @@ class CDDesign:
 
     Parameters
     ----------
-    X : Tensor
-        ``(n, p)``, dense or sparse CSR (any device; the solver runs on the host).
+    X : Tensor or scipy.sparse.csc_matrix
+        ``(n, p)``, a dense or sparse CSR tensor (any device; the solver runs on the host), or
+        a canonical SciPy CSC matrix (checked by the caller: read as it is, without a copy).
     y : Tensor
         ``(n,)`` float64.
     fit_intercept : bool
@@ -726,11 +727,12 @@ class CDDesign:
         :math:`\|X_c^\top y_c\|_\infty / n`: the smallest penalty with the solution 0.
     """
 
-    def __init__(self, X: Tensor, y: Tensor, *, fit_intercept: bool = True,
+    def __init__(self, X, y: Tensor, *, fit_intercept: bool = True,
                  sample_weight: np.ndarray | None = None):
         n, p = X.shape
         self.n_samples, self.n_features = int(n), int(p)
-        self.device = X.device
+        scipy_csc = not isinstance(X, Tensor)
+        self.device = torch.device("cpu") if scipy_csc else X.device
         self.fit_intercept = bool(fit_intercept)
         yn = y.detach().cpu().numpy().astype(np.float64)
         weighted = sample_weight is not None and not bool((sample_weight == 1.0).all())
@@ -741,14 +743,21 @@ class CDDesign:
         else:
             s = None
             v = np.ones(n)
-        self.sparse = X.layout == torch.sparse_csr
+        self.sparse = scipy_csc or X.layout == torch.sparse_csr
         if self.sparse:
-            crow = X.crow_indices().cpu().numpy().astype(np.int64)
-            col = X.col_indices().cpu().numpy().astype(np.int64)
-            val = X.values().detach().cpu().numpy().astype(np.float64)
-            if weighted:
-                val = val * np.repeat(v, np.diff(crow))
-            indptr, indices, vals = _csr_to_csc(crow, col, val, p)
+            if scipy_csc:  # a canonical SciPy CSC matrix, checked by the caller
+                indptr = np.asarray(X.indptr).astype(np.int64, copy=False)
+                indices = np.asarray(X.indices).astype(np.int64, copy=False)
+                vals = np.asarray(X.data).astype(np.float64, copy=False)
+                if weighted:
+                    vals = vals * v[indices]
+            else:
+                crow = X.crow_indices().cpu().numpy().astype(np.int64, copy=False)
+                col = X.col_indices().cpu().numpy().astype(np.int64, copy=False)
+                val = X.values().detach().cpu().numpy().astype(np.float64, copy=False)
+                if weighted:
+                    val = val * np.repeat(v, np.diff(crow))
+                indptr, indices, vals = _csr_to_csc(crow, col, val, p)
             owner = np.repeat(np.arange(p), np.diff(indptr))  # the column of each entry
             sq = np.bincount(owner, weights=vals * vals, minlength=p)
             if self.fit_intercept:
