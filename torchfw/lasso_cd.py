@@ -391,8 +391,20 @@ def _cd_solve(sparse, Xd, indptr, indices, vals, means, v, norms2, y, xty, w, la
             delta = math.sqrt(delta)
         dual_norm = 0.0
         n_def = 0
+        # At w = 0 the residual is y_c and X_c^T y_c is already known.
+        cold = rounds == 0
+        for j in range(p):
+            if w[j] != 0.0:
+                cold = False
+                break
         for j in range(p):
             if norms2[j] > 0.0:
+                if cold:
+                    xtr[j] = xty[j]
+                    a = abs(xtr[j])
+                    if a > dual_norm:
+                        dual_norm = a
+                    continue
                 if screened[j] and not refresh:
                     deferred[n_def] = j
                     n_def += 1
@@ -668,6 +680,23 @@ def _correlations(sparse, Xd, indptr, indices, vals, means, v, y):
     return out
 
 
+def _column_sums(indptr, indices, vals, v):
+    """Per column of a CSC matrix: the sum of squares and the sum weighted by ``v``."""
+    p = indptr.shape[0] - 1
+    sq = np.zeros(p)
+    vz = np.zeros(p)
+    for j in range(p):
+        a = 0.0
+        b = 0.0
+        for k in range(indptr[j], indptr[j + 1]):
+            x = vals[k]
+            a += x * x
+            b += v[indices[k]] * x
+        sq[j] = a
+        vz[j] = b
+    return sq, vz
+
+
 def _csr_to_csc(indptr, indices, values, p):
     """The CSC arrays of a CSR matrix with ``p`` columns (a counting sort, rows kept sorted)."""
     n = indptr.shape[0] - 1
@@ -690,6 +719,7 @@ def _csr_to_csc(indptr, indices, values, p):
 
 
 _correlations = njit(_correlations, fallback=True)
+_column_sums = njit(_column_sums, fallback=True)
 _csr_to_csc = njit(_csr_to_csc, fallback=True)
 
 
@@ -758,13 +788,9 @@ class CDDesign:
                 if weighted:
                     val = val * np.repeat(v, np.diff(crow))
                 indptr, indices, vals = _csr_to_csc(crow, col, val, p)
-            owner = np.repeat(np.arange(p), np.diff(indptr))  # the column of each entry
-            sq = np.bincount(owner, weights=vals * vals, minlength=p)
-            if self.fit_intercept:
-                # v^T Z_j / n: the (weighted) column means.
-                means = np.bincount(owner, weights=vals * v[indices], minlength=p) / n
-            else:
-                means = np.zeros(p)
+            sq, vz = _column_sums(indptr, indices, vals, v)
+            # v^T Z_j / n: the (weighted) column means.
+            means = vz / n if self.fit_intercept else np.zeros(p)
             norms2 = np.maximum(sq - n * means * means, 0.0)
             # Centring can leave round-off on a constant column: it is the zero column it is.
             norms2[norms2 <= 1e-12 * sq] = 0.0
