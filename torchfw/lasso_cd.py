@@ -29,8 +29,12 @@ the same ones):
 * **Working sets** (Massias, Gramfort & Salmon 2018, celer; Bertrand et al. 2022, skglm): each
   outer round ranks the features by the distance of :math:`\theta` to their constraint,
   :math:`(1 - |x_j^\top\theta|)/\|x_j\|`, and runs coordinate descent on the support plus the
-  closest features only (:math:`\max(p_0, 2\,\mathrm{nnz}(w))` of them, never fewer than the
-  round before), until the sub-problem's own gap is below a fraction of the full gap.
+  closest features only (:math:`\max(32, 2\,\mathrm{nnz}(w))` of them, never fewer than the
+  round before), until the sub-problem's own gap is below a fifth of the full gap (or, once
+  the set holds every feature screening kept, below half the target). Within a round, sweeps
+  over the whole set alternate with sweeps over its non-zero coordinates only (glmnet's active
+  cycling); these run on the coordinates' Gram matrix :math:`X_A^\top X_A` when it has fewer
+  entries than their columns.
 * **Anderson extrapolation** (Bertrand & Massias 2021): every :math:`K` epochs the last
   :math:`K + 1` iterates on the working set are combined with the weights :math:`c` minimising
   :math:`\|\sum_k c_k (w^{k+1} - w^k)\|` subject to :math:`\sum c_k = 1`; the extrapolated point
@@ -68,7 +72,7 @@ __all__ = ["CDDesign", "solve_cd", "HAVE_NUMBA"]
 #: Anderson extrapolation combines this many successive differences of iterates.
 _ANDERSON_K = 10
 #: The first working set holds at least this many features.
-_WS_START = 10
+_WS_START = 32
 #: Sub-problems are solved to this fraction of the full problem's current gap.
 _INNER_FRACTION = 0.2
 
@@ -346,7 +350,7 @@ def _gram_phase(sparse, Xd, indptr, indices, vals, means, y, w, feats, R0, c, S,
 
 def _cd_solve(sparse, Xd, indptr, indices, vals, means, v, norms2, y, xty, w, lam, target,
               max_epochs, ws_start, screen, anderson_k, check_every, inner_fraction, trace,
-              ws_growth, use_gram):
+              ws_growth, use_gram, finish):
     """The solver (see the module docstring). ``w`` is updated in place.
 
     Returns ``(gap, primal, epochs, rounds, n_screened, converged, work)``; ``gap`` and ``primal``
@@ -493,6 +497,10 @@ def _cd_solve(sparse, Xd, indptr, indices, vals, means, v, norms2, y, xty, w, la
             trace[rounds - 1, 3] = epochs
             trace[rounds - 1, 4] = p - n_avail
         inner_target = max(inner_fraction * gap, inner_fraction * target)
+        if ws_size == n_avail and finish:
+            # The working set holds every feature screening kept: its gap is the full one up
+            # to the screened features' correlations, so solve it to the end in this round.
+            inner_target = 0.5 * target
         # -- coordinate descent on the working set, with Anderson extrapolation --------------
         m = ws.shape[0]
         wsn = np.empty(m)
@@ -833,7 +841,8 @@ def solve_cd(design: CDDesign, alpha: float, w0: Tensor | None, tol: float, *,
              max_iter: int = 100_000, working_set: bool = True, screening: bool = True,
              anderson: bool = True, check_every: int = 1, max_trace: int = 1000,
              anderson_k: int = _ANDERSON_K, inner_fraction: float = _INNER_FRACTION,
-             ws_start: int = _WS_START, ws_growth: float = 1.0, gram: bool = True) -> dict:
+             ws_start: int = _WS_START, ws_growth: float = 1.0, gram: bool = True,
+             finish: bool = True) -> dict:
     r"""Coordinate descent on the penalized Lasso of ``design`` (see the module docstring).
 
     Parameters
@@ -876,7 +885,7 @@ def solve_cd(design: CDDesign, alpha: float, w0: Tensor | None, tol: float, *,
         design.sparse, design.Xd, design.indptr, design.indices, design.vals, design.means,
         design.v, design.norms2, design.y, design.xty, w, lam, target, int(max_iter),
         ws_start if working_set else p, bool(screening), anderson_k if anderson else 0,
-        int(check_every), inner_fraction, trace, float(ws_growth), bool(gram))
+        int(check_every), inner_fraction, trace, float(ws_growth), bool(gram), bool(finish))
     rows = trace[:min(rounds, trace.shape[0])].copy()
     rows[:, :2] /= n
     return {"w": torch.from_numpy(w).to(design.device), "gap": gap / n, "primal": primal / n,
