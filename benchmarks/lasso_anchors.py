@@ -193,7 +193,7 @@ def path_compare(name, X, y, n_alphas, tol, repeats):
             if key == "skglm" and rep == 0:
                 tol_match = min(tol, max(certified(Xc, yc, out[:, k], a, False)[0]
                                          for k, a in enumerate(alphas)))
-        out, wall = timed(lambda: fits["torchfw"](tol_match))
+        out, wall = timed(lambda t=tol_match: fits["torchfw"](t))
         runs.setdefault("torchfw @skglm gap", []).append(wall)
         coefs["torchfw @skglm gap"] = out
     rows = []
@@ -243,7 +243,7 @@ def write(results, machine: str, command: str) -> None:
         lines.append(f"| {r['problem']} | {r['n']} x {r['p']} | {r['alpha_frac']} | "
                      f"{r['tol']:g} | {tool} | {r['wall_s']:.4f} | {ratio} | "
                      f"{r['rel_gap']:.1e} | {r['nnz']} | {r['objective']:.10g} |")
-    lines += ["", f"Load average at the end: "
+    lines += ["", "Load average at the end: "
               + ", ".join(f"{x:.2f}" for x in m["load_average_end"])
               + f". Elapsed: {results['elapsed_s']:.0f} s.", ""]
     stem.with_suffix(".md").write_text("\n".join(lines))
