@@ -148,7 +148,9 @@ class CDDesign:
             norms2 = np.maximum(sq - n * means * means, 0.0)
             # Centring can leave round-off on a constant column: it is the zero column it is.
             norms2[norms2 <= 1e-12 * sq] = 0.0
-            Xd = np.zeros((0, 0), order="F")
+            # A placeholder of the dense path's array type (F-contiguous only, as a design's),
+            # so one compiled solver serves both layouts.
+            Xd = np.zeros((2, 2), order="F")
             x_mean = means
         else:
             Xn = X.detach().cpu().numpy()
