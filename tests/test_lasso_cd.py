@@ -103,6 +103,7 @@ def test_stops_on_the_certified_gap_at_tol(tol):
     assert gaps[-1] == model.dual_gap_ and gaps[0] > gaps[-1]
 
 
+@pytest.mark.filterwarnings("ignore:Sparse CSR tensor support is in beta")  # this test's own
 def test_sparse_and_dense_inputs_give_the_same_model():
     X, y = _problem(120, 300, 6, seed=7, density=0.05)
     alpha = 0.05 * _alpha_max(X, y)
