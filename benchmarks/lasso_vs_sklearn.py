@@ -152,7 +152,7 @@ def path_compare(name, X, y, n_alphas, repeats, ratio=100.0):
             Xc, yc, alphas=alphas, tol=TOL, max_iter=100_000))
         sk_t.append(wall)
         (_, coefs, gaps, iters), wall, _ = timed(lambda: lasso_path(
-            Xc, yc, alphas=alphas, tol=TOL, return_n_iter=True))
+            Xc, yc, alphas=alphas, tol=TOL, solver="pairwise", return_n_iter=True))
         fw_t.append(wall)
     scale = float(yc @ yc) / len(yc)
     row = {"problem": name, "n": X.shape[0], "p": X.shape[1], "n_alphas": n_alphas,

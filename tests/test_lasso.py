@@ -111,7 +111,8 @@ def test_penalized_matches_sklearn_coefficients(request, name, frac, working_set
     X, y = _data(request, name)
     alpha = frac * _alpha_max(X, y)
     sk = _sklearn(X, y, alpha)
-    model = Lasso(alpha=alpha, tol=1e-10, method=method, working_set=working_set).fit(X, y)
+    model = Lasso(alpha=alpha, tol=1e-10, method=method, working_set=working_set,
+                  solver="pairwise").fit(X, y)
     assert (model.working_set_ is not None) == (name == "leukemia" and working_set is True)
     scale = max(1.0, float(np.abs(sk.coef_).max()))
     assert np.abs(model.coef_ - sk.coef_).max() <= 1e-4 * scale
@@ -199,10 +200,11 @@ def test_working_sets_on_sparse_wide_data(form):
     Xs = scipy_sparse.random(60, 600, density=0.1, format="csr", random_state=1) * 3.0
     X = Xs.toarray()
     y = X[:, :5] @ np.array([2.0, -1.0, 1.5, 1.0, -2.0]) + 0.1 * rng.standard_normal(60)
-    whole = Lasso(**form, tol=1e-10, working_set=False).fit(X, y)
+    whole = Lasso(**form, tol=1e-10, working_set=False, solver="pairwise").fit(X, y)
     for data in (X, Xs):
         for method in ("l1ball", "svm"):
-            ws = Lasso(**form, tol=1e-10, working_set=True, method=method).fit(data, y)
+            ws = Lasso(**form, tol=1e-10, working_set=True, method=method,
+                       solver="pairwise").fit(data, y)
             assert ws.working_set_ is not None and len(ws.working_set_) < 600
             np.testing.assert_allclose(ws.coef_, whole.coef_, atol=1e-5)
             assert ws.intercept_ == pytest.approx(whole.intercept_, abs=1e-5)
@@ -287,9 +289,9 @@ def test_cuda_matches_cpu(housing, method):
 def test_warm_start_saves_iterations(leukemia):
     X, y = leukemia
     alpha = 0.1 * _alpha_max(X, y)
-    warm = Lasso(alpha=alpha, tol=1e-8, warm_start=True).fit(X, y)
+    warm = Lasso(alpha=alpha, tol=1e-8, warm_start=True, solver="pairwise").fit(X, y)
     warm.set_params(alpha=0.9 * alpha).fit(X, y)
-    fresh = Lasso(alpha=0.9 * alpha, tol=1e-8).fit(X, y)
+    fresh = Lasso(alpha=0.9 * alpha, tol=1e-8, solver="pairwise").fit(X, y)
     np.testing.assert_allclose(warm.coef_, fresh.coef_, atol=1e-4)
     assert warm.n_iter_ < fresh.n_iter_
     assert warm.radius_bound_ < fresh.radius_bound_  # the certified radius tightens too

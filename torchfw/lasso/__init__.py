@@ -5,6 +5,9 @@
 ``problem``      the constrained and penalized problems, certificates and maps back
 ``equivalence``  Jaggi's maps between the Lasso and the SVM dual
 ``gram``         the Gram matrix :math:`X^\\top X / n` as a lazy column operator
+``cd``           coordinate descent with working sets, gap-safe screening and Anderson
+                 extrapolation (``solver="cd"``); its compiled kernels ``_cd_kernels``,
+                 ``_cd_solve``, and ``_cd_fit`` (the estimator's use of it)
 ===============  ==========================================================================
 """
 

@@ -1,10 +1,12 @@
-r"""Lasso regression by Frank-Wolfe: the estimator :class:`Lasso` and :func:`lasso_path`.
+r"""Lasso regression: the estimator :class:`Lasso` and :func:`lasso_path`.
 
-The problems (constrained and penalized forms, over the L1 ball or as Jaggi's SVM), their
-certificates and the maps from a solver's point back to coefficients are built by
-:mod:`torchfw.lasso.problem`, whose docstring gives the mathematics; this module validates
-parameters, drives the solves (whole, or on a growing working set of features) and stores the
-model in scikit-learn's attributes. The references (Jaggi 2013 and 2014, Harchaoui, Juditsky &
+The Frank-Wolfe problems (constrained and penalized forms, over the L1 ball or as Jaggi's SVM),
+their certificates and the maps from a solver's point back to coefficients are built by
+:mod:`torchfw.lasso.problem`, whose docstring gives the mathematics; coordinate descent with
+working sets, gap-safe screening and Anderson extrapolation (``solver="cd"``, the default for
+the penalized form on the host) is :mod:`torchfw.lasso.cd`. This module validates parameters,
+drives the solves (whole, or on a growing working set of features) and stores the model in
+scikit-learn's attributes. The references (Jaggi 2013 and 2014, Harchaoui, Juditsky &
 Nemirovski 2015, Fercoq, Gramfort & Salmon 2015) are listed there too.
 """
 
@@ -20,14 +22,20 @@ from torch import Tensor
 
 from .. import exceptions
 from ..result import Status
-from ..utils.data import as_target, r2
+from ..utils.data import _is_scipy_sparse, as_matrix, as_target, r2
 from ..utils.estimator import BaseEstimator, check_is_fitted, plain
-from ..utils.validation import (
-    check_int_at_least,
-    check_nonnegative,
-    check_positive,
-    resolve_device,
+from ..utils.validation import check_int_at_least, check_nonnegative, check_positive, resolve_device
+from ._cd_fit import (
+    ESTIMATOR_SOLVERS,
+    _alpha_grid,
+    _cd_path,
+    _design_and_fit,
+    _grid,
+    _resolve_solver,
+    _scipy_csc,
+    resolve_dtype,
 )
+from .cd import CDDesign
 from .problem import (
     METHODS,
     SOLVERS,
@@ -39,8 +47,7 @@ from .problem import (
 )
 
 __all__ = ["Lasso", "lasso_path", "LassoData", "LassoProblem", "lasso_problem", "SOLVERS",
-           "METHODS"]
-
+           "METHODS", "ESTIMATOR_SOLVERS"]
 
 def _check_alpha_radius(alpha, radius) -> tuple[str, float]:
     if alpha is not None and radius is not None:
@@ -57,7 +64,7 @@ def _check_alpha_radius(alpha, radius) -> tuple[str, float]:
 
 
 class Lasso(BaseEstimator):
-    r"""Lasso regression trained by Frank-Wolfe methods (scikit-learn API).
+    r"""Lasso regression by coordinate descent or Frank-Wolfe methods (scikit-learn API).
 
     Penalized form (``alpha``), scikit-learn's objective
     :math:`\frac1{2n}\|y - Xw - b\|^2 + \alpha\|w\|_1`; or constrained form (``radius``),
@@ -73,18 +80,26 @@ class Lasso(BaseEstimator):
     fit_intercept : bool, default True
         Fit an unpenalized intercept (X and y are centred; sparse X stays sparse).
     method : {"l1ball", "svm"}, default "l1ball"
-        Frank-Wolfe over the L1 ball, or over the simplex of Jaggi's SVM (same iterates).
-    solver : {"pairwise", "away", "swap", "fw", "partan"}, default "pairwise"
-        Frank-Wolfe variant. Pairwise, away and SWAP converge linearly on the Lasso; plain FW and
-        PARTAN are sublinear and only suit loose tolerances.
+        Frank-Wolfe over the L1 ball, or over the simplex of Jaggi's SVM (same iterates). Not
+        used by ``solver="cd"``.
+    solver : {"auto", "cd", "pairwise", "away", "swap", "fw", "partan"}, default "auto"
+        ``"cd"``: coordinate descent with working sets, gap-safe screening and Anderson
+        extrapolation (:mod:`torchfw.lasso.cd`; penalized form only, runs on the host).
+        The others are Frank-Wolfe variants: pairwise, away and SWAP converge linearly on the
+        Lasso; plain FW and PARTAN are sublinear and only suit loose tolerances. ``"auto"``:
+        ``"cd"`` for the penalized form on CPU data (numba available, no ``time_limit``),
+        ``"pairwise"`` otherwise (the constrained form, CUDA data).
     tol : float, default 1e-4
-        Stop when the duality gap is at most ``tol * ||y_c||^2 / n`` (scikit-learn's meaning).
+        Stop when the certified duality gap is at most ``tol * ||y_c||^2 / n``
+        (scikit-learn's meaning).
     max_iter : int, default 100000
-        Frank-Wolfe iterations (a :class:`~torchfw.exceptions.ConvergenceWarning` when reached).
+        Frank-Wolfe iterations, or coordinate-descent epochs over the working sets (a
+        :class:`~torchfw.exceptions.ConvergenceWarning` when reached).
     warm_start : bool, default False
         Start from the previous ``coef_``.
     check_every : int, optional
-        Iterations between gap checks (solver default: 10 on the host, 50 on CUDA).
+        Iterations between gap checks (solver default: 10 on the host, 50 on CUDA; for
+        ``"cd"``, epochs between checks of a working set's own gap, default 1).
     cache_size : float, default 256
         Gram column cache in MB.
     device : str or torch.device, optional
@@ -98,9 +113,10 @@ class Lasso(BaseEstimator):
     working_set : bool or "auto", default "auto"
         Solve on a growing working set of features, checking the full problem's gap between
         rounds (see :func:`_fit_working_set`): columns then cost ``n |W|`` instead of ``n p``.
-        ``"auto"``: when there are more than 128 features.
+        ``"auto"``: when there are more than 128 features (always for ``"cd"``, whose
+        ``False`` sweeps every feature that screening keeps).
     time_limit : float, optional
-        Wall-clock budget in seconds.
+        Wall-clock budget in seconds (Frank-Wolfe solvers only).
     verbose : bool, default False
 
     Attributes
@@ -108,7 +124,7 @@ class Lasso(BaseEstimator):
     coef_ : ndarray of shape (n_features,)
     intercept_ : float
     n_iter_ : int
-        Frank-Wolfe iterations.
+        Frank-Wolfe iterations, or coordinate-descent epochs (over working sets).
     dual_gap_ : float
         Penalized form: scikit-learn's duality gap at ``coef_``; constrained form: the
         Frank-Wolfe gap. Both in the scale :math:`\frac1{2n}\|\cdot\|^2` and computed exactly
@@ -119,11 +135,15 @@ class Lasso(BaseEstimator):
     radius_ : float
         ``||coef_||_1`` (penalized form) or ``radius``.
     radius_bound_ : float
-        Penalized form: the certified radius ``T`` of the ball the solver worked on.
+        Penalized form with a Frank-Wolfe solver: the certified radius ``T`` of the ball the
+        solver worked on (``None`` for ``"cd"``).
     working_set_ : ndarray of int or None
-        Features of the final working set (``None`` when the problem was solved whole).
+        Features of the final working set (``None`` when the problem was solved whole, and for
+        ``"cd"``).
     result_ : Result
-        The solver's result (history, status, step counts).
+        The solver's result (history, status, step counts). For ``"cd"`` the history has one
+        entry per working-set round (epochs so far, primal value, certified gap, and in
+        ``steps`` the working-set size and the screened count) and ``info`` the totals.
 
     Examples
     --------
@@ -142,7 +162,7 @@ class Lasso(BaseEstimator):
     path: ClassVar[Callable[..., Any]]
 
     def __init__(self, alpha=None, *, radius=None, fit_intercept=True, method="l1ball",
-                 solver="pairwise", tol=1e-4, max_iter=100_000, warm_start=False,
+                 solver="auto", tol=1e-4, max_iter=100_000, warm_start=False,
                  check_every=None, cache_size=256.0, device=None, dtype=None,
                  execution="auto", working_set="auto", time_limit=None, verbose=False):
         self.alpha = alpha
@@ -179,14 +199,26 @@ class Lasso(BaseEstimator):
         """
         form, value = _check_alpha_radius(self.alpha, self.radius)
         _check_choice("method", self.method, METHODS)
-        _check_choice("solver", self.solver, SOLVERS)
+        _check_choice("solver", self.solver, ESTIMATOR_SOLVERS)
         tol = check_positive("tol", self.tol)
         options = self._options()
         dtype = resolve_dtype(self.dtype)
+        _use_working_set(self.working_set, None)  # checks the value
+        device = resolve_device(self.device)
+        if _is_scipy_sparse(X) and (device is None or device.type == "cpu") and \
+                _resolve_solver(self.solver, form, torch.device("cpu"), self.time_limit) == "cd":
+            # Coordinate descent reads columns: a SciPy matrix goes to CSC directly, without
+            # the CSR tensor the Frank-Wolfe solvers need.
+            csc = _scipy_csc(X, dtype)
+            self._check_features(int(csc.shape[1]), None, reset=True)
+            return self._fit_cd(csc, y, sample_weight, value, tol, options)
         with warnings.catch_warnings():
             warnings.filterwarnings("ignore", message="Sparse CSR tensor support is in beta")
             warnings.filterwarnings("ignore", message="Sparse invariant checks")
             X = self._validate_X(X, reset=True, device=resolve_device(self.device), dtype=dtype)
+        solver = _resolve_solver(self.solver, form, X.device, self.time_limit)
+        if solver == "cd":
+            return self._fit_cd(X, y, sample_weight, value, tol, options)
         data = LassoData(X, y, fit_intercept=self.fit_intercept, dtype=dtype,
                          cache_size=self.cache_size, sample_weight=sample_weight)
         options["execution"] = _execution(self.execution, data)
@@ -194,16 +226,27 @@ class Lasso(BaseEstimator):
         if self.warm_start and getattr(self, "_coef", None) is not None and \
                 self._coef.shape[0] == data.n_features:
             w0 = self._coef.to(device=data.device, dtype=torch.float64)
-        fit = _fit_one(data, form, value, w0, self.method, self.solver, tol, options,
+        fit = _fit_one(data, form, value, w0, self.method, solver, tol, options,
                        _use_working_set(self.working_set, data))
         self._set_fitted(data, fit)
         return self
 
-    def _set_fitted(self, data: LassoData, fit: dict) -> None:
+    def _fit_cd(self, X, y, sample_weight, alpha: float, tol: float, options: dict) -> Lasso:
+        """Coordinate descent on a validated ``X`` (a tensor, or a SciPy CSC matrix)."""
+        w0 = getattr(self, "_coef", None) if self.warm_start else None
+        design, fit = _design_and_fit(X, y, sample_weight, self.fit_intercept, w0, alpha, tol,
+                                      options, self.working_set, self.check_every)
+        self._set_fitted(design, fit)
+        return self
+
+    def _set_fitted(self, data: LassoData | CDDesign, fit: dict) -> None:
         w = fit["w"]
-        self._coef = w.detach().clone()
         self.coef_ = w.detach().cpu().numpy().astype(np.float64)
-        self.intercept_ = (data.y_mean - float((data.x_mean * w).sum())
+        # NumPy for the host's small reductions: a torch one waits for an OpenMP time slice
+        # on a loaded machine.
+        self._coef = (torch.from_numpy(self.coef_.copy()) if w.device.type == "cpu"
+                      else w.detach().clone())
+        self.intercept_ = (data.y_mean - float(data.x_mean.cpu().numpy() @ self.coef_)
                            if data.fit_intercept else 0.0)
         self.n_iter_ = fit["n_iter"]
         self.dual_gap_ = fit["gap"]
@@ -214,7 +257,7 @@ class Lasso(BaseEstimator):
         self.working_set_ = None if ws is None else ws.cpu().numpy()
         self.result_ = fit["result"]
         if fit["status"] in (Status.MAX_ITER, Status.TIME_LIMIT, Status.NONFINITE):
-            warnings.warn(f"Lasso solver {self.solver!r} stopped on {fit['status']} after "
+            warnings.warn(f"Lasso solver {fit['solver']!r} stopped on {fit['status']} after "
                           f"{fit['n_iter']} iterations with duality gap {fit['gap']:.3g} > "
                           f"tol * ||y||^2 / n = {fit['target']:.3g}; increase max_iter or tol",
                           exceptions.ConvergenceWarning, stacklevel=3)
@@ -312,31 +355,12 @@ class Lasso(BaseEstimator):
         return sparse.csr_matrix(self.coef_[None, :])
 
 
-def resolve_dtype(dtype) -> torch.dtype:
-    """The torch dtype of a ``dtype=`` parameter: None (float64), a torch or NumPy float dtype,
-    or its name (``"float32"``/``"float64"``)."""
-    if dtype is None:
-        return torch.float64
-    found: torch.dtype | None
-    if isinstance(dtype, torch.dtype):
-        found = dtype
-    else:
-        try:
-            found = {"float32": torch.float32, "float64": torch.float64}.get(
-                np.dtype(dtype).name)
-        except TypeError:
-            found = None
-    if found is None or found not in (torch.float32, torch.float64):
-        raise ValueError(f"dtype must be None, float32 or float64 (torch, NumPy or by name), "
-                         f"got {dtype!r}")
-    return found
-
-
-def _use_working_set(working_set, data: LassoData) -> bool:
+def _use_working_set(working_set, data: LassoData | None) -> bool:
+    """Whether the Frank-Wolfe fit uses working sets (``data=None``: only check the value)."""
     if isinstance(working_set, str):
         if working_set != "auto":
             raise ValueError(f"working_set must be True, False or 'auto', got {working_set!r}")
-        return data.n_features > 4 * _WS_MIN_SIZE
+        return data is not None and data.n_features > 4 * _WS_MIN_SIZE
     if not isinstance(working_set, (bool, np.bool_)):
         raise ValueError(f"working_set must be True, False or 'auto', got {working_set!r}")
     return bool(working_set)
@@ -370,7 +394,7 @@ def _fit_one(data: LassoData, form: str, value: float, w0: Tensor | None, method
         alpha_eff = float(data.gradient(w).abs().max())
         return {"w": w, "n_iter": 0 if result is None else result.n_iter, "gap": gap,
                 "alpha": alpha_eff, "radius": t, "result": result, "status": status,
-                "target": target}
+                "target": target, "solver": solver}
     alpha = value
     w, result, T, _ = data.solve_penalized(alpha, w0, method=method, solver=solver, tol=tol,
                                            **options)
@@ -379,7 +403,7 @@ def _fit_one(data: LassoData, form: str, value: float, w0: Tensor | None, method
     gap, _ = data.sklearn_gap(w, alpha)
     return {"w": w, "n_iter": 0 if result is None else result.n_iter, "gap": gap,
             "alpha": alpha, "radius": float(w.abs().sum()), "T": T, "result": result,
-            "status": status, "target": target}
+            "status": status, "target": target, "solver": solver}
 
 
 #: Working sets start with this many features (plus the warm start's support) and at least
@@ -467,7 +491,7 @@ def _fit_working_set(data: LassoData, form: str, value: float, w0: Tensor | None
             status = result.status
             break
     fit = {"w": w, "n_iter": total, "gap": gap, "result": result, "status": status,
-           "target": target, "working_set": torch.nonzero(in_set).squeeze(1)}
+           "target": target, "working_set": torch.nonzero(in_set).squeeze(1), "solver": solver}
     if form == "alpha":
         fit.update(alpha=value, radius=float(w.abs().sum()), T=T)
     else:
@@ -476,15 +500,17 @@ def _fit_working_set(data: LassoData, form: str, value: float, w0: Tensor | None
 
 
 def lasso_path(X, y, *, alphas=None, radii=None, n_alphas: int = 50, eps: float = 1e-3,
-               fit_intercept: bool = False, method: str = "l1ball", solver: str = "pairwise",
+               fit_intercept: bool = False, method: str = "l1ball", solver: str = "auto",
                tol: float = 1e-4, max_iter: int = 100_000, check_every=None,
                cache_size: float = 256.0, device=None, dtype=None,
                execution: str = "auto", working_set="auto", return_n_iter: bool = False,
                verbose: bool = False):
     r"""Lasso solutions over a grid of penalties or radii, each warm-started from the last.
 
-    One Gram operator (and its column cache) serves the whole path, so features that stay active
-    cost one product with ``X`` for the entire path.
+    With a Frank-Wolfe solver one Gram operator (and its column cache) serves the whole path,
+    so features that stay active cost one product with ``X`` for the entire path; with
+    coordinate descent (``solver="cd"``, the default for penalties on the host) one column-major
+    copy of the design does, and each solve starts from the last one's support.
 
     Parameters
     ----------
@@ -503,7 +529,8 @@ def lasso_path(X, y, *, alphas=None, radii=None, n_alphas: int = 50, eps: float 
         scikit-learn's ``lasso_path`` fits none; ``True`` centres ``X`` and ``y``.
     method, solver, tol, max_iter, check_every, cache_size, device, dtype, execution, verbose
     working_set
-        As for :class:`Lasso`.
+        As for :class:`Lasso` (``solver="auto"``: coordinate descent for ``alphas`` on the
+        host, pairwise Frank-Wolfe for ``radii``).
     return_n_iter : bool, default False
 
     Returns
@@ -519,8 +546,21 @@ def lasso_path(X, y, *, alphas=None, radii=None, n_alphas: int = 50, eps: float 
     if alphas is not None and radii is not None:
         raise ValueError("give either alphas or radii, not both")
     _check_choice("method", method, METHODS)
-    _check_choice("solver", solver, SOLVERS)
+    _check_choice("solver", solver, ESTIMATOR_SOLVERS)
     tol = check_positive("tol", tol)
+    _use_working_set(working_set, None)  # checks the value
+    if radii is None:
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message="Sparse CSR tensor support is in beta")
+            warnings.filterwarnings("ignore", message="Sparse invariant checks")
+            Xt = as_matrix(X, device=resolve_device(device), dtype=resolve_dtype(dtype))
+        solver = _resolve_solver(solver, "alpha", Xt.device, None)
+        if solver == "cd":
+            return _cd_path(Xt, y, alphas, n_alphas, eps, fit_intercept, tol, max_iter,
+                            working_set, check_every, return_n_iter)
+        X = Xt
+    else:
+        solver = _resolve_solver(solver, "radius", torch.device("cpu"), None)
     data = LassoData(X, y, fit_intercept=fit_intercept, device=device,
                      dtype=resolve_dtype(dtype), cache_size=cache_size)
     if radii is not None:
@@ -528,13 +568,7 @@ def lasso_path(X, y, *, alphas=None, radii=None, n_alphas: int = 50, eps: float 
         form = "radius"
     else:
         form = "alpha"
-        if alphas is None:
-            n_alphas = check_int_at_least("n_alphas", n_alphas, 1)
-            eps = check_positive("eps", eps)
-            top = data.alpha_max if data.alpha_max > 0 else 1.0
-            grid = np.geomspace(top, top * eps, n_alphas) if n_alphas > 1 else np.array([top])
-        else:
-            grid = np.sort(_grid("alphas", alphas, allow_zero=False))[::-1]
+        grid = _alpha_grid(alphas, n_alphas, eps, data.alpha_max)
     options = {"max_iter": check_int_at_least("max_iter", max_iter, 1),
                "verbose": bool(verbose), "execution": _execution(execution, data)}
     if check_every is not None:
@@ -557,18 +591,6 @@ def lasso_path(X, y, *, alphas=None, radii=None, n_alphas: int = 50, eps: float 
     if return_n_iter:
         return grid, coefs, gaps, n_iters
     return grid, coefs, gaps
-
-
-def _grid(name: str, values, *, allow_zero: bool) -> np.ndarray:
-    array = np.asarray(values, dtype=np.float64).ravel()
-    if array.size == 0:
-        raise ValueError(f"{name} is empty")
-    if not np.isfinite(array).all():
-        raise ValueError(f"{name} contains NaN or infinite values")
-    if (array < 0).any() or (not allow_zero and (array == 0).any()):
-        bound = ">= 0" if allow_zero else "> 0"
-        raise ValueError(f"every entry of {name} must be {bound}, got {array.min():g}")
-    return array
 
 
 Lasso.path = staticmethod(lasso_path)
