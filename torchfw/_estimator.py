@@ -12,6 +12,7 @@ errors are the shared classes of :mod:`torchfw.exceptions`.
 from __future__ import annotations
 
 import inspect
+import io
 import warnings
 
 import numpy as np
@@ -51,8 +52,18 @@ class BaseEstimator:
         raise NotImplementedError(f"{cls.__name__} does not define its saved state")
 
     def save(self, path) -> None:
-        """Save the fitted model: :meth:`state_dict` through ``torch.save`` (no pickled code)."""
-        torch.save(self.state_dict(), path)
+        """Save the fitted model: :meth:`state_dict` through ``torch.save`` (no pickled code).
+
+        The write is atomic (:func:`torchfw._atomic.atomic_write`): an existing file at
+        ``path`` is replaced only once the new one is complete on disk, so an interrupt, a
+        full disk or a concurrent save leaves either the old model or the new one, never a
+        truncated file. Errors are OSErrors naming the cause (``No space left on device``).
+        """
+        from ._atomic import atomic_write
+
+        buffer = io.BytesIO()  # serialized in memory: torch's own file errors are opaque
+        torch.save(self.state_dict(), buffer)
+        atomic_write(path, buffer.getbuffer())
 
     @classmethod
     def load(cls, path, map_location=None):

@@ -277,7 +277,7 @@ def train(argv: list[str]) -> int:
     if fmt == "libsvm":
         from .libsvm_model import write_libsvm_model
 
-        write_libsvm_model(model, out)
+        write_libsvm_model(model, out)  # both atomic: an old model at ``out`` survives errors
     else:
         model.save(out)
     results = model.result_ if isinstance(model.result_, list) else [model.result_]
@@ -340,6 +340,11 @@ def _load_model(path: str, device):
         raise CLIError(f"cannot load model {path}: {reason}") from None
 
 
+def _label_text(label) -> str:
+    """A class label as LIBSVM's svm-predict prints it: ``%.17g`` (integers in full)."""
+    return f"{float(label):.17g}"
+
+
 def predict(argv: list[str]) -> int:
     opts, files, weights = _parse_options(argv, {"-b", "--device"}, {"-q"}, (2, 3),
                                           PREDICT_HELP)
@@ -374,13 +379,16 @@ def predict(argv: list[str]) -> int:
         print(f"Accuracy = {100.0 * correct / max(1, len(truth)):g}% ({correct}/{len(truth)}) "
               f"(classification)")
     if len(files) > 2:
-        with open(files[2], "w") as fh:
-            if probability == "1":
-                fh.write("labels " + " ".join(f"{c:g}" for c in model.classes_) + "\n")
-                for label, row in zip(pred, proba, strict=True):
-                    fh.write(f"{label:g} " + " ".join(f"{p:g}" for p in row) + "\n")
-            else:
-                fh.writelines(f"{label:g}\n" for label in pred.astype(float))
+        from ._atomic import atomic_write
+
+        # Labels as LIBSVM's svm-predict writes them (%.17g: 1234567, not 1.23457e+06).
+        if probability == "1":
+            lines = ["labels " + " ".join(_label_text(c) for c in model.classes_)]
+            lines += [_label_text(label) + " " + " ".join(f"{p:g}" for p in row)
+                      for label, row in zip(pred, proba, strict=True)]
+        else:
+            lines = [_label_text(label) for label in pred]
+        atomic_write(files[2], "".join(line + "\n" for line in lines))
     return 0
 
 
@@ -456,3 +464,33 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("error: interrupted", file=sys.stderr)
         return 130
+    except OSError as exc:
+        # A file the command writes or a stream it prints to failed: a read-only or full disk,
+        # a directory given as a file, a pipe whose reader left (``predict ... | head -1``).
+        if isinstance(exc, BrokenPipeError):
+            _silence_stdout()
+        if os.environ.get("TORCHFW_TRACEBACK"):
+            raise
+        print(f"error: {_os_error_text(exc)}", file=sys.stderr)
+        return 1
+
+
+def _os_error_text(exc: OSError) -> str:
+    """One line naming the file (when known) and the cause of an OSError."""
+    cause = exc.strerror or str(exc) or type(exc).__name__
+    if isinstance(exc, BrokenPipeError) and not exc.filename:
+        return f"{cause}: the output was closed before everything was written"
+    name = exc.filename
+    if name is not None and str(name) not in cause:
+        return f"{name}: {cause}"
+    return cause
+
+
+def _silence_stdout() -> None:
+    # The reader of stdout is gone: point stdout at /dev/null so that the interpreter's final
+    # flush does not raise a second BrokenPipeError (Python's documented recipe).
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError, AttributeError):
+        pass

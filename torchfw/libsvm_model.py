@@ -37,6 +37,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from ._atomic import atomic_write
+
 __all__ = ["write_libsvm_model", "read_libsvm_model"]
 
 _KERNEL_PARAMS = {"linear": (), "poly": ("degree", "gamma", "coef0"), "rbf": ("gamma",),
@@ -94,7 +96,7 @@ def write_libsvm_model(model, path) -> None:
               f"label {positive} {negative}", f"nr_sv {n_pos} {len(order) - n_pos}", "SV"]
     for k, row in zip(order, rows, strict=True):
         lines.append(f"{coef[k]:.17g} {row}".rstrip())
-    Path(path).write_text("\n".join(lines) + "\n")
+    atomic_write(path, "\n".join(lines) + "\n")
 
 
 def _kernel_header(model) -> list[str]:
@@ -131,7 +133,7 @@ def _write_one_vs_one(model, path) -> None:
         c = owner[s]
         values = [coef[pair_index[(min(c, o), max(c, o))], s] for o in range(k) if o != c]
         lines.append((" ".join(f"{v:.17g}" for v in values) + f" {row}").rstrip())
-    Path(path).write_text("\n".join(lines) + "\n")
+    atomic_write(path, "\n".join(lines) + "\n")
 
 
 def _sv_rows(model, order: np.ndarray) -> list[str]:
