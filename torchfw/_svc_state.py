@@ -160,8 +160,8 @@ def svc_state(model) -> dict:
         return None if values is None else torch.from_numpy(np.asarray(values, np.float64))
 
     return {"format": "torchfw.SVC", "version": 1, "params": params,
-            "classes": model.classes_.tolist(), "gamma": model._gamma,
-            "n_features_in": model.n_features_in_,
+            "classes": model.classes_.tolist(), "gamma": float(model._gamma),
+            "n_features_in": int(model.n_features_in_),
             "support": torch.from_numpy(np.asarray(model.support_, dtype=np.int64)),
             "n_support": torch.from_numpy(np.asarray(model.n_support_, dtype=np.int64)),
             "n_iter": torch.as_tensor(np.asarray(model.n_iter_)),

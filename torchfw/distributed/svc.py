@@ -151,7 +151,9 @@ class DistributedSVC(SVC):
             n = rows * d
             mean = total / n
             var = comm.sum([float(((Xd - mean) ** 2).sum())], op="setup")[0] / n
-        return 1.0 / (d * var) if var > 0 else 1.0
+        # A Python float: the sums come back as NumPy scalars, which a weights-only
+        # torch.load (SVC.load) refuses in a saved model.
+        return float(1.0 / (d * var)) if var > 0 else 1.0
 
     def _global_C(self, y_encoded: np.ndarray, n_classes: int, comm: Communicator):
         if self.class_weight != "balanced":
