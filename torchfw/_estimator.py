@@ -11,6 +11,7 @@ errors are the shared classes of :mod:`torchfw.exceptions`.
 
 from __future__ import annotations
 
+import copy
 import inspect
 import io
 import warnings
@@ -21,7 +22,8 @@ import torch
 from . import exceptions
 from ._data import as_matrix, feature_names_of
 
-__all__ = ["BaseEstimator", "NotFittedError", "check_is_fitted", "load_state", "plain"]  # noqa: F822 (built on first use)
+__all__ = ["BaseEstimator", "NotFittedError", "check_is_fitted", "fit_atomically", "load_state",
+           "plain"]  # noqa: F822 (built on first use)
 
 
 def __getattr__(name: str):
@@ -190,6 +192,23 @@ def _same(a, b) -> bool:
         return bool(a == b) and type(a) is type(b)
     except Exception:  # tensors, arrays: never "equal" to a default
         return a is b
+
+
+def fit_atomically(estimator, fit, *args, **kwargs):
+    """Run ``fit(work, *args, **kwargs)`` on a shallow copy ``work`` of ``estimator``; adopt it.
+
+    A fit sets many attributes one after another (``classes_``, ``n_features_in_``, the kernel,
+    then the coefficients). Done on the estimator itself, an exception or a ``KeyboardInterrupt``
+    in between would leave a fitted estimator half-updated: new classes on old support
+    vectors, predicting silently. The fit runs on a copy instead, and its attributes replace
+    the estimator's in one assignment (``__dict__``) once it has finished: a fit that does not
+    finish leaves the estimator exactly as it was (fitted or not). Warm starts read the
+    previous solution from the copy, which shares it.
+    """
+    work = copy.copy(estimator)
+    fit(work, *args, **kwargs)
+    estimator.__dict__ = work.__dict__  # one step: no signal can land between two attributes
+    return estimator
 
 
 def check_is_fitted(estimator, attribute: str) -> None:

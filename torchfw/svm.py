@@ -42,7 +42,7 @@ from torch import Tensor
 from . import _svc_custom, _svc_dense
 from . import exceptions as _exceptions
 from ._data import accuracy, as_labels, as_sample_weight, drop_zero_weight, take_rows
-from ._estimator import BaseEstimator, check_is_fitted
+from ._estimator import BaseEstimator, check_is_fitted, fit_atomically
 from ._svc_multiclass import (
     binary_problems,
     ovo_to_ovr,
@@ -301,7 +301,14 @@ class SVC(BaseEstimator):
         ``sample_weight`` (optional, ``(n_samples,)``, >= 0) multiplies each example's C, as
         ``class_weight`` does per class (scikit-learn's meaning); examples of weight 0 are left
         out of the problem (their dual variable would be 0).
+
+        A fit that does not finish (an exception, a ``KeyboardInterrupt``) leaves the
+        estimator as it was: the new model replaces the old one in one step at the end
+        (:func:`torchfw._estimator.fit_atomically`).
         """
+        return fit_atomically(self, type(self)._fit_checked, X, y, sample_weight)
+
+    def _fit_checked(self, X, y, sample_weight=None) -> SVC:
         self._check_params()
         device = resolve_device(self.device)
         kdtype = self.dtype or torch.float32

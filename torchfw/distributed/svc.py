@@ -12,6 +12,7 @@ import torch
 from torch import Tensor
 
 from .._data import as_labels, take_rows, to_csr
+from .._estimator import fit_atomically
 from .._svc_start import draw_positions
 from .._validation import resolve_device
 from ..kernels import KERNELS, SVMDualOperator, make_kernel
@@ -95,7 +96,13 @@ class DistributedSVC(SVC):
             raise ValueError(f"exchange must be one of {EXCHANGES}, got {self.exchange!r}")
 
     def fit(self, X, y):
-        """Fit on this rank's shard ``(X, y)`` (a collective over the process group)."""
+        """Fit on this rank's shard ``(X, y)`` (a collective over the process group).
+
+        As :meth:`SVC.fit`, a fit that does not finish leaves the estimator as it was.
+        """
+        return fit_atomically(self, type(self)._fit_shards, X, y)
+
+    def _fit_shards(self, X, y):
         self._check_params()
         comm = Communicator(self.group)
         device = resolve_device(self.device)
