@@ -14,6 +14,7 @@ from __future__ import annotations
 import copy
 import inspect
 import io
+import os
 import warnings
 
 import numpy as np
@@ -243,6 +244,10 @@ def load_state(path, fmt: str) -> dict:
     runs). A file that torch cannot read, or that holds something other than a torchfw model,
     or a model of another estimator, is refused with a ValueError saying which.
     """
+    from ._readable import check_readable
+
+    if isinstance(path, (str, os.PathLike)):  # not a device or a FIFO: those may never end
+        check_readable(path, "model file", stdin=False)
     try:
         state = torch.load(path, map_location="cpu", weights_only=True)
     except (FileNotFoundError, IsADirectoryError, PermissionError):

@@ -324,11 +324,14 @@ def _is_libsvm_file(path: str) -> bool:
 def _load_model(path: str, device):
     from .svm import SVC
 
+    from ._readable import check_readable
+
     try:
-        with open(path, "rb") as fh:
+        with open(check_readable(path, "model file", stdin=False), "rb") as fh:
             head = fh.read(16)
-    except OSError as exc:
-        raise CLIError(f"cannot read model {path}: {exc.strerror or exc}") from None
+    except (OSError, ValueError) as exc:
+        raise CLIError(f"cannot read model {path}: "
+                       f"{getattr(exc, 'strerror', None) or exc}") from None
     try:
         if head.startswith(b"svm_type"):
             from .libsvm_model import read_libsvm_model

@@ -191,7 +191,9 @@ def read_libsvm_model(path, device=None, n_train=None):
     """
     from .svm import SVC
 
-    text = Path(path).read_text()
+    from ._readable import check_readable
+
+    text = Path(check_readable(path, "LIBSVM model file", stdin=False)).read_text()
     lines = text.splitlines()
     if not lines or not lines[0].startswith("svm_type"):
         raise ValueError(f"{path}: not a LIBSVM model file (it does not start with svm_type)")
