@@ -43,6 +43,7 @@ from . import _svc_custom, _svc_dense
 from . import exceptions as _exceptions
 from ._data import accuracy, as_labels, as_sample_weight, drop_zero_weight, take_rows
 from ._estimator import BaseEstimator, check_is_fitted, fit_atomically
+from ._kernel_range import check_kernel_range
 from ._svc_multiclass import (
     binary_problems,
     ovo_to_ovr,
@@ -341,6 +342,8 @@ class SVC(BaseEstimator):
         self.n_features_in_ = n_columns  # precomputed: the training examples K_test must list
         self._gamma = self._resolve_gamma(X)
         self._kernel = self._make_kernel()
+        if not self._custom_kernel():  # inf/NaN kernel values would make a one-class model
+            check_kernel_range(self.kernel, self._gamma, self.degree, self.coef0, X, kdtype)
         C_examples = self._example_C(y_encoded, len(classes), sample_weight)
         self.multi_class_ = resolve_scheme(self.multi_class, X.shape[0], len(classes),
                                            self.decision_function_shape)
@@ -446,6 +449,12 @@ class SVC(BaseEstimator):
         # rho = alpha' K~ alpha = 2 f at the alpha the model uses (the tail average if any)
         rho = np.array([2.0 * (r.value if r.average is None else r.average_value)
                         for r in results])
+        if not (np.isfinite(A).all() and np.isfinite(rho).all() and (rho > 0).all()):
+            # Kernel values that overflowed in a way check_kernel_range cannot see (a callable
+            # kernel, a precomputed matrix): a model of NaN would predict one class silently.
+            raise ValueError("the dual solve produced non-finite values (the kernel matrix "
+                             "holds inf or NaN, or overflowed its dtype): scale the features "
+                             "or fit with dtype=torch.float64")
         self.support_ = support
         self.support_vectors_ = take_rows(X, torch.from_numpy(support).to(X.device))
         self.dual_coef_ = torch.from_numpy(signed[:, support] / rho[:, None]).to(X.device)
@@ -502,6 +511,13 @@ class SVC(BaseEstimator):
             K = self._kernel.pairwise(block, sv)[:n_rows].to(torch.float64)
             out.append(K @ coef.T + self.intercept_.to(torch.float64))
         scores = torch.cat(out).cpu().numpy()
+        bad = np.flatnonzero(~np.isfinite(scores).all(1))
+        if bad.size:  # NaN compares False: predict would give every such row one class
+            raise ValueError(f"decision values are inf or NaN for {bad.size} of "
+                             f"{scores.shape[0]} rows (first: row {int(bad[0])}): the "
+                             f"{self.kernel} kernel overflows {self.support_vectors_.dtype} on "
+                             f"them; scale these rows as the training data were, or refit "
+                             f"with dtype=torch.float64")
         return scores[:, 0] if scores.shape[1] == 1 else scores
 
     def _check_predict_input(self, X) -> Tensor:
