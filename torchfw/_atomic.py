@@ -19,8 +19,8 @@ from __future__ import annotations
 
 import errno
 import os
+import secrets
 import stat
-import tempfile
 
 __all__ = ["atomic_write", "write_error"]
 
@@ -84,28 +84,48 @@ def atomic_write(path, data: bytes | bytearray | memoryview | str) -> None:
         _write_in_place(path, data)  # a device or a FIFO: no rename can replace it
         return
     directory = os.path.dirname(os.path.abspath(path))
+    base = os.path.basename(path)
+    fd = -1
+    tmp = ""
     try:
-        fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.", suffix=".tmp",
-                                   dir=directory)
-    except OSError as exc:
-        raise write_error(path, exc) from None
-    try:
-        try:
-            os.fchmod(fd, _new_file_mode(path))
-            _write_all(fd, data)
-            os.fsync(fd)  # the bytes are on disk before the name points at them
-        finally:
-            os.close(fd)
+        # The name is chosen before the file exists, so that an interrupt at any point after
+        # its creation still knows what to remove (mkstemp returns the name only afterwards).
+        for _ in range(100):
+            tmp = os.path.join(directory, f".{base}.{secrets.token_hex(4)}.tmp")
+            try:
+                fd = _open_new(tmp)
+                break
+            except FileExistsError:
+                continue
+        else:
+            raise FileExistsError(errno.EEXIST, "no free temporary file name")
+        os.fchmod(fd, _new_file_mode(path))
+        _write_all(fd, data)
+        os.fsync(fd)  # the bytes are on disk before the name points at them
+        os.close(fd)
+        fd = -1
         os.replace(tmp, path)
     except BaseException as exc:  # KeyboardInterrupt too: never leave the temporary file
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
+        if fd >= 0:
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+        if tmp:
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
         if isinstance(exc, OSError):
             raise write_error(path, exc) from None
         raise
     _sync_directory(directory)
+
+
+def _open_new(name: str) -> int:
+    """A new file ``name`` opened for writing (``FileExistsError`` if it exists)."""
+    return os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0),
+                   0o600)
 
 
 def _write_in_place(path: str, data) -> None:

@@ -325,8 +325,12 @@ class Start:
 CHUNK_SECONDS: float | None = 0.2
 
 #: Iterations of the first chunk (rounded to a multiple of ``check_every``), timed to size the
-#: next ones: small problems converge within it, in one call as before.
+#: next ones: small problems converge within it, in one call as before. An iteration reads one
+#: or two rows of ``n`` entries, computed on first use from a cache of rows (a9a: ~2 ms per row
+#: early on, 2,000 iterations took 3.5 s), so the first chunk has at most
+#: ``FIRST_CHUNK_WORK / n`` iterations.
 FIRST_CHUNK = 2000
+FIRST_CHUNK_WORK = 2_000_000
 
 
 class SolveCancelled(Exception):
@@ -354,7 +358,8 @@ def solve(variant: int, src: tuple, rows: np.ndarray, y: np.ndarray, inv_c: np.n
     counts = np.zeros(len(COUNTERS), dtype=np.int64)
     hists, hist_counts_list = [], []
     done = 0
-    chunk = max(check_every, FIRST_CHUNK // check_every * check_every)
+    first = min(FIRST_CHUNK, FIRST_CHUNK_WORK // max(1, y.shape[0]))
+    chunk = max(check_every, first // check_every * check_every)
     while True:
         if stop is not None and stop.is_set():
             raise SolveCancelled

@@ -306,7 +306,7 @@ def read_libsvm_model(path, device=None, n_train=None):
 
 
 def _check_sign_pattern(coef: torch.Tensor, nr_sv: list[int], path, first_line: int) -> None:
-    """Refuse coefficients whose signs contradict the class blocks that ``nr_sv`` declares.
+    r"""Refuse coefficients whose signs contradict the class blocks that ``nr_sv`` declares.
 
     LIBSVM lists the support vectors of ``label[c]`` as block ``c`` (``nr_sv[c]`` lines). In
     the machine of label positions :math:`a < b`, a support vector of class :math:`a` has

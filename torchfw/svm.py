@@ -486,13 +486,13 @@ class SVC(BaseEstimator):
         """One column per binary problem (a vector for two classes), on the margin-1 scale."""
         check_is_fitted(self, "dual_coef_")
         if self._precomputed():
-            return _svc_custom.precomputed_scores(self, X)
+            return self._finite_scores(_svc_custom.precomputed_scores(self, X))
         sv = self.support_vectors_
         shape = getattr(X, "shape", None)
         work = shape[0] * shape[1] * sv.shape[0] if shape is not None and len(shape) == 2 \
             else None
         with few_threads(X, work, device=sv.device):
-            return self._kernel_scores(self._check_predict_input(X), sv)
+            return self._finite_scores(self._kernel_scores(self._check_predict_input(X), sv))
 
     def _kernel_scores(self, X: Tensor, sv: Tensor) -> np.ndarray:
         out = []
@@ -511,14 +511,19 @@ class SVC(BaseEstimator):
             K = self._kernel.pairwise(block, sv)[:n_rows].to(torch.float64)
             out.append(K @ coef.T + self.intercept_.to(torch.float64))
         scores = torch.cat(out).cpu().numpy()
-        bad = np.flatnonzero(~np.isfinite(scores).all(1))
-        if bad.size:  # NaN compares False: predict would give every such row one class
+        return scores[:, 0] if scores.shape[1] == 1 else scores
+
+    def _finite_scores(self, scores: np.ndarray) -> np.ndarray:
+        """``scores``, once checked finite: NaN compares False, so predict would give every
+        such row one class without a word (a kernel that overflowed on these rows)."""
+        bad = np.flatnonzero(~np.isfinite(scores.reshape(scores.shape[0], -1)).all(1))
+        if bad.size:
+            kernel = self.kernel if isinstance(self.kernel, str) else "callable"
             raise ValueError(f"decision values are inf or NaN for {bad.size} of "
                              f"{scores.shape[0]} rows (first: row {int(bad[0])}): the "
-                             f"{self.kernel} kernel overflows {self.support_vectors_.dtype} on "
-                             f"them; scale these rows as the training data were, or refit "
-                             f"with dtype=torch.float64")
-        return scores[:, 0] if scores.shape[1] == 1 else scores
+                             f"{kernel} kernel's values overflow on them; scale these rows as "
+                             f"the training data were, or refit with dtype=torch.float64")
+        return scores
 
     def _check_predict_input(self, X) -> Tensor:
         device = self.support_vectors_.device
