@@ -48,9 +48,9 @@ def max_row_norm_sq(X: Tensor) -> float:
         out = torch.zeros(X.shape[0], dtype=torch.float64, device=X.device)
         return float(out.index_add_(0, rows, values * values).max())
     best = 0.0
-    rows = max(1, _BLOCK // max(1, X.shape[1]))
-    for start in range(0, X.shape[0], rows):
-        block = X[start:start + rows].double()
+    step = max(1, _BLOCK // max(1, X.shape[1]))
+    for start in range(0, X.shape[0], step):
+        block = X[start:start + step].double()
         best = max(best, float((block * block).sum(1).max()))
     return best
 

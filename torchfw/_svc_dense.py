@@ -356,7 +356,8 @@ def solve(variant: int, src: tuple, rows: np.ndarray, y: np.ndarray, inv_c: np.n
     Returns ``(n_iter, status_code, history array (n, 3), counts per check (n, 7))``.
     """
     counts = np.zeros(len(COUNTERS), dtype=np.int64)
-    hists, hist_counts_list = [], []
+    hists: list[np.ndarray] = []
+    hist_counts_list: list[np.ndarray] = []
     done = 0
     first = min(FIRST_CHUNK, FIRST_CHUNK_WORK // max(1, y.shape[0]))
     chunk = max(check_every, first // check_every * check_every)

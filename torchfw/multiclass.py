@@ -45,7 +45,7 @@ from ._csr import as_csr as _as_csr
 from ._csr import csr_matmul as _csr_matmul
 from ._csr import take_csr_rows as _take_rows
 from ._data import accuracy, as_labels, as_matrix, csr_tensor
-from ._estimator import BaseEstimator, check_is_fitted, plain
+from ._estimator import BaseEstimator, check_is_fitted, fit_atomically, plain
 from ._validation import check_int_at_least, check_positive, resolve_device
 from ._ww_problem import (  # noqa: F401 (the dual and its shrinking constants, re-exported)
     MAX_SHRUNK_SWEEPS,
@@ -246,7 +246,13 @@ class WestonWatkinsSVC(BaseEstimator):
         Returns
         -------
         self
+
+        A fit that does not finish (an exception, a ``KeyboardInterrupt``) leaves the estimator
+        as it was (:func:`torchfw._estimator.fit_atomically`).
         """
+        return fit_atomically(self, type(self)._fit_checked, X, y)
+
+    def _fit_checked(self, X, y):
         self._validate_params()
         C = float(self.C)
         device = resolve_device(self.device)
