@@ -628,6 +628,22 @@ def test_cli_model_path_that_is_not_a_file_is_one_line(cli_files, capsys, fifo, 
     assert all(ln.startswith("error: ") for ln in _one_error_line_twice)
 
 
+@pytest.mark.parametrize("target", ["directory", "missing_folder"])
+def test_cli_train_refuses_an_unwritable_model_path_before_fitting(cli_files, capsys, tmp_path,
+                                                                   monkeypatch, target):
+    data = cli_files[0]
+
+    def no_fit(*args, **kwargs):
+        raise AssertionError("fitted although the model could not be saved")
+
+    monkeypatch.setattr(SVC, "fit", no_fit)
+    out = str(tmp_path) if target == "directory" else str(tmp_path / "no" / "m.pt")
+    capsys.readouterr()
+    assert cli_main(["train", "-q", str(data), out]) == 1
+    line = _one_error_line(capsys)
+    assert "Is a directory" in line or "No such directory" in line
+
+
 def test_cli_predict_into_a_pipe_closed_early(cli_files, tmp_path):
     data, model, _, _ = cli_files
     # A prediction file the reader abandons after one line (``predict ... | head -1``).

@@ -257,6 +257,8 @@ def train(argv: list[str]) -> int:
         SVC(**params)._check_params()
     except (TypeError, ValueError) as exc:
         raise CLIError(str(exc), 2) from None
+    if not folds:  # before the fit, not after it: the model file must be writable
+        _check_output(files[1] if len(files) > 1 else Path(files[0]).name + ".model")
     if kernel == "precomputed":
         X, y = _load(files[0], zero_based=True)
         X = _kernel_values(X, files[0])
@@ -288,6 +290,23 @@ def train(argv: list[str]) -> int:
               f"{elapsed:.2f} s; status {', '.join(statuses)}")
         print(f"model saved to {out}")
     return 0
+
+
+def _check_output(path) -> None:
+    """Refuse early an output path that cannot be written (a directory, a missing or read-only
+    folder): training for minutes and failing to save is worse. The write itself is atomic and
+    reports its own errors (:func:`torchfw._atomic.atomic_write`)."""
+    path = os.fspath(path)
+    if os.path.isdir(path):
+        raise CLIError(f"cannot write {path!r}: Is a directory")
+    if os.path.exists(path) and not os.path.isfile(path):
+        return  # a device or a FIFO (/dev/stdout): written in place
+    folder = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(folder):
+        raise CLIError(f"cannot write {path!r}: No such directory {folder!r}")
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise CLIError(f"cannot write {path!r}: Permission denied (the directory {folder!r} is "
+                       f"not writable)")
 
 
 def _cross_validate(model, X, y, folds: int, seed: int) -> int:
@@ -356,6 +375,8 @@ def predict(argv: list[str]) -> int:
     probability = opts.get("-b", "0")
     if probability not in ("0", "1"):
         raise CLIError(f"-b {probability}: probability_estimates is 0 or 1", 2)
+    if len(files) > 2:
+        _check_output(files[2])
     model = _load_model(files[1], opts.get("--device"))
     if probability == "1" and not getattr(model, "probability", False):
         raise CLIError(f"model {files[1]} has no probability estimates (train it with -b 1)")
