@@ -12,6 +12,7 @@ errors are the shared classes of :mod:`torchfw.exceptions`.
 from __future__ import annotations
 
 import copy
+import functools
 import inspect
 import io
 import os
@@ -23,8 +24,8 @@ import torch
 from . import exceptions
 from ._data import as_matrix, feature_names_of
 
-__all__ = ["BaseEstimator", "NotFittedError", "check_is_fitted", "fit_atomically", "load_state",
-           "plain"]  # noqa: F822 (built on first use)
+__all__ = ["BaseEstimator", "NotFittedError", "atomic_fit", "check_is_fitted", "fit_atomically",
+           "load_state", "plain"]  # noqa: F822 (built on first use)
 
 
 def __getattr__(name: str):
@@ -210,6 +211,15 @@ def fit_atomically(estimator, fit, *args, **kwargs):
     fit(work, *args, **kwargs)
     estimator.__dict__ = work.__dict__  # one step: no signal can land between two attributes
     return estimator
+
+
+def atomic_fit(fit):
+    """Decorator of an estimator's ``fit``: run it through :func:`fit_atomically`."""
+    @functools.wraps(fit)
+    def wrapper(self, *args, **kwargs):
+        return fit_atomically(self, fit, *args, **kwargs)
+
+    return wrapper
 
 
 def check_is_fitted(estimator, attribute: str) -> None:

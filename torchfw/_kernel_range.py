@@ -28,10 +28,11 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import torch
 from torch import Tensor
 
-__all__ = ["check_kernel_range", "max_row_norm_sq"]
+__all__ = ["check_kernel_range", "finite_margins", "finite_scores", "max_row_norm_sq"]
 
 _MARGIN = 16.0
 _BLOCK = 1 << 22  # entries per float64 block of a dense X (32 MB): bounds the temporary copy
@@ -55,14 +56,15 @@ def max_row_norm_sq(X: Tensor) -> float:
     return best
 
 
-def check_kernel_range(kernel: str, gamma: float, degree: int, coef0: float, X: Tensor,
-                       dtype: torch.dtype) -> None:
-    """Raise ValueError if the ``kernel``'s values on ``X`` may overflow ``dtype``.
-
-    See the module docstring for the bounds.
+def check_kernel_range(model, X: Tensor, dtype: torch.dtype) -> None:
+    """Raise ValueError if the kernel of the SVC ``model`` (``kernel``, the resolved ``gamma``,
+    ``degree``, ``coef0``) may overflow ``dtype`` on ``X``; precomputed and callable kernels
+    pass (their values are checked as given). See the module docstring for the bounds.
     """
-    if kernel not in ("rbf", "linear", "poly", "sigmoid"):
+    kernel = model.kernel
+    if not isinstance(kernel, str) or kernel not in ("rbf", "linear", "poly", "sigmoid"):
         return
+    gamma, degree, coef0 = model._gamma, model.degree, model.coef0
     fmax = torch.finfo(dtype).max / _MARGIN
     name = str(dtype).replace("torch.", "")
     advice = ("scale the features (e.g. sklearn.preprocessing.StandardScaler or MaxAbsScaler)"
@@ -88,3 +90,35 @@ def check_kernel_range(kernel: str, gamma: float, degree: int, coef0: float, X: 
                              f"(gamma * max ||x||^2 + |coef0|)^degree = ({base:.3g})^{degree} "
                              f"is beyond {name}'s range ({torch.finfo(dtype).max:.3g}); lower "
                              f"the degree or gamma, or {advice}")
+
+
+def finite_margins(A: np.ndarray, results) -> np.ndarray:
+    """The margins :math:`\\rho = 2 f` of the solves' ``results`` (at the tail average if any),
+    once checked with the dual vectors ``A``: finite, and :math:`\\rho > 0`.
+
+    Kernel values that overflowed where :func:`check_kernel_range` cannot see (a callable
+    kernel, a precomputed matrix) would otherwise give a model of NaN, predicting one class.
+    """
+    rho = np.array([2.0 * (r.value if r.average is None else r.average_value)
+                    for r in results])
+    if not (np.isfinite(A).all() and np.isfinite(rho).all() and (rho > 0).all()):
+        raise ValueError("the dual solve produced non-finite values (the kernel matrix holds "
+                         "inf or NaN, or overflowed its dtype): scale the features or fit with "
+                         "dtype=torch.float64")
+    return rho
+
+
+def finite_scores(scores: np.ndarray, model) -> np.ndarray:
+    """``scores`` (decision values of ``model``, a row per example), once checked finite.
+
+    NaN compares False, so a prediction would give every such row one class without a word:
+    test rows on which the model's kernel overflowed raise a ValueError naming them instead.
+    """
+    bad = np.flatnonzero(~np.isfinite(scores.reshape(scores.shape[0], -1)).all(1))
+    if bad.size:
+        name = model.kernel if isinstance(model.kernel, str) else "callable"
+        raise ValueError(f"decision values are inf or NaN for {bad.size} of {scores.shape[0]} "
+                         f"rows (first: row {int(bad[0])}): the {name} kernel's values overflow "
+                         f"on them; scale these rows as the training data were, or refit with "
+                         f"dtype=torch.float64")
+    return scores

@@ -39,11 +39,10 @@ from torch import Tensor
 # other paths' modules (sampled storage, lazy host path, batched one-vs-rest, probabilities,
 # the nn.Module head) are imported where used: a fresh process that fits on the compiled path
 # then does not load them (issue 16's cold-start budget; tests/test_cold_start.py).
-from . import _svc_custom, _svc_dense
+from . import _kernel_range, _svc_custom, _svc_dense
 from . import exceptions as _exceptions
 from ._data import accuracy, as_labels, as_sample_weight, drop_zero_weight, take_rows
-from ._estimator import BaseEstimator, check_is_fitted, fit_atomically
-from ._kernel_range import check_kernel_range
+from ._estimator import BaseEstimator, atomic_fit, check_is_fitted
 from ._svc_multiclass import (
     binary_problems,
     ovo_to_ovr,
@@ -296,20 +295,14 @@ class SVC(BaseEstimator):
 
     # -- fitting -------------------------------------------------------------------------------
 
+    @atomic_fit  # a fit that does not finish leaves the estimator as it was
     def fit(self, X, y, sample_weight=None):
         """Fit the SVM on ``X`` (dense or sparse, ``(n_samples, n_features)``) and labels ``y``.
 
         ``sample_weight`` (optional, ``(n_samples,)``, >= 0) multiplies each example's C, as
         ``class_weight`` does per class (scikit-learn's meaning); examples of weight 0 are left
         out of the problem (their dual variable would be 0).
-
-        A fit that does not finish (an exception, a ``KeyboardInterrupt``) leaves the
-        estimator as it was: the new model replaces the old one in one step at the end
-        (:func:`torchfw._estimator.fit_atomically`).
         """
-        return fit_atomically(self, type(self)._fit_checked, X, y, sample_weight)
-
-    def _fit_checked(self, X, y, sample_weight=None) -> SVC:
         self._check_params()
         device = resolve_device(self.device)
         kdtype = self.dtype or torch.float32
@@ -342,8 +335,7 @@ class SVC(BaseEstimator):
         self.n_features_in_ = n_columns  # precomputed: the training examples K_test must list
         self._gamma = self._resolve_gamma(X)
         self._kernel = self._make_kernel()
-        if not self._custom_kernel():  # inf/NaN kernel values would make a one-class model
-            check_kernel_range(self.kernel, self._gamma, self.degree, self.coef0, X, kdtype)
+        _kernel_range.check_kernel_range(self, X, kdtype)  # NaN kernels: one-class models
         C_examples = self._example_C(y_encoded, len(classes), sample_weight)
         self.multi_class_ = resolve_scheme(self.multi_class, X.shape[0], len(classes),
                                            self.decision_function_shape)
@@ -447,14 +439,7 @@ class SVC(BaseEstimator):
         support = np.flatnonzero(positive.any(0))
         signed = A * np.stack(problems)
         # rho = alpha' K~ alpha = 2 f at the alpha the model uses (the tail average if any)
-        rho = np.array([2.0 * (r.value if r.average is None else r.average_value)
-                        for r in results])
-        if not (np.isfinite(A).all() and np.isfinite(rho).all() and (rho > 0).all()):
-            # Kernel values that overflowed in a way check_kernel_range cannot see (a callable
-            # kernel, a precomputed matrix): a model of NaN would predict one class silently.
-            raise ValueError("the dual solve produced non-finite values (the kernel matrix "
-                             "holds inf or NaN, or overflowed its dtype): scale the features "
-                             "or fit with dtype=torch.float64")
+        rho = _kernel_range.finite_margins(A, results)
         self.support_ = support
         self.support_vectors_ = take_rows(X, torch.from_numpy(support).to(X.device))
         self.dual_coef_ = torch.from_numpy(signed[:, support] / rho[:, None]).to(X.device)
@@ -486,13 +471,13 @@ class SVC(BaseEstimator):
         """One column per binary problem (a vector for two classes), on the margin-1 scale."""
         check_is_fitted(self, "dual_coef_")
         if self._precomputed():
-            return self._finite_scores(_svc_custom.precomputed_scores(self, X))
+            return _kernel_range.finite_scores(_svc_custom.precomputed_scores(self, X), self)
         sv = self.support_vectors_
         shape = getattr(X, "shape", None)
         work = shape[0] * shape[1] * sv.shape[0] if shape is not None and len(shape) == 2 \
             else None
         with few_threads(X, work, device=sv.device):
-            return self._finite_scores(self._kernel_scores(self._check_predict_input(X), sv))
+            return self._kernel_scores(self._check_predict_input(X), sv)
 
     def _kernel_scores(self, X: Tensor, sv: Tensor) -> np.ndarray:
         out = []
@@ -510,20 +495,8 @@ class SVC(BaseEstimator):
                 block = torch.cat([block, block[:1].expand(8 - n_rows, -1)])
             K = self._kernel.pairwise(block, sv)[:n_rows].to(torch.float64)
             out.append(K @ coef.T + self.intercept_.to(torch.float64))
-        scores = torch.cat(out).cpu().numpy()
+        scores = _kernel_range.finite_scores(torch.cat(out).cpu().numpy(), self)
         return scores[:, 0] if scores.shape[1] == 1 else scores
-
-    def _finite_scores(self, scores: np.ndarray) -> np.ndarray:
-        """``scores``, once checked finite: NaN compares False, so predict would give every
-        such row one class without a word (a kernel that overflowed on these rows)."""
-        bad = np.flatnonzero(~np.isfinite(scores.reshape(scores.shape[0], -1)).all(1))
-        if bad.size:
-            kernel = self.kernel if isinstance(self.kernel, str) else "callable"
-            raise ValueError(f"decision values are inf or NaN for {bad.size} of "
-                             f"{scores.shape[0]} rows (first: row {int(bad[0])}): the "
-                             f"{kernel} kernel's values overflow on them; scale these rows as "
-                             f"the training data were, or refit with dtype=torch.float64")
-        return scores
 
     def _check_predict_input(self, X) -> Tensor:
         device = self.support_vectors_.device
