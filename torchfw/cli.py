@@ -257,6 +257,8 @@ def train(argv: list[str]) -> int:
         SVC(**params)._check_params()
     except (TypeError, ValueError) as exc:
         raise CLIError(str(exc), 2) from None
+    if not folds:  # before the fit, not after it: the model file must be writable
+        _check_output(files[1] if len(files) > 1 else Path(files[0]).name + ".model")
     if kernel == "precomputed":
         X, y = _load(files[0], zero_based=True)
         X = _kernel_values(X, files[0])
@@ -277,7 +279,7 @@ def train(argv: list[str]) -> int:
     if fmt == "libsvm":
         from .io.libsvm_model import write_libsvm_model
 
-        write_libsvm_model(model, out)
+        write_libsvm_model(model, out)  # both atomic: an old model at ``out`` survives errors
     else:
         model.save(out)
     results = model.result_ if isinstance(model.result_, list) else [model.result_]
@@ -288,6 +290,23 @@ def train(argv: list[str]) -> int:
               f"{elapsed:.2f} s; status {', '.join(statuses)}")
         print(f"model saved to {out}")
     return 0
+
+
+def _check_output(path) -> None:
+    """Refuse early an output path that cannot be written (a directory, a missing or read-only
+    folder): training for minutes and failing to save is worse. The write itself is atomic and
+    reports its own errors (:func:`torchfw.utils.atomic.atomic_write`)."""
+    path = os.fspath(path)
+    if os.path.isdir(path):
+        raise CLIError(f"cannot write {path!r}: Is a directory")
+    if os.path.exists(path) and not os.path.isfile(path):
+        return  # a device or a FIFO (/dev/stdout): written in place
+    folder = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(folder):
+        raise CLIError(f"cannot write {path!r}: No such directory {folder!r}")
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise CLIError(f"cannot write {path!r}: Permission denied (the directory {folder!r} is "
+                       f"not writable)")
 
 
 def _cross_validate(model, X, y, folds: int, seed: int) -> int:
@@ -323,12 +342,14 @@ def _is_libsvm_file(path: str) -> bool:
 
 def _load_model(path: str, device):
     from .svm.estimator import SVC
+    from .utils.readable import check_readable
 
     try:
-        with open(path, "rb") as fh:
+        with open(check_readable(path, "model file", stdin=False), "rb") as fh:
             head = fh.read(16)
-    except OSError as exc:
-        raise CLIError(f"cannot read model {path}: {exc.strerror or exc}") from None
+    except (OSError, ValueError) as exc:
+        raise CLIError(f"cannot read model {path}: "
+                       f"{getattr(exc, 'strerror', None) or exc}") from None
     try:
         if head.startswith(b"svm_type"):
             from .io.libsvm_model import read_libsvm_model
@@ -340,6 +361,11 @@ def _load_model(path: str, device):
         raise CLIError(f"cannot load model {path}: {reason}") from None
 
 
+def _label_text(label) -> str:
+    """A class label as LIBSVM's svm-predict prints it: ``%.17g`` (integers in full)."""
+    return f"{float(label):.17g}"
+
+
 def predict(argv: list[str]) -> int:
     opts, files, weights = _parse_options(argv, {"-b", "--device"}, {"-q"}, (2, 3),
                                           PREDICT_HELP)
@@ -348,6 +374,8 @@ def predict(argv: list[str]) -> int:
     probability = opts.get("-b", "0")
     if probability not in ("0", "1"):
         raise CLIError(f"-b {probability}: probability_estimates is 0 or 1", 2)
+    if len(files) > 2:
+        _check_output(files[2])
     model = _load_model(files[1], opts.get("--device"))
     if probability == "1" and not getattr(model, "probability", False):
         raise CLIError(f"model {files[1]} has no probability estimates (train it with -b 1)")
@@ -374,13 +402,16 @@ def predict(argv: list[str]) -> int:
         print(f"Accuracy = {100.0 * correct / max(1, len(truth)):g}% ({correct}/{len(truth)}) "
               f"(classification)")
     if len(files) > 2:
-        with open(files[2], "w") as fh:
-            if probability == "1":
-                fh.write("labels " + " ".join(f"{c:g}" for c in model.classes_) + "\n")
-                for label, row in zip(pred, proba, strict=True):
-                    fh.write(f"{label:g} " + " ".join(f"{p:g}" for p in row) + "\n")
-            else:
-                fh.writelines(f"{label:g}\n" for label in pred.astype(float))
+        from .utils.atomic import atomic_write
+
+        # Labels as LIBSVM's svm-predict writes them (%.17g: 1234567, not 1.23457e+06).
+        if probability == "1":
+            lines = ["labels " + " ".join(_label_text(c) for c in model.classes_)]
+            lines += [_label_text(label) + " " + " ".join(f"{p:g}" for p in row)
+                      for label, row in zip(pred, proba, strict=True)]
+        else:
+            lines = [_label_text(label) for label in pred]
+        atomic_write(files[2], "".join(line + "\n" for line in lines))
     return 0
 
 
@@ -456,3 +487,33 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("error: interrupted", file=sys.stderr)
         return 130
+    except OSError as exc:
+        # A file the command writes or a stream it prints to failed: a read-only or full disk,
+        # a directory given as a file, a pipe whose reader left (``predict ... | head -1``).
+        if isinstance(exc, BrokenPipeError):
+            _silence_stdout()
+        if os.environ.get("TORCHFW_TRACEBACK"):
+            raise
+        print(f"error: {_os_error_text(exc)}", file=sys.stderr)
+        return 1
+
+
+def _os_error_text(exc: OSError) -> str:
+    """One line naming the file (when known) and the cause of an OSError."""
+    cause = exc.strerror or str(exc) or type(exc).__name__
+    if isinstance(exc, BrokenPipeError) and not exc.filename:
+        return f"{cause}: the output was closed before everything was written"
+    name = exc.filename
+    if name is not None and str(name) not in cause:
+        return f"{name}: {cause}"
+    return cause
+
+
+def _silence_stdout() -> None:
+    # The reader of stdout is gone: point stdout at /dev/null so that the interpreter's final
+    # flush does not raise a second BrokenPipeError (Python's documented recipe).
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError, AttributeError):
+        pass

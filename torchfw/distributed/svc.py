@@ -19,6 +19,7 @@ from ..svm._start import draw_positions
 from ..svm.estimator import SVC, ConvergenceWarning
 from ..svm.kernels import KERNELS, SVMDualOperator, make_kernel
 from ..utils.data import as_labels, take_rows, to_csr
+from ..utils.estimator import fit_atomically
 from ..utils.validation import resolve_device
 from .comm import Communicator
 from .engine import EXCHANGES
@@ -95,7 +96,13 @@ class DistributedSVC(SVC):
             raise ValueError(f"exchange must be one of {EXCHANGES}, got {self.exchange!r}")
 
     def fit(self, X, y):
-        """Fit on this rank's shard ``(X, y)`` (a collective over the process group)."""
+        """Fit on this rank's shard ``(X, y)`` (a collective over the process group).
+
+        As :meth:`SVC.fit`, a fit that does not finish leaves the estimator as it was.
+        """
+        return fit_atomically(self, type(self)._fit_shards, X, y)
+
+    def _fit_shards(self, X, y):
         self._check_params()
         comm = Communicator(self.group)
         device = resolve_device(self.device)
@@ -151,7 +158,9 @@ class DistributedSVC(SVC):
             n = rows * d
             mean = total / n
             var = comm.sum([float(((Xd - mean) ** 2).sum())], op="setup")[0] / n
-        return 1.0 / (d * var) if var > 0 else 1.0
+        # A Python float: the sums come back as NumPy scalars, which a weights-only
+        # torch.load (SVC.load) refuses in a saved model.
+        return float(1.0 / (d * var)) if var > 0 else 1.0
 
     def _global_C(self, y_encoded: np.ndarray, n_classes: int, comm: Communicator):
         if self.class_weight != "balanced":

@@ -14,6 +14,8 @@ import lzma
 import os
 from concurrent.futures import ThreadPoolExecutor
 
+from ..utils.readable import check_readable
+
 # Files are parsed in pieces of about this many bytes (cut at line ends) so that the temporary
 # arrays of the vectorized parser stay bounded whatever the file size. Tests shrink it to
 # exercise the chunk boundaries.
@@ -21,6 +23,12 @@ _CHUNK_BYTES = 1 << 25
 # Compressed files are read in smaller pieces so that decompression (in a helper thread)
 # overlaps with parsing.
 _COMPRESSED_CHUNK_BYTES = 1 << 22
+
+#: The longest line read, in bytes (the decompressed text). A line grows in memory until its
+#: newline: without a bound, a source without newlines (``/dev/zero`` on standard input, a
+#: binary file) would take all the memory there is. 64 MiB holds a dense row of about three
+#: million features written with 17 significant digits; reaching it takes well under a second.
+MAX_LINE_BYTES = 1 << 26
 
 _MAGIC = (
     (b"\x1f\x8b", "gzip"),
@@ -61,11 +69,9 @@ def _iter_chunks(source, name: str):
     numbers in the whole file.
     """
     if isinstance(source, (str, os.PathLike)):
-        path = os.fspath(source)
-        if not os.path.exists(path):
-            raise FileNotFoundError(f"LIBSVM file not found: {path!r}")
-        if os.path.isdir(path):
-            raise IsADirectoryError(f"expected a LIBSVM file, got the directory {path!r}")
+        # A regular file or standard input: a device or a FIFO given by path is refused at
+        # once (/dev/zero never ends, a FIFO nobody writes to blocks its open forever).
+        path = check_readable(source, "LIBSVM file")
         raw = open(path, "rb")  # noqa: SIM115 - closed in the finally below
         owned = True
     elif hasattr(source, "read"):
@@ -107,6 +113,11 @@ def _iter_chunks(source, name: str):
                     block = tail + block
                 cut = block.rfind(b"\n") + 1
                 if cut == 0:  # one line longer than a piece: keep reading until it ends
+                    if len(block) > MAX_LINE_BYTES:  # ... up to a bound (/dev/zero never ends)
+                        raise ValueError(
+                            f"{name}: line {n_lines + 1} is longer than {MAX_LINE_BYTES:,} "
+                            f"bytes (torchfw.io._sources.MAX_LINE_BYTES, the longest line "
+                            f"read): not a LIBSVM file, or a line without its end")
                     tail = block
                     continue
                 chunk, tail = block[:cut], block[cut:]

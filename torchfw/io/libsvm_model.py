@@ -37,6 +37,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from ..utils.atomic import atomic_write
+
 __all__ = ["write_libsvm_model", "read_libsvm_model"]
 
 _KERNEL_PARAMS = {"linear": (), "poly": ("degree", "gamma", "coef0"), "rbf": ("gamma",),
@@ -94,7 +96,7 @@ def write_libsvm_model(model, path) -> None:
               f"label {positive} {negative}", f"nr_sv {n_pos} {len(order) - n_pos}", "SV"]
     for k, row in zip(order, rows, strict=True):
         lines.append(f"{coef[k]:.17g} {row}".rstrip())
-    Path(path).write_text("\n".join(lines) + "\n")
+    atomic_write(path, "\n".join(lines) + "\n")
 
 
 def _kernel_header(model) -> list[str]:
@@ -131,7 +133,7 @@ def _write_one_vs_one(model, path) -> None:
         c = owner[s]
         values = [coef[pair_index[(min(c, o), max(c, o))], s] for o in range(k) if o != c]
         lines.append((" ".join(f"{v:.17g}" for v in values) + f" {row}").rstrip())
-    Path(path).write_text("\n".join(lines) + "\n")
+    atomic_write(path, "\n".join(lines) + "\n")
 
 
 def _sv_rows(model, order: np.ndarray) -> list[str]:
@@ -188,11 +190,15 @@ def read_libsvm_model(path, device=None, n_train=None):
         (counts that do not match, malformed lines, non-finite numbers).
     """
     from ..svm.estimator import SVC
+    from ..utils.readable import check_readable
 
-    text = Path(path).read_text()
+    text = Path(check_readable(path, "LIBSVM model file", stdin=False)).read_text()
     lines = text.splitlines()
     if not lines or not lines[0].startswith("svm_type"):
         raise ValueError(f"{path}: not a LIBSVM model file (it does not start with svm_type)")
+    if not text.endswith("\n"):  # LIBSVM ends every line: the file was cut inside its last
+        raise ValueError(f"{path}: line {len(lines)}: the file ends inside a line (no final "
+                         f"newline): cut short while written or copied?")
     header, start = _parse_header(lines, path)
 
     def field(name, kind=str, count=1):
@@ -226,6 +232,9 @@ def read_libsvm_model(path, device=None, n_train=None):
     gamma = field("gamma", float) if "gamma" in _KERNEL_PARAMS[kernel] else 1.0
     degree = field("degree", int) if kernel == "poly" else 3
     coef0 = field("coef0", float) if kernel in ("poly", "sigmoid") else 0.0
+    for name, value in (("gamma", gamma), ("coef0", coef0)):
+        if not math.isfinite(value):
+            raise ValueError(f"{path}: {name} {value!r} is not a finite number")
     precomputed = kernel == "precomputed"
     coefs, rows, n_features, ids = [], [], 0, []
     for n, line in enumerate(lines[start:], start + 1):
@@ -249,6 +258,10 @@ def read_libsvm_model(path, device=None, n_train=None):
             row = []
         elif any(j < 1 for j, _ in row):
             raise ValueError(f"{path}: line {n}: feature indices start at 1")
+        elif len({j for j, _ in row}) != len(row):  # the later value would silently win
+            seen: set[int] = set()
+            twice = next(j for j, _ in row if j in seen or seen.add(j))
+            raise ValueError(f"{path}: line {n}: feature {twice} is given twice")
         n_features = max([n_features] + [j for j, _ in row])
         rows.append(row)
     if precomputed:
@@ -271,6 +284,7 @@ def read_libsvm_model(path, device=None, n_train=None):
         torch.arange(len(rows), dtype=torch.int64)
     if precomputed and len(set(ids)) != len(ids):
         raise ValueError(f"{path}: a support vector ID is listed twice")
+    _check_sign_pattern(coef, nr_sv, path, start)
     if n_class > 2:
         return _one_vs_one_model(labels, nr_sv, rho, coef, sv, kernel, gamma, degree, coef0,
                                  device, support, n_features)
@@ -288,6 +302,37 @@ def read_libsvm_model(path, device=None, n_train=None):
              "dual_coef": (sign * coef).unsqueeze(0),
              "intercept": torch.tensor([-sign * rho], dtype=torch.float64)}
     return SVC.from_state_dict(state, map_location=device)
+
+
+def _check_sign_pattern(coef: torch.Tensor, nr_sv: list[int], path, first_line: int) -> None:
+    r"""Refuse coefficients whose signs contradict the class blocks that ``nr_sv`` declares.
+
+    LIBSVM lists the support vectors of ``label[c]`` as block ``c`` (``nr_sv[c]`` lines). In
+    the machine of label positions :math:`a < b`, a support vector of class :math:`a` has
+    coefficient :math:`\alpha y = \alpha \ge 0` and one of :math:`b` has
+    :math:`-\alpha \le 0`; so a vector of block :math:`c` has nonnegative coefficients in the
+    columns :math:`o - 1` of the classes :math:`o > c` and nonpositive ones in the columns
+    :math:`o < c` (see the module docstring). A file whose ``nr_sv`` counts were permuted or
+    edited assigns vectors to the wrong class: its machines would use the wrong coefficients
+    and predict differently, without any other sign of damage.
+    """
+    k = len(nr_sv)
+    start = 0
+    for c, count in enumerate(nr_sv):
+        block = coef[start:start + count]
+        # columns o - 1 for o > c (c first in the pair) are >= 0; columns o < c are <= 0
+        wrong = torch.zeros(block.shape[0], dtype=torch.bool)
+        if c < k - 1:
+            wrong |= (block[:, c:] < 0).any(1)
+        if c > 0:
+            wrong |= (block[:, :c] > 0).any(1)
+        if bool(wrong.any()):
+            row = start + int(torch.nonzero(wrong)[0])
+            raise ValueError(f"{path}: line {first_line + 1 + row}: the support vector's "
+                             f"coefficient signs do not fit class block {c} (label position "
+                             f"{c}, nr_sv {' '.join(map(str, nr_sv))}): the nr_sv counts or "
+                             f"the order of the support vectors were changed")
+        start += count
 
 
 def _one_vs_one_model(labels, nr_sv, rho, coef, sv, kernel, gamma, degree, coef0, device,

@@ -309,8 +309,13 @@ def load_svmlight_files(paths, n_features=None, dtype=torch.float32, zero_based=
     ValueError
         For malformed content, with the file name and the 1-based line number: a token that is
         not ``index:value``, a label that is not a number, a duplicate index within a line, an
-        index that does not fit ``n_features`` or ``zero_based``, a non-finite value, or a
-        control byte; and for invalid arguments.
+        index that does not fit ``n_features`` or ``zero_based``, a non-finite value, a
+        control byte, or a line longer than ``torchfw.io._sources.MAX_LINE_BYTES`` (64 MiB: a
+        stream without newlines stops there); for a path that is a device or a FIFO (which may
+        never end or block forever; standard input is read as a stream); and for invalid
+        arguments.
+    IsADirectoryError
+        If a path is a directory.
     TypeError
         If ``dtype`` is not a floating-point dtype or a path is neither a path nor a binary file.
 

@@ -23,7 +23,7 @@ from torch import Tensor
 from .. import exceptions
 from ..result import Status
 from ..utils.data import _is_scipy_sparse, as_matrix, as_target, r2
-from ..utils.estimator import BaseEstimator, check_is_fitted, plain
+from ..utils.estimator import BaseEstimator, check_is_fitted, fit_atomically, plain
 from ..utils.validation import check_int_at_least, check_nonnegative, check_positive, resolve_device
 from ._cd_fit import (
     ESTIMATOR_SOLVERS,
@@ -196,7 +196,13 @@ class Lasso(BaseEstimator):
 
         ``sample_weight`` (optional, ``(n_samples,)``, >= 0) weighs each squared residual, as in
         scikit-learn (weights rescaled to sum to ``n_samples``; see :class:`LassoData`).
+
+        A fit that does not finish (an exception, a ``KeyboardInterrupt``) leaves the estimator
+        as it was (:func:`torchfw.utils.estimator.fit_atomically`).
         """
+        return fit_atomically(self, type(self)._fit_checked, X, y, sample_weight)
+
+    def _fit_checked(self, X, y, sample_weight=None):
         form, value = _check_alpha_radius(self.alpha, self.radius)
         _check_choice("method", self.method, METHODS)
         _check_choice("solver", self.solver, ESTIMATOR_SOLVERS)

@@ -594,6 +594,26 @@ class StochasticFrankWolfe(torch.optim.Optimizer):
             group["lmo"] = lmo_to_state(group["lmo"])
         return state_dict
 
+    def _check_buffers(self, state_dict: dict) -> None:
+        """Refuse a saved momentum buffer whose shape is not its parameter's (at load, not at
+        the next ``step()``, which would fail inside the update or broadcast silently)."""
+        saved_state = state_dict.get("state", {})
+        for i, (saved, current) in enumerate(zip(state_dict["param_groups"], self.param_groups,
+                                                 strict=False)):
+            for j, (index, param) in enumerate(zip(saved["params"], current["params"],
+                                                   strict=False)):
+                entry = saved_state.get(index)
+                buf = entry.get("momentum_buffer") if isinstance(entry, dict) else None
+                if buf is None:
+                    continue
+                if not isinstance(buf, Tensor) or tuple(buf.shape) != tuple(param.shape):
+                    shape = tuple(buf.shape) if isinstance(buf, Tensor) else type(buf).__name__
+                    raise ValueError(
+                        f"saved state of parameter {j} of group {i}: 'momentum_buffer' has "
+                        f"shape {shape}, the parameter {tuple(param.shape)}: the state dict "
+                        f"is another model's"
+                    )
+
     def load_state_dict(self, state_dict: dict) -> None:
         """Load a :meth:`state_dict`: buffers, hyperparameters and the oracles of every group.
 
@@ -630,6 +650,7 @@ class StochasticFrankWolfe(torch.optim.Optimizer):
                 self._check_group(candidate)
             saved_groups.append(saved)
         state_dict["param_groups"] = saved_groups
+        self._check_buffers(state_dict)
         given = {id(value) for entry in state_dict.get("state", {}).values()
                  for value in entry.values() if isinstance(value, Tensor)}
         super().load_state_dict(state_dict)

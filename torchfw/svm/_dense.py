@@ -26,6 +26,7 @@ D_k + \operatorname{diag}(1/C)` with :math:`D_k = \operatorname{diag}(y^{(k)})`.
 from __future__ import annotations
 
 import math
+import time
 
 import numpy as np
 
@@ -314,26 +315,80 @@ class Start:
         return float(self.state[0]) - float(self.state[2])
 
 
+#: Seconds one compiled call runs before it returns to Python: :func:`solve` runs the loop in
+#: chunks of iterations sized to about this long, each resuming exactly where the last stopped.
+#: Between two chunks the interpreter runs, so that a Ctrl-C (``KeyboardInterrupt``) stops a
+#: fit within about this long, and a cancelled fit's solves on worker threads stop too. None:
+#: one call for the whole solve (signals wait until it returns: 40 s on a9a at tol=1e-3).
+CHUNK_SECONDS: float | None = 0.2
+
+#: Iterations of the first chunk (rounded to a multiple of ``check_every``), timed to size the
+#: next ones: small problems converge within it, in one call as before. An iteration reads one
+#: or two rows of ``n`` entries, computed on first use from a cache of rows (a9a: ~2 ms per row
+#: early on, 2,000 iterations took 3.5 s), so the first chunk has at most
+#: ``FIRST_CHUNK_WORK / n`` iterations.
+FIRST_CHUNK = 2000
+FIRST_CHUNK_WORK = 2_000_000
+
+
+class SolveCancelled(Exception):
+    """A solve stopped between two chunks because its fit was interrupted (``stop`` set)."""
+
+
 def solve(variant: int, src: tuple, rows: np.ndarray, y: np.ndarray, inv_c: np.ndarray,
           diag: np.ndarray, start: Start, *, max_iter: int, tol: float, rtol: float,
-          check_every: int):
+          check_every: int, stop=None):
     """Run the compiled solve from ``start``, which holds the final iterate afterwards.
 
     The problem's matrix is read from the row source ``src`` (:func:`full_source` of a matrix,
     or :func:`torchfw.svm._matrix.cached_source`) by :func:`_row_py` (``rows``, ``y``,
     ``inv_c``).
 
+    The loop runs in chunks of iterations (:data:`CHUNK_SECONDS`), each a multiple of
+    ``check_every`` so that the checks fall where one call makes them; a chunk starts from the
+    state the last one stored (``start``'s vectors and scalars) and its first check repeats the
+    last one's, which is dropped: the iterates, checks and stopping iteration are those of one
+    call, bit for bit. ``stop`` (a :class:`threading.Event`, optional) is read between chunks:
+    once set, :class:`SolveCancelled` is raised.
+
     Returns ``(n_iter, status_code, history array (n, 3), counts per check (n, 7))``.
     """
-    n_checks = max_iter // check_every + 2
-    hist = np.empty((n_checks, 3), dtype=np.float64)
-    hist_counts = np.empty((n_checks, len(COUNTERS)), dtype=np.int64)
     counts = np.zeros(len(COUNTERS), dtype=np.int64)
-    k, status, n_hist = solve_compiled(
-        variant, src[0], src[1], rows, y, inv_c, diag, start.w, start.s, start.wp, start.sp,
-        start.support, start.state, max_iter, tol, rtol, check_every, ZERO_TOL, counts, hist,
-        hist_counts)
-    return int(k), int(status), hist[:n_hist], hist_counts[:n_hist]
+    hists: list[np.ndarray] = []
+    hist_counts_list: list[np.ndarray] = []
+    done = 0
+    first = min(FIRST_CHUNK, FIRST_CHUNK_WORK // max(1, y.shape[0]))
+    chunk = max(check_every, first // check_every * check_every)
+    while True:
+        if stop is not None and stop.is_set():
+            raise SolveCancelled
+        this = max_iter - done if CHUNK_SECONDS is None else min(max_iter - done, chunk)
+        n_checks = this // check_every + 2
+        hist = np.empty((n_checks, 3), dtype=np.float64)
+        hist_counts = np.empty((n_checks, len(COUNTERS)), dtype=np.int64)
+        t0 = time.perf_counter()
+        k, status, n_hist = solve_compiled(
+            variant, src[0], src[1], rows, y, inv_c, diag, start.w, start.s, start.wp,
+            start.sp, start.support, start.state, this, tol, rtol, check_every, ZERO_TOL,
+            counts, hist, hist_counts)
+        elapsed = time.perf_counter() - t0
+        first = 1 if hists else 0  # a resumed chunk's first check is the last chunk's last
+        hist = hist[first:n_hist]
+        hist[:, 0] += done
+        hists.append(hist)
+        hist_counts_list.append(hist_counts[first:n_hist])
+        done += int(k)
+        if status != _MAX_ITER or done >= max_iter or CHUNK_SECONDS is None:
+            break
+        # The next chunk: as many iterations as CHUNK_SECONDS at this chunk's pace, a multiple
+        # of check_every, growing at most 8-fold at a time (the pace of the first iterations,
+        # cache misses included, need not last).
+        pace = CHUNK_SECONDS * k / max(elapsed, 1e-6)
+        chunk = int(min(pace, 8 * chunk)) // check_every * check_every
+        chunk = max(check_every, chunk)
+    if len(hists) == 1:
+        return done, int(status), hists[0], hist_counts_list[0]
+    return done, int(status), np.concatenate(hists), np.concatenate(hist_counts_list)
 
 
 def shows_bar(model) -> bool:

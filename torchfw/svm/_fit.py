@@ -19,8 +19,10 @@ take the lazy path, one problem after the other.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import math
+import threading
 import time
 import warnings
 
@@ -93,8 +95,9 @@ def fit_all(model, X, problems, C_examples, kdtype, previous, rule, gram=None):
     # share the rows they have in common, labels aside).
     threads = 1 if src[1] is not None else \
         workers(len(jobs), sum(float(j.y.shape[0]) ** 2 for j in jobs), PARALLEL_WORK)
-    solved = parallel_map(functools.partial(_start_and_solve, src, variant, rule, max_atoms),
-                          jobs, threads)
+    with _cancelled_on_error() as stop:
+        solved = parallel_map(functools.partial(_start_and_solve, src, variant, rule, max_atoms),
+                              _stoppable(jobs, stop), threads)
     alphas, results = [], []
     for job, (start, outcome, elapsed) in zip(jobs, solved, strict=True):
         problem, rows, k = job.problem, job.problem.rows, job.k
@@ -125,6 +128,27 @@ def fit_all(model, X, problems, C_examples, kdtype, previous, rule, gram=None):
 PARALLEL_WORK = 3e5
 
 
+@contextlib.contextmanager
+def _cancelled_on_error():
+    """An event set when the block raises (a ``KeyboardInterrupt`` while waiting on the pool):
+    the solves still running on worker threads read it between chunks and stop, instead of
+    running to the end while the process waits for its threads
+    (:data:`torchfw.svm._dense.CHUNK_SECONDS`)."""
+    stop = threading.Event()
+    try:
+        yield stop
+    except BaseException:
+        stop.set()
+        raise
+
+
+def _stoppable(jobs, stop):
+    """The jobs, each carrying ``stop`` to its solve."""
+    for job in jobs:
+        job.stop = stop
+        yield job
+
+
 class _Job:
     """One problem's inputs to :func:`_start_and_solve`, prepared on the calling thread.
 
@@ -134,12 +158,13 @@ class _Job:
     """
 
     __slots__ = ("k", "problem", "alpha0", "rows", "y", "inv_c", "diag", "max_iter", "w0",
-                 "subset", "op")
+                 "subset", "op", "stop")
 
     def __init__(self, k, problem, alpha0, rows, y, inv_c, diag, max_iter, n_init, seed):
         self.k, self.problem, self.alpha0, self.rows = k, problem, alpha0, rows
         self.y, self.inv_c, self.diag, self.max_iter = y, inv_c, diag, max_iter
         self.op = None  # a problem's own operator (_fit_one_by_one)
+        self.stop = None  # set when the fit is interrupted (_cancelled_on_error)
         # Nothing drawn for a problem left to the lazy path (y None): it draws its own.
         self.w0 = None if alpha0 is None or y is None else \
             alpha0.detach().to(torch.float64).numpy()
@@ -188,7 +213,7 @@ def _solve_job(src, variant, rule, job, start):
     tol, rtol, check_every = rule
     n_iter, status, hist, hist_counts = solve(
         variant, src, job.rows, job.y, job.inv_c, job.diag, start, max_iter=job.max_iter,
-        tol=tol, rtol=rtol, check_every=check_every)
+        tol=tol, rtol=rtol, check_every=check_every, stop=job.stop)
     return n_iter, status, hist.copy(), hist_counts.copy()
 
 
@@ -255,8 +280,9 @@ def _fit_one_by_one(model, X, problems, C_examples, kdtype, previous, variant, r
             job.op = op
             yield job
 
-    solved = parallel_map(functools.partial(_own_matrix_solve, variant, rule, threads > 1),
-                          prepared(), threads, ahead=threads + 1)
+    with _cancelled_on_error() as stop:
+        solved = parallel_map(functools.partial(_own_matrix_solve, variant, rule, threads > 1),
+                              _stoppable(prepared(), stop), threads, ahead=threads + 1)
     alphas, results = [], []
     for job, start, outcome, elapsed, src, matrix_info in solved:
         problem, rows, k = job.problem, job.problem.rows, job.k

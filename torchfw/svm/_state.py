@@ -64,6 +64,23 @@ def _tensor(state: dict, key: str, dim: int | None = None) -> torch.Tensor:
     return value
 
 
+def _state_dtype(value) -> torch.dtype | None:
+    """``params["dtype"]`` of a state: None or the name of a real floating torch dtype.
+
+    Anything else is refused naming the field: the name is looked up on ``torch``, and any
+    attribute there (a function, a module) would otherwise become the estimator's dtype.
+    """
+    if value is None or isinstance(value, torch.dtype) and value.is_floating_point \
+            and not value.is_complex:
+        return value
+    found = getattr(torch, value.replace("torch.", "", 1), None) \
+        if isinstance(value, str) and value.replace("torch.", "", 1).isidentifier() else None
+    if isinstance(found, torch.dtype) and found.is_floating_point and not found.is_complex:
+        return found
+    raise ValueError(f"SVC state: params['dtype'] must name a real floating-point torch dtype "
+                     f"(e.g. 'torch.float32') or be None, got {value!r}")
+
+
 def check_svc_state(state: dict) -> None:
     """Raise ValueError unless ``state`` is a consistent fitted SVC (see the module docstring)."""
     missing = [k for k in _REQUIRED if k not in state]
@@ -71,6 +88,7 @@ def check_svc_state(state: dict) -> None:
         raise ValueError(f"SVC state is missing {', '.join(map(repr, missing))}")
     if not isinstance(state["params"], dict):
         raise ValueError("SVC state: 'params' must be a dict of the estimator's parameters")
+    _state_dtype(state["params"].get("dtype"))
     classes = state["classes"]
     if not isinstance(classes, (list, tuple)) or len(classes) < 2:
         raise ValueError(f"SVC state: 'classes' must list at least two classes, got {classes!r}")
@@ -160,8 +178,8 @@ def svc_state(model) -> dict:
         return None if values is None else torch.from_numpy(np.asarray(values, np.float64))
 
     return {"format": "torchfw.SVC", "version": 1, "params": params,
-            "classes": model.classes_.tolist(), "gamma": model._gamma,
-            "n_features_in": model.n_features_in_,
+            "classes": model.classes_.tolist(), "gamma": float(model._gamma),
+            "n_features_in": int(model.n_features_in_),
             "support": torch.from_numpy(np.asarray(model.support_, dtype=np.int64)),
             "n_support": torch.from_numpy(np.asarray(model.n_support_, dtype=np.int64)),
             "n_iter": torch.as_tensor(np.asarray(model.n_iter_)),
@@ -211,8 +229,8 @@ def from_state(cls, state: dict, map_location=None):
     params = dict(state["params"])
     if len(state["classes"]) > 2:  # saved before one-vs-one existed: one-vs-rest
         params.setdefault("multi_class", "ovr")
-    if isinstance(params.get("dtype"), str):
-        params["dtype"] = getattr(torch, params["dtype"].replace("torch.", ""))
+    if "dtype" in params:
+        params["dtype"] = _state_dtype(params["dtype"])
     model = cls(**params)
     restore_svc(model, state, resolve_device(map_location)
                 if map_location is not None else None)

@@ -39,7 +39,7 @@ from .. import exceptions as _exceptions
 from ..sets.oracles import Simplex
 from ..solvers import make_solver, solver_names
 from ..utils.data import accuracy, as_labels, as_sample_weight, drop_zero_weight, take_rows
-from ..utils.estimator import BaseEstimator, check_is_fitted
+from ..utils.estimator import BaseEstimator, atomic_fit, check_is_fitted
 from ..utils.threads import few_threads
 from ..utils.validation import resolve_device
 
@@ -50,6 +50,7 @@ from ..utils.validation import resolve_device
 from . import _custom as _svc_custom
 from . import _dense as _svc_dense
 from . import _fit as _svc_fit
+from . import _kernel_range
 from ._multiclass import (
     binary_problems,
     ovo_to_ovr,
@@ -298,6 +299,7 @@ class SVC(BaseEstimator):
 
     # -- fitting -------------------------------------------------------------------------------
 
+    @atomic_fit  # a fit that does not finish leaves the estimator as it was
     def fit(self, X, y, sample_weight=None):
         """Fit the SVM on ``X`` (dense or sparse, ``(n_samples, n_features)``) and labels ``y``.
 
@@ -337,6 +339,7 @@ class SVC(BaseEstimator):
         self.n_features_in_ = n_columns  # precomputed: the training examples K_test must list
         self._gamma = self._resolve_gamma(X)
         self._kernel = self._make_kernel()
+        _kernel_range.check_kernel_range(self, X, kdtype)  # NaN kernels: one-class models
         C_examples = self._example_C(y_encoded, len(classes), sample_weight)
         self.multi_class_ = resolve_scheme(self.multi_class, X.shape[0], len(classes),
                                            self.decision_function_shape)
@@ -441,8 +444,7 @@ class SVC(BaseEstimator):
         support = np.flatnonzero(positive.any(0))
         signed = A * np.stack(problems)
         # rho = alpha' K~ alpha = 2 f at the alpha the model uses (the tail average if any)
-        rho = np.array([2.0 * (r.value if r.average is None else r.average_value)
-                        for r in results])
+        rho = _kernel_range.finite_margins(A, results)
         self.support_ = support
         self.support_vectors_ = take_rows(X, torch.from_numpy(support).to(X.device))
         self.dual_coef_ = torch.from_numpy(signed[:, support] / rho[:, None]).to(X.device)
@@ -474,7 +476,7 @@ class SVC(BaseEstimator):
         """One column per binary problem (a vector for two classes), on the margin-1 scale."""
         check_is_fitted(self, "dual_coef_")
         if self._precomputed():
-            return _svc_custom.precomputed_scores(self, X)
+            return _kernel_range.finite_scores(_svc_custom.precomputed_scores(self, X), self)
         sv = self.support_vectors_
         shape = getattr(X, "shape", None)
         work = shape[0] * shape[1] * sv.shape[0] if shape is not None and len(shape) == 2 \
@@ -498,7 +500,7 @@ class SVC(BaseEstimator):
                 block = torch.cat([block, block[:1].expand(8 - n_rows, -1)])
             K = self._kernel.pairwise(block, sv)[:n_rows].to(torch.float64)
             out.append(K @ coef.T + self.intercept_.to(torch.float64))
-        scores = torch.cat(out).cpu().numpy()
+        scores = _kernel_range.finite_scores(torch.cat(out).cpu().numpy(), self)
         return scores[:, 0] if scores.shape[1] == 1 else scores
 
     def _check_predict_input(self, X) -> Tensor:

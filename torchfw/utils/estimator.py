@@ -11,7 +11,11 @@ errors are the shared classes of :mod:`torchfw.exceptions`.
 
 from __future__ import annotations
 
+import copy
+import functools
 import inspect
+import io
+import os
 import warnings
 
 import numpy as np
@@ -20,7 +24,8 @@ import torch
 from .. import exceptions
 from .data import as_matrix, feature_names_of
 
-__all__ = ["BaseEstimator", "NotFittedError", "check_is_fitted", "load_state", "plain"]  # noqa: F822 (built on first use)
+__all__ = ["BaseEstimator", "NotFittedError", "atomic_fit", "check_is_fitted", "fit_atomically",
+           "load_state", "plain"]  # noqa: F822 (built on first use)
 
 
 def __getattr__(name: str):
@@ -51,8 +56,18 @@ class BaseEstimator:
         raise NotImplementedError(f"{cls.__name__} does not define its saved state")
 
     def save(self, path) -> None:
-        """Save the fitted model: :meth:`state_dict` through ``torch.save`` (no pickled code)."""
-        torch.save(self.state_dict(), path)
+        """Save the fitted model: :meth:`state_dict` through ``torch.save`` (no pickled code).
+
+        The write is atomic (:func:`torchfw.utils.atomic.atomic_write`): an existing file at
+        ``path`` is replaced only once the new one is complete on disk, so an interrupt, a
+        full disk or a concurrent save leaves either the old model or the new one, never a
+        truncated file. Errors are OSErrors naming the cause (``No space left on device``).
+        """
+        from .atomic import atomic_write
+
+        buffer = io.BytesIO()  # serialized in memory: torch's own file errors are opaque
+        torch.save(self.state_dict(), buffer)
+        atomic_write(path, buffer.getbuffer())
 
     @classmethod
     def load(cls, path, map_location=None):
@@ -181,6 +196,32 @@ def _same(a, b) -> bool:
         return a is b
 
 
+def fit_atomically(estimator, fit, *args, **kwargs):
+    """Run ``fit(work, *args, **kwargs)`` on a shallow copy ``work`` of ``estimator``; adopt it.
+
+    A fit sets many attributes one after another (``classes_``, ``n_features_in_``, the kernel,
+    then the coefficients). Done on the estimator itself, an exception or a ``KeyboardInterrupt``
+    in between would leave a fitted estimator half-updated: new classes on old support
+    vectors, predicting silently. The fit runs on a copy instead, and its attributes replace
+    the estimator's in one assignment (``__dict__``) once it has finished: a fit that does not
+    finish leaves the estimator exactly as it was (fitted or not). Warm starts read the
+    previous solution from the copy, which shares it.
+    """
+    work = copy.copy(estimator)
+    fit(work, *args, **kwargs)
+    estimator.__dict__ = work.__dict__  # one step: no signal can land between two attributes
+    return estimator
+
+
+def atomic_fit(fit):
+    """Decorator of an estimator's ``fit``: run it through :func:`fit_atomically`."""
+    @functools.wraps(fit)
+    def wrapper(self, *args, **kwargs):
+        return fit_atomically(self, fit, *args, **kwargs)
+
+    return wrapper
+
+
 def check_is_fitted(estimator, attribute: str) -> None:
     """Raise :class:`~torchfw.exceptions.NotFittedError` unless ``estimator`` has ``attribute``."""
     if not hasattr(estimator, attribute):
@@ -213,6 +254,10 @@ def load_state(path, fmt: str) -> dict:
     runs). A file that torch cannot read, or that holds something other than a torchfw model,
     or a model of another estimator, is refused with a ValueError saying which.
     """
+    from .readable import check_readable
+
+    if isinstance(path, (str, os.PathLike)):  # not a device or a FIFO: those may never end
+        check_readable(path, "model file", stdin=False)
     try:
         state = torch.load(path, map_location="cpu", weights_only=True)
     except (FileNotFoundError, IsADirectoryError, PermissionError):

@@ -42,7 +42,7 @@ from torch import Tensor
 from .. import exceptions
 from ..optimizers.bcd import BlockCoordinateDescent
 from ..utils.data import accuracy, as_labels, as_matrix, csr_tensor
-from ..utils.estimator import BaseEstimator, check_is_fitted, plain
+from ..utils.estimator import BaseEstimator, check_is_fitted, fit_atomically, plain
 from ..utils.validation import check_int_at_least, check_positive, resolve_device
 from . import _blocks as _k
 from ._csr import CSR as _CSR
@@ -251,7 +251,13 @@ class WestonWatkinsSVC(BaseEstimator):
         Returns
         -------
         self
+
+        A fit that does not finish (an exception, a ``KeyboardInterrupt``) leaves the estimator
+        as it was (:func:`torchfw.utils.estimator.fit_atomically`).
         """
+        return fit_atomically(self, type(self)._fit_checked, X, y)
+
+    def _fit_checked(self, X, y):
         self._validate_params()
         C = float(self.C)
         device = resolve_device(self.device)
