@@ -10,6 +10,7 @@ import torch
 
 import torchfw as tf
 from torchfw.svm import _dense as D
+from torchfw.svm import _fit as F
 from torchfw.svm import _matrix as M
 from torchfw.svm.kernels import SVMDualOperator, make_kernel
 
@@ -176,7 +177,7 @@ def test_every_iteration_matches_the_host_engine(solver):
     engine = QuadraticEngine(Quadratic(op), Simplex(), x0, ops=HOST,
                              keep_previous=variant == 5, pair_columns=variant in (2, 3, 4))
     # The compiled start (subset solve, ordered start gradient, selection) is the engine's.
-    start = D._start(P, no_rows, y_k, inv_c, y_pm, None, tf.SVC().n_init, 0,
+    start = F._start(P, no_rows, y_k, inv_c, y_pm, None, tf.SVC().n_init, 0,
                      keep_previous=variant == 5)
     expected = D.Start.of_engine(engine)
     for name in ("w", "s", "wp", "sp", "state"):
