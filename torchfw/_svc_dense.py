@@ -33,6 +33,7 @@ import torch
 from ._numba import njit as _njit  # None without numba
 from ._svc_matrix import cache_slots, full_source, plain_kernel_matrix, source_row
 from ._threads import one_thread
+from .optimizers import _face
 from .optimizers import _kernels as K
 from .optimizers._engine import ZERO_TOL
 
@@ -41,7 +42,12 @@ __all__ = ["VARIANTS", "plain_kernel_matrix", "full_source", "solve", "signed_ro
 #: Solver name -> code of the compiled loop.
 VARIANTS = {"fw": 0, "away": 1, "pairwise": 2, "swap": 3, "swap2": 4, "partan": 5}
 #: Step counters, in the order of the ``counts`` array.
-COUNTERS = ("fw", "away", "drop", "pairwise", "swap_add", "swap_drop", "partan")
+COUNTERS = ("fw", "away", "drop", "pairwise", "swap_add", "swap_drop", "partan", "correct",
+            "face_drop")
+
+#: Most checks a compiled solve records (the first ones and the last): a budget of many
+#: millions of iterations (``max_iter=-1``) does not size the history by it.
+MAX_CHECKS = 100_000
 
 # Status codes returned by the compiled loop.
 _CONVERGED, _MAX_ITER, _NONFINITE = 0, 1, 2
@@ -52,7 +58,7 @@ _CONVERGED, _MAX_ITER, _NONFINITE = 0, 1, 2
 # ---------------------------------------------------------------------------------------------
 
 def _solve(variant, P, cache, rows, y, inv_c, diag, w, s, wp, sp, support, state, max_iter, tol,
-           rtol, check_every, zero_tol, counts, hist, hist_counts):
+           rtol, check_every, zero_tol, counts, hist, hist_counts, correct):
     """Run the whole solve; returns ``(iterations, status, number of history entries)``.
 
     The vertex gradient of atom ``k`` is the problem's signed row ``k`` of :math:`K + 1` from
@@ -60,6 +66,11 @@ def _solve(variant, P, cache, rows, y, inv_c, diag, w, s, wp, sp, support, state
     one-vs-one pair's examples otherwise; ``y``, ``inv_c`` the problem's labels and ``1/C``).
     ``state`` carries
     ``[p, t, s_min, i_min, s_max, j_max, W, p_prev, t_prev, n_support]`` in and out.
+
+    With ``correct``, a stalled run takes the active-set corrective step
+    (:func:`_correct_py`, :mod:`torchfw.optimizers._face`) at a check: it counts as one
+    iteration (counter ``correct``; the atoms it removes, ``face_drop``). The history's last
+    row always holds the final check (a full buffer keeps its first rows and the last).
     """
     n = w.shape[0]
     p = state[0]
@@ -80,16 +91,22 @@ def _solve(variant, P, cache, rows, y, inv_c, diag, w, s, wp, sp, support, state
     k = 0
     n_hist = 0
     status = _MAX_ITER
+    # The window of the corrective step (torchfw.optimizers._face.STALL): where it began, its
+    # length, its first and smallest gaps.
+    win_start = 0
+    win_len = _correction_window(_n_positive(w), n)
+    win_first = p - s_min
+    win_min = win_first
     while True:
         value = 0.5 * (p + t) + 0.0
         gap = p - s_min
-        if n_hist < hist.shape[0]:
-            hist[n_hist, 0] = k
-            hist[n_hist, 1] = value
-            hist[n_hist, 2] = gap
-            for c in range(counts.shape[0]):
-                hist_counts[n_hist, c] = counts[c]
-            n_hist += 1
+        row = n_hist if n_hist < hist.shape[0] else hist.shape[0] - 1
+        hist[row, 0] = k
+        hist[row, 1] = value
+        hist[row, 2] = gap
+        for c in range(counts.shape[0]):
+            hist_counts[row, c] = counts[c]
+        n_hist = row + 1
         if not (math.isfinite(value) and math.isfinite(gap)):
             status = _NONFINITE
             break
@@ -100,6 +117,34 @@ def _solve(variant, P, cache, rows, y, inv_c, diag, w, s, wp, sp, support, state
         if k >= max_iter:
             status = _MAX_ITER
             break
+        if correct:
+            if gap < win_min:
+                win_min = gap
+            if k - win_start >= win_len:
+                corrected = False
+                if win_min > _STALL * win_first:
+                    dropped = _correct(P, cache, rows, y, inv_c, w, s, hi_buf, p)
+                    if dropped >= 0:
+                        corrected = True
+                        counts[7] += 1
+                        counts[8] += dropped
+                        i_min, s_min, j_max, s_max, p, t = _select(w, s, s, False)
+                        if variant == 5:  # PARTAN restarts from the corrected iterate
+                            for r in range(n):
+                                wp[r] = w[r]
+                                sp[r] = s[r]
+                            W = p - t
+                            p_prev = p
+                            t_prev = t
+                        k += 1
+                win_start = k
+                win_len = _correction_window(_n_positive(w), n)
+                if not corrected and win_min > _STALL * win_first:
+                    win_len *= 2  # a correction refused: try again later
+                win_first = p - s_min
+                win_min = win_first
+                if corrected:
+                    continue
         block = max_iter - k
         if check_every < block:
             block = check_every
@@ -218,6 +263,76 @@ def _solve(variant, P, cache, rows, y, inv_c, diag, w, s, wp, sp, support, state
     return k, status, n_hist
 
 
+def _n_positive_py(w):
+    """The number of atoms with weight (the face a correction would work on)."""
+    count = 0
+    for r in range(w.shape[0]):
+        if w[r] > 0.0:
+            count += 1
+    return count
+
+
+def _correct_py(P, cache, rows, y, inv_c, w, s, buf, p):
+    r"""The active-set corrective step on the face of ``w`` (:mod:`torchfw.optimizers._face`).
+
+    Gathers :math:`G = \tilde K_{SS}` from the rows of the support atoms, runs Wolfe's minor
+    cycle on it, and writes the new weights and their gradient :math:`s = \sum_{a \in S} w_a
+    h_a` (the rows of the atoms left; no linear term on the SVM dual) into ``w`` and ``s``.
+    Returns the number of atoms that left, or -1 when nothing changed: a face of one atom or
+    of more than :data:`~torchfw.optimizers._face.MAX_FACE`, a matrix not numerically definite,
+    or a result no better than ``w`` (``p = w^T s``: the objective is ``p / 2``).
+    """
+    n = w.shape[0]
+    k = _n_positive(w)
+    if k < 2 or k > _MAX_FACE:
+        return -1
+    idx = np.empty(k, dtype=np.int64)
+    x = np.empty(k)
+    q = 0
+    for r in range(n):
+        if w[r] > 0.0:
+            idx[q] = r
+            x[q] = w[r]
+            q += 1
+    total = 0.0
+    for a in range(k):
+        total += x[a]
+    for a in range(k):
+        x[a] /= total
+    G = np.empty((k, k))
+    for a in range(k):
+        h = _row(P, cache, rows, y, inv_c, idx[a], buf)
+        for b in range(a + 1):
+            G[a, b] = h[idx[b]]
+    if not _cholesky(G, k):
+        return -1
+    no_c = np.zeros(1)
+    kept = _minor_cycle(G, k, x, no_c, False, idx)
+    if kept < 1:
+        return -1
+    s_new = np.zeros(n)
+    _accumulate_rows(P, cache, rows, y, inv_c, idx, x, kept, s_new, buf)
+    p_new = 0.0
+    for a in range(kept):
+        p_new += x[a] * s_new[idx[a]]
+    if not p_new < p:
+        return -1
+    for r in range(n):
+        w[r] = 0.0
+        s[r] = s_new[r]
+    for a in range(kept):
+        w[idx[a]] = x[a]
+    return k - kept
+
+
+def _accumulate_rows_py(P, cache, rows, y, inv_c, idx, x, kept, out, buf):
+    r""":math:`\text{out} \mathrel{+}= \sum_a x_a h_{idx_a}` over ``a < kept``, atom by atom
+    (the order :func:`torchfw.optimizers._face.accumulate` sums the lazy columns in)."""
+    for a in range(kept):
+        h = _row(P, cache, rows, y, inv_c, idx[a], buf)
+        _axpy(out, x[a], h)
+
+
 def _store_py(state, p, t, s_min, i_min, s_max, j_max, W, p_prev, t_prev, n_support):
     """Write the scalars of a solve into ``state`` (the layout :func:`_solve` reads)."""
     state[0] = p
@@ -270,6 +385,15 @@ _shift_update_on = K.shift_update_on
 _bounds_on = K.extrapolation_bounds_on
 _row = _njit(_row_py)
 _store = _njit(_store_py)
+_n_positive = _njit(_n_positive_py)
+_cholesky = _face.cholesky_in_place
+_minor_cycle = _face.minor_cycle
+_correction_window = _face.correction_window
+_axpy = _face.axpy
+_STALL = _face.STALL
+_MAX_FACE = _face.MAX_FACE
+_accumulate_rows = _njit(_accumulate_rows_py)
+_correct = _njit(_correct_py)
 store_state = _store
 signed_row = _row
 solve_compiled = _njit(_solve)
@@ -318,23 +442,27 @@ class Start:
 
 def solve(variant: int, src: tuple, rows: np.ndarray, y: np.ndarray, inv_c: np.ndarray,
           diag: np.ndarray, start: Start, *, max_iter: int, tol: float, rtol: float,
-          check_every: int):
+          check_every: int, correct: bool = True):
     """Run the compiled solve from ``start``, which holds the final iterate afterwards.
 
     The problem's matrix is read from the row source ``src`` (:func:`full_source` of a matrix,
     or :func:`torchfw._svc_matrix.cached_source`) by :func:`_row_py` (``rows``, ``y``,
     ``inv_c``).
 
-    Returns ``(n_iter, status_code, history array (n, 3), counts per check (n, 7))``.
+    ``correct``: take the active-set corrective step where plain steps stall (see
+    :func:`_solve`). ``max_iter`` may be huge (no limit): the history keeps at most
+    :data:`MAX_CHECKS` checks, the first ones and the last.
+
+    Returns ``(n_iter, status_code, history array (n, 3), counts per check (n, 9))``.
     """
-    n_checks = max_iter // check_every + 2
+    n_checks = min(max_iter // check_every + 2, MAX_CHECKS)
     hist = np.empty((n_checks, 3), dtype=np.float64)
     hist_counts = np.empty((n_checks, len(COUNTERS)), dtype=np.int64)
     counts = np.zeros(len(COUNTERS), dtype=np.int64)
     k, status, n_hist = solve_compiled(
         variant, src[0], src[1], rows, y, inv_c, diag, start.w, start.s, start.wp, start.sp,
         start.support, start.state, max_iter, tol, rtol, check_every, ZERO_TOL, counts, hist,
-        hist_counts)
+        hist_counts, bool(correct))
     return int(k), int(status), hist[:n_hist], hist_counts[:n_hist]
 
 
