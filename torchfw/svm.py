@@ -137,7 +137,10 @@ class SVC(BaseEstimator):
         as LIBSVM there), 0.3 above (test accuracy has saturated). Ignored by the streaming
         solvers, which run ``max_iter`` samples.
     max_iter : int, optional
-        Iteration budget; default ``100 * n_samples`` (one epoch for ``"sfw"``/``"msfw"``).
+        Iteration budget per binary problem; default ``100 * n_samples`` (one epoch for
+        ``"sfw"``/``"msfw"``), a safety net that converging fits do not reach (see "Convergence
+        at large C" in the SVC guide). ``-1``: no limit, as in scikit-learn (not for the
+        streaming solvers).
     sample_size : int, optional
         Randomized LMO: pick the FW vertex among this many random examples (seed 002 uses 194).
     cache_size : float, default 200
