@@ -78,7 +78,10 @@ def __getattr__(name: str):
 def _solver_factory(name: str):
     # The optimizer of a solver name over the dual's simplex (the registry: torchfw.solvers);
     # a module-level function so that benchmarks/reproduce.py can wrap it.
-    return lambda **kw: make_solver(name, Simplex(), estimator="svc", **kw)
+    # Every SVC solve takes the active-set corrective step where plain steps stall (issue:
+    # large C, polynomial kernels on raw features): the compiled path has it built in.
+    return lambda **kw: make_solver(name, Simplex(), estimator="svc",
+                                    **{"corrective": True, **kw})
 
 
 #: The largest ``tol`` of the fits behind ``probability=True``: Platt's sigmoids need decision
