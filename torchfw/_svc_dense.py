@@ -455,7 +455,8 @@ def solve(variant: int, src: tuple, rows: np.ndarray, y: np.ndarray, inv_c: np.n
 
     Returns ``(n_iter, status_code, history array (n, 3), counts per check (n, 9))``.
     """
-    n_checks = min(max_iter // check_every + 2, MAX_CHECKS)
+    # A check per block, one more after each corrective step (at most one per window).
+    n_checks = min(max_iter // check_every + max_iter // _face.MIN_WINDOW + 3, MAX_CHECKS)
     hist = np.empty((n_checks, 3), dtype=np.float64)
     hist_counts = np.empty((n_checks, len(COUNTERS)), dtype=np.int64)
     counts = np.zeros(len(COUNTERS), dtype=np.int64)
