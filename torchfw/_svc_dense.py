@@ -42,8 +42,7 @@ __all__ = ["VARIANTS", "plain_kernel_matrix", "full_source", "solve", "signed_ro
 #: Solver name -> code of the compiled loop.
 VARIANTS = {"fw": 0, "away": 1, "pairwise": 2, "swap": 3, "swap2": 4, "partan": 5}
 #: Step counters, in the order of the ``counts`` array.
-COUNTERS = ("fw", "away", "drop", "pairwise", "swap_add", "swap_drop", "partan", "correct",
-            "face_drop")
+COUNTERS = ("fw", "away", "drop", "pairwise", "swap_add", "swap_drop", "partan", "correct")
 
 #: Most checks a compiled solve records (the first ones and the last): a budget of many
 #: millions of iterations (``max_iter=-1``) does not size the history by it.
@@ -69,7 +68,7 @@ def _solve(variant, P, cache, rows, y, inv_c, diag, w, s, wp, sp, support, state
 
     With ``correct``, a stalled run takes the active-set corrective step
     (:func:`_correct_py`, :mod:`torchfw.optimizers._face`) at a check: it counts as one
-    iteration (counter ``correct``; the atoms it removes, ``face_drop``). The history's last
+    iteration (counter ``correct``). The history's last
     row always holds the final check (a full buffer keeps its first rows and the last).
     """
     n = w.shape[0]
@@ -123,11 +122,9 @@ def _solve(variant, P, cache, rows, y, inv_c, diag, w, s, wp, sp, support, state
             if k - win_start >= win_len:
                 corrected = False
                 if win_min > _STALL * win_first:
-                    dropped = _correct(P, cache, rows, y, inv_c, w, s, hi_buf, p)
-                    if dropped >= 0:
+                    if _correct(P, cache, rows, y, inv_c, w, s, hi_buf, p) > 0:
                         corrected = True
                         counts[7] += 1
-                        counts[8] += dropped
                         i_min, s_min, j_max, s_max, p, t = _select(w, s, s, False)
                         if variant == 5:  # PARTAN restarts from the corrected iterate
                             for r in range(n):
@@ -275,54 +272,94 @@ def _n_positive_py(w):
 def _correct_py(P, cache, rows, y, inv_c, w, s, buf, p):
     r"""The active-set corrective step on the face of ``w`` (:mod:`torchfw.optimizers._face`).
 
-    Gathers :math:`G = \tilde K_{SS}` from the rows of the support atoms, runs Wolfe's minor
-    cycle on it, and writes the new weights and their gradient :math:`s = \sum_{a \in S} w_a
-    h_a` (the rows of the atoms left; no linear term on the SVM dual) into ``w`` and ``s``.
-    Returns the number of atoms that left, or -1 when nothing changed: a face of one atom or
-    of more than :data:`~torchfw.optimizers._face.MAX_FACE`, a matrix not numerically definite,
-    or a result no better than ``w`` (``p = w^T s``: the objective is ``p / 2``).
+    Rounds (at most :data:`~torchfw.optimizers._face.MAX_ROUNDS`): the face -- first the
+    support of ``w`` and the atoms that violate optimality most
+    (:func:`~torchfw.optimizers._face.face_atoms`), then the kept atoms and the new worst
+    violators (:func:`~torchfw.optimizers._face.violators`) -- has its factor of
+    :math:`G = \tilde K_{SS}` extended by the new atoms' rows, Wolfe's minor cycle runs on it,
+    and the new weights and their gradient :math:`s = \sum_{a \in S} w_a h_a` (the rows of the
+    atoms kept; no linear term on the SVM dual) are written into ``w`` and ``s`` if they lower
+    the objective ``p / 2`` (``p = w^T s``). The rounds go on while each at least halves the
+    gap. Returns the number of atoms of the last face accepted, or -1 when nothing changed.
     """
     n = w.shape[0]
-    k = _n_positive(w)
-    if k < 2 or k > _MAX_FACE:
+    first, k_support = _face_atoms(w, s, p)
+    k = first.shape[0]
+    if k < 2:
         return -1
-    idx = np.empty(k, dtype=np.int64)
-    x = np.empty(k)
-    q = 0
-    for r in range(n):
-        if w[r] > 0.0:
-            idx[q] = r
-            x[q] = w[r]
-            q += 1
+    cap = n if n < _MAX_FACE else _MAX_FACE
+    idx = np.empty(cap, dtype=np.int64)
+    x = np.zeros(cap)
     total = 0.0
     for a in range(k):
+        idx[a] = first[a]
+    for a in range(k_support):
+        x[a] = w[idx[a]]
         total += x[a]
-    for a in range(k):
+    for a in range(k_support):
         x[a] /= total
-    G = np.empty((k, k))
-    for a in range(k):
-        h = _row(P, cache, rows, y, inv_c, idx[a], buf)
-        for b in range(a + 1):
-            G[a, b] = h[idx[b]]
-    if not _cholesky(G, k):
-        return -1
+    L = np.empty((cap, cap))
     no_c = np.zeros(1)
-    kept = _minor_cycle(G, k, x, no_c, False, idx)
-    if kept < 1:
-        return -1
-    s_new = np.zeros(n)
-    _accumulate_rows(P, cache, rows, y, inv_c, idx, x, kept, s_new, buf)
-    p_new = 0.0
-    for a in range(kept):
-        p_new += x[a] * s_new[idx[a]]
-    if not p_new < p:
-        return -1
-    for r in range(n):
-        w[r] = 0.0
-        s[r] = s_new[r]
-    for a in range(kept):
-        w[idx[a]] = x[a]
-    return k - kept
+    s_new = np.empty(n)
+    p_cur = p
+    gap_prev = p - _min(s)
+    k0 = 0
+    accepted = -1
+    for _ in range(_MAX_ROUNDS):
+        Gb = np.empty((k - k0, k))
+        for a in range(k0, k):
+            h = _row(P, cache, rows, y, inv_c, idx[a], buf)
+            for b in range(a + 1):
+                L[a, b] = h[idx[b]]
+                Gb[a - k0, b] = L[a, b]
+        if not _extend_factor(L, k0, k):
+            break
+        k = _prune(L, Gb, k0, k, x, no_c, False, idx)
+        if k < 1:
+            break
+        kept = _minor_cycle(L, k, x, no_c, False, idx)
+        if kept < 1:
+            break
+        for r in range(n):
+            s_new[r] = 0.0
+        _accumulate_rows(P, cache, rows, y, inv_c, idx, x, kept, s_new, buf)
+        p_new = 0.0
+        for a in range(kept):
+            p_new += x[a] * s_new[idx[a]]
+        if not p_new < p_cur:
+            break
+        for r in range(n):
+            w[r] = 0.0
+            s[r] = s_new[r]
+        for a in range(kept):
+            w[idx[a]] = x[a]
+        p_cur = p_new
+        accepted = kept
+        gap = p_new - _min(s_new)
+        if gap > _STALL * gap_prev:
+            break
+        gap_prev = gap
+        n_add = kept if kept > _MIN_ADD else _MIN_ADD
+        if n_add > cap - kept:
+            n_add = cap - kept
+        new = _violators(w, s, p_new, n_add)
+        if new.shape[0] == 0:
+            break
+        k0 = kept
+        k = kept + new.shape[0]
+        for a in range(new.shape[0]):
+            idx[k0 + a] = new[a]
+            x[k0 + a] = 0.0
+    return accepted
+
+
+def _min_py(v):
+    """The smallest entry of ``v``."""
+    best = v[0]
+    for r in range(1, v.shape[0]):
+        if v[r] < best:
+            best = v[r]
+    return best
 
 
 def _accumulate_rows_py(P, cache, rows, y, inv_c, idx, x, kept, out, buf):
@@ -386,13 +423,19 @@ _bounds_on = K.extrapolation_bounds_on
 _row = _njit(_row_py)
 _store = _njit(_store_py)
 _n_positive = _njit(_n_positive_py)
-_cholesky = _face.cholesky_in_place
 _minor_cycle = _face.minor_cycle
 _correction_window = _face.correction_window
 _axpy = _face.axpy
 _STALL = _face.STALL
 _MAX_FACE = _face.MAX_FACE
 _accumulate_rows = _njit(_accumulate_rows_py)
+_face_atoms = _face.face_atoms
+_violators = _face.violators
+_extend_factor = _face.extend_factor
+_MIN_ADD = _face.MIN_ADD
+_MAX_ROUNDS = _face.MAX_ROUNDS
+_min = _njit(_min_py)
+_prune = _face.prune
 _correct = _njit(_correct_py)
 store_state = _store
 signed_row = _row
@@ -453,7 +496,7 @@ def solve(variant: int, src: tuple, rows: np.ndarray, y: np.ndarray, inv_c: np.n
     :func:`_solve`). ``max_iter`` may be huge (no limit): the history keeps at most
     :data:`MAX_CHECKS` checks, the first ones and the last.
 
-    Returns ``(n_iter, status_code, history array (n, 3), counts per check (n, 9))``.
+    Returns ``(n_iter, status_code, history array (n, 3), counts per check (n, 8))``.
     """
     # A check per block, one more after each corrective step (at most one per window).
     n_checks = min(max_iter // check_every + max_iter // _face.MIN_WINDOW + 3, MAX_CHECKS)

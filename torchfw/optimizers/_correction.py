@@ -26,73 +26,134 @@ __all__ = ["FaceCorrection", "correct_face"]
 
 
 def correct_face(eng) -> int:
-    """Take the corrective step on ``eng``'s face; the number of atoms that left, or -1.
+    """Take the corrective step on ``eng``'s face; the number of atoms of the new face, or -1.
 
-    -1 (nothing changed): a face of one atom or of more than
-    :data:`~torchfw.optimizers._face.MAX_FACE`, a face matrix that is not numerically definite,
-    or a result whose objective is not below the current one.
+    The rounds of :func:`torchfw._svc_dense._correct_py`, on the engine's vertex gradients:
+    the face (the support and the atoms that violate optimality most,
+    :func:`~torchfw.optimizers._face.face_atoms`; then the kept atoms and the new worst
+    violators) has its factor extended by the new atoms, Wolfe's minor cycle runs, and the
+    result is kept if it lowers the objective; rounds go on while each at least halves the
+    gap. -1: nothing changed (a face of one atom, a face matrix that is not numerically
+    definite, no decrease).
     """
     host = eng.use_numba
     if host:
-        idx = np.flatnonzero(eng._w_np > 0.0).astype(np.int64)
-        x = eng._w_np[idx].astype(np.float64)
+        w_np, s_np = eng._w_np, eng._s_np
     else:
-        index = torch.nonzero(eng.w > 0).reshape(-1)
-        idx = index.cpu().numpy().astype(np.int64)
-        x = eng.w[index].detach().to(torch.float64).cpu().numpy()
-    k = idx.shape[0]
-    if k < 2 or k > _face.MAX_FACE:
+        w_np = eng.w.detach().to(torch.float64).cpu().numpy()
+        s_np = eng.s.detach().to(torch.float64).cpu().numpy()
+    p = float(eng.p)
+    first, k_support = _face.face_atoms(w_np, s_np, p)
+    k = first.shape[0]
+    if k < 2:
         return -1
-    x = x / x.sum()
-    ct = None
-    if eng.ct is not None:
-        ct = eng.ct.detach().to(torch.float64).cpu().numpy()
-    c = ct[idx].copy() if ct is not None else np.zeros(1)
-    G = np.empty((k, k))
-    for a in range(k):
-        h = _column(eng, int(idx[a]))
-        G[a, :a + 1] = h[idx[:a + 1]]
+    n = w_np.shape[0]
+    cap = min(n, _face.MAX_FACE)
+    idx = np.empty(cap, dtype=np.int64)
+    idx[:k] = first
+    x = np.zeros(cap)
+    x[:k_support] = w_np[idx[:k_support]]
+    x[:k_support] /= _ordered_sum(x[:k_support])
+    ct = None if eng.ct is None else eng.ct.detach().to(torch.float64).cpu().numpy()
+    c = np.zeros(cap) if ct is not None else np.zeros(1)
+    if ct is not None:
+        c[:k] = ct[idx[:k]]
+    L = np.empty((cap, cap))
+    value = 0.5 * (p + float(eng.t))
+    gap_prev = p - float(s_np.min())
+    k0 = 0
+    accepted = -1
+    for _ in range(_face.MAX_ROUNDS):
+        Gb = np.empty((k - k0, k))
+        for a in range(k0, k):
+            h = _column(eng, int(idx[a]))
+            L[a, :a + 1] = h[idx[:a + 1]]
+            if ct is not None:
+                L[a, :a + 1] -= ct[idx[:a + 1]]
+            Gb[a - k0, :a + 1] = L[a, :a + 1]
+        if not _face.extend_factor(L, k0, k):
+            break
+        k = _face.prune(L, Gb, k0, k, x, c, ct is not None, idx)
+        if k < 1:
+            break
+        kept = _face.minor_cycle(L, k, x, c, ct is not None, idx)
+        if kept < 1:
+            break
+        s_new = _gradient(eng, idx, x, kept, n)
+        p_new = 0.0
+        t_new = 0.0
+        for a in range(kept):
+            p_new += x[a] * s_new[idx[a]]
+            if ct is not None:
+                t_new += x[a] * ct[idx[a]]
+        if not 0.5 * (p_new + t_new) < value:
+            break
+        _write(eng, idx, x, kept, s_new)
+        w_np = _weights(eng, host)
+        value = 0.5 * (p_new + t_new)
+        accepted = kept
+        gap = p_new - float(s_new.min())
+        if gap > _face.STALL * gap_prev:
+            break
+        gap_prev = gap
+        n_add = min(max(kept, _face.MIN_ADD), cap - kept)
+        new = _face.violators(w_np, s_new, p_new, n_add)
+        if new.shape[0] == 0:
+            break
+        k0 = kept
+        k = kept + new.shape[0]
+        idx[k0:k] = new
+        x[k0:k] = 0.0
         if ct is not None:
-            G[a, :a + 1] -= ct[idx[:a + 1]]
-    if not _face.cholesky_in_place(G, k):
-        return -1
-    kept = _face.minor_cycle(G, k, x, c, ct is not None, idx)
-    if kept < 1:
-        return -1
-    if host:
-        s_new = np.zeros(eng._s_np.shape[0])
+            c[k0:k] = ct[new]
+    if accepted > 0:
+        if eng.keep_previous:  # PARTAN restarts from the corrected iterate
+            eng.w_prev.copy_(eng.w)
+            eng.s_prev.copy_(eng.s)
+        eng._columns.clear()
+        eng._refresh_scalars()
+    return accepted
+
+
+def _ordered_sum(v: np.ndarray) -> float:
+    """``sum(v)`` left to right (the compiled driver's order)."""
+    total = 0.0
+    for value in v.tolist():
+        total += value
+    return total
+
+
+def _gradient(eng, idx, x, kept, n) -> np.ndarray:
+    r""":math:`\sum_{a < kept} x_a h_{idx_a}` as a float64 host array, atom by atom."""
+    if eng.use_numba:
+        out = np.zeros(n)
         for a in range(kept):
-            _face.axpy(s_new, x[a], _column_array(eng, int(idx[a])))
-    else:
-        s_t = torch.zeros_like(eng.s)
-        for a in range(kept):
-            s_t.add_(eng.vertex_gradient(int(idx[a])).to(eng.s.dtype), alpha=float(x[a]))
-            eng._columns.clear()
-        s_new = s_t.cpu().numpy()
-    p_new = 0.0
-    t_new = 0.0
+            _face.axpy(out, x[a], _column_array(eng, int(idx[a])))
+        return out
+    acc = torch.zeros_like(eng.s)
     for a in range(kept):
-        p_new += x[a] * s_new[idx[a]]
-        if ct is not None:
-            t_new += x[a] * ct[idx[a]]
-    if not 0.5 * (p_new + t_new) < 0.5 * (float(eng.p) + float(eng.t)):
-        return -1
-    if host:
+        acc.add_(eng.vertex_gradient(int(idx[a])).to(eng.s.dtype), alpha=float(x[a]))
+        eng._columns.clear()
+    return acc.detach().to(torch.float64).cpu().numpy()
+
+
+def _write(eng, idx, x, kept, s_new) -> None:
+    """Set the engine's weights to ``x`` on ``idx[:kept]`` and its gradient to ``s_new``."""
+    if eng.use_numba:
         eng._w_np[:] = 0.0
         eng._w_np[idx[:kept]] = x[:kept]
         eng._s_np[:] = s_new
-    else:
-        w_new = torch.zeros_like(eng.w)
-        w_new[torch.from_numpy(idx[:kept]).to(eng.w.device)] = \
-            torch.from_numpy(x[:kept]).to(eng.w.dtype).to(eng.w.device)
-        eng.w.copy_(w_new)
-        eng.s.copy_(s_t)
-    if eng.keep_previous:  # PARTAN restarts from the corrected iterate
-        eng.w_prev.copy_(eng.w)
-        eng.s_prev.copy_(eng.s)
-    eng._columns.clear()
-    eng._refresh_scalars()
-    return k - kept
+        return
+    w_new = torch.zeros_like(eng.w)
+    w_new[torch.from_numpy(idx[:kept].copy()).to(eng.w.device)] = \
+        torch.from_numpy(x[:kept].copy()).to(eng.w.dtype).to(eng.w.device)
+    eng.w.copy_(w_new)
+    eng.s.copy_(torch.from_numpy(s_new).to(eng.s.dtype).to(eng.s.device))
+
+
+def _weights(eng, host: bool) -> np.ndarray:
+    """The engine's weights as a float64 host array (a view on the host)."""
+    return eng._w_np if host else eng.w.detach().to(torch.float64).cpu().numpy()
 
 
 def _column(eng, i: int) -> np.ndarray:
@@ -116,8 +177,8 @@ class FaceCorrection:
 
     A window starts at a check; it lasts :func:`~torchfw.optimizers._face.correction_window`
     iterations for the face at its start. At its end, if the smallest gap of the window is
-    above ``STALL`` times its first, the step is taken (one iteration; counters ``correct`` and
-    ``face_drop``); a step refused doubles the next window. Then a new window starts.
+    above ``STALL`` times its first, the step is taken (one iteration; counter ``correct``); a
+    step refused doubles the next window. Then a new window starts.
     """
 
     def __init__(self, eng, gap: float):
@@ -138,11 +199,9 @@ class FaceCorrection:
         if k - self.start < self.length:
             return False
         stalled = self.smallest > _face.STALL * self.first
-        dropped = correct_face(eng) if stalled else -1
-        if dropped >= 0:
+        done = stalled and correct_face(eng) > 0
+        if done:
             eng.tick()
             eng.count("correct")
-            for _ in range(dropped):
-                eng.count("face_drop")
-        self._restart(eng, float(eng.gap()), refused=stalled and dropped < 0)
-        return dropped >= 0
+        self._restart(eng, float(eng.gap()), refused=stalled and not done)
+        return done

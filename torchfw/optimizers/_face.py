@@ -45,7 +45,8 @@ import numpy as np
 from .._numba import njit
 
 __all__ = ["cholesky_in_place", "remove_position", "face_minimizer", "minor_cycle",
-           "face_minimize", "FAILED", "correction_window", "STALL", "MAX_FACE", "MIN_WINDOW"]
+           "face_minimize", "FAILED", "correction_window", "STALL", "MAX_FACE", "MIN_WINDOW",
+           "face_atoms", "axpy", "MIN_ADD", "extend_factor", "violators", "MAX_ROUNDS", "prune"]
 
 #: Return value of :func:`minor_cycle` when the face's matrix is not numerically definite.
 FAILED = -1
@@ -62,36 +63,70 @@ RATIO = 1.0
 MIN_WINDOW = 50
 #: Largest face corrected by a dense factorization (its ``k x k`` matrix: 128 MB at 4,096).
 MAX_FACE = 4096
+#: Fewest atoms a correction adds to its face when that many violate optimality.
+MIN_ADD = 10
+#: Most rounds of one correction (each: add the worst violators, minor cycle, new gradient);
+#: the rounds go on while each at least halves the gap of the one before.
+MAX_ROUNDS = 12
+#: Passes of :func:`prune` (each re-extends the factor by the added atoms kept).
+PRUNE_PASSES = 1
+
+
+def _dot4_py(a, b, n):
+    """``sum(a[:n] * b[:n])`` in four interleaved lanes (independent chains that overlap, in a
+    fixed order: every caller gets the same bits), combined as ``(l0 + l1) + (l2 + l3)``."""
+    l0 = l1 = l2 = l3 = 0.0
+    n4 = n - n % 4
+    for r in range(0, n4, 4):
+        l0 += a[r] * b[r]
+        l1 += a[r + 1] * b[r + 1]
+        l2 += a[r + 2] * b[r + 2]
+        l3 += a[r + 3] * b[r + 3]
+    for r in range(n4, n):
+        l0 += a[r] * b[r]
+    return (l0 + l1) + (l2 + l3)
+
+
+def _extend_factor_py(L, k0, k):
+    r"""Extend the Cholesky factor ``L[:k0, :k0]`` to rows ``k0 .. k-1``, in place.
+
+    On entry rows ``k0 .. k-1`` of ``L`` hold the new rows of :math:`G` up to the diagonal
+    (``L[a, b] = G[a, b]`` for ``b <= a``); on exit ``L[:k, :k]`` is the factor of all of
+    :math:`G` (row by row: :math:`L_{ab} = (G_{ab} - L_{a,:b} L_{b,:b}^\top) / L_{bb}`), the
+    strict upper triangle zeroed. ``k0 = 0`` factors from scratch; a correction that adds
+    atoms to a factored face pays :math:`O(k_0^2 (k - k_0))`, not a new factorization.
+
+    Returns False when a pivot falls below the rank cutoff (``16 (k+1) eps`` times the largest
+    diagonal entry of the new rows' :math:`G` or of ``L``'s squared pivots): the matrix is not
+    numerically definite.
+    """
+    big = 0.0
+    for a in range(k0):
+        if L[a, a] * L[a, a] > big:
+            big = L[a, a] * L[a, a]
+    for a in range(k0, k):
+        if abs(L[a, a]) > big:
+            big = abs(L[a, a])
+    cutoff = big * (k + 1) * 2.220446049250313e-16 * 16.0
+    for a in range(k0, k):
+        for b in range(a):
+            L[a, b] = (L[a, b] - _dot4(L[a], L[b], b)) / L[b, b]
+        acc = L[a, a] - _dot4(L[a], L[a], a)
+        if not acc > cutoff:
+            return False
+        L[a, a] = np.sqrt(acc)
+        for b in range(a + 1, L.shape[1]):
+            L[a, b] = 0.0
+    for a in range(k0):
+        for b in range(k0, k):
+            L[a, b] = 0.0
+    return True
 
 
 def _cholesky_in_place_py(G, k):
-    r"""Overwrite the lower triangle of ``G[:k, :k]`` with its Cholesky factor :math:`L`.
-
-    Returns False when a pivot falls below the rank cutoff (``16 (k+1) eps`` times the largest
-    diagonal entry): the matrix is not numerically definite. The strict upper triangle is
-    zeroed (the downdate rotates whole rows of :math:`L`).
-    """
-    big = 0.0
-    for a in range(k):
-        if abs(G[a, a]) > big:
-            big = abs(G[a, a])
-    cutoff = big * (k + 1) * 2.220446049250313e-16 * 16.0
-    for b in range(k):
-        acc = G[b, b]
-        for q in range(b):
-            acc -= G[b, q] * G[b, q]
-        if not acc > cutoff:
-            return False
-        d = np.sqrt(acc)
-        G[b, b] = d
-        for a in range(b + 1, k):
-            acc = G[a, b]
-            for q in range(b):
-                acc -= G[a, q] * G[b, q]
-            G[a, b] = acc / d
-        for a in range(b):
-            G[a, b] = 0.0
-    return True
+    r"""Overwrite the lower triangle of ``G[:k, :k]`` with its Cholesky factor :math:`L`
+    (:func:`extend_factor` from nothing); False when it is not numerically definite."""
+    return _extend_factor(G, 0, k)
 
 
 def _remove_position_py(L, k, r):
@@ -168,6 +203,58 @@ def _face_minimizer_py(L, k, c, has_c, z, u, work):
     return ok
 
 
+def _prune_py(L, Gb, k0, k, x, c, has_c, idx):
+    r"""Drop the atoms added to a face (positions ``k0 .. k-1``, weight 0) whose weight in the
+    face's minimizer is not positive, all at once; the new number of atoms.
+
+    ``Gb[a - k0, b]`` holds :math:`G` of the added rows (``b <= a``), as they were before
+    :func:`extend_factor` overwrote ``L``'s rows with the factor. The added atoms sit at zero
+    weight, so those the minimizer wants negative would leave one at a time in the minor cycle,
+    each a solve and a downdate (most of a9a's correction time at C = 2^16); here the kept ones'
+    rows of :math:`G` are compacted and the factor re-extended once instead (at most
+    :data:`PRUNE_PASSES` passes: a smaller face can turn more added atoms negative). Returns -1 if the re-extended
+    factor is not definite.
+    """
+    z = np.empty(k)
+    u = np.empty(k)
+    work = np.empty(k)
+    newpos = np.empty(k, dtype=np.int64)
+    for _ in range(PRUNE_PASSES):
+        if k <= k0 or not _face_minimizer(L, k, c, has_c, z, u, work):
+            return k
+        n_keep = k0
+        for a in range(k0, k):
+            if z[a] > 0.0:
+                n_keep += 1
+        if n_keep == k:
+            return k
+        for a in range(k0):
+            newpos[a] = a
+        r = k0
+        for a in range(k0, k):
+            if not z[a] > 0.0:
+                newpos[a] = -1
+                continue
+            newpos[a] = r
+            for b in range(k0):
+                Gb[r - k0, b] = Gb[a - k0, b]
+            for b in range(k0, a + 1):
+                if newpos[b] >= 0:
+                    Gb[r - k0, newpos[b]] = Gb[a - k0, b]
+            idx[r] = idx[a]
+            x[r] = x[a]
+            if has_c:
+                c[r] = c[a]
+            r += 1
+        k = n_keep
+        for a in range(k0, k):
+            for b in range(a + 1):
+                L[a, b] = Gb[a - k0, b]
+        if not _extend_factor(L, k0, k):
+            return -1
+    return k
+
+
 def _minor_cycle_py(L, k, x, c, has_c, idx):
     r"""Wolfe's minor cycle on the face of the factor ``L[:k, :k]`` from the weights ``x[:k]``.
 
@@ -216,6 +303,79 @@ def _minor_cycle_py(L, k, x, c, has_c, idx):
     return k
 
 
+def _face_atoms_py(w, s, p):
+    r"""The atoms of a correction's face: the support of ``w`` (in index order), then the atoms
+    outside it whose gradient is below :math:`p = w^\top s` -- those whose entry would lower
+    the objective, the most violating first (stable order) -- as many as the support holds
+    (at least :data:`MIN_ADD`), within :data:`MAX_FACE`. Returns ``(idx, n_support)``; no
+    atoms when the support alone exceeds :data:`MAX_FACE`.
+
+    Wolfe's minor cycle starts from their zero weights: an atom whose face minimizer weight is
+    negative leaves at once, the others enter. Adding many atoms at a time is what makes the
+    step identify a large support in a few corrections, where Frank-Wolfe steps add one atom
+    per iteration (a9a at C = 2^16: thousands of support vectors).
+    """
+    n = w.shape[0]
+    k = 0
+    n_viol = 0
+    for r in range(n):
+        if w[r] > 0.0:
+            k += 1
+        elif s[r] < p:
+            n_viol += 1
+    if k > MAX_FACE:  # beyond a dense factorization: no face
+        return np.empty(0, dtype=np.int64), 0
+    room = MAX_FACE - k
+    n_add = k if k > MIN_ADD else MIN_ADD
+    if n_add > n_viol:
+        n_add = n_viol
+    if n_add > room:
+        n_add = room if room > 0 else 0
+    viol = np.empty(n_viol, dtype=np.int64)
+    score = np.empty(n_viol)
+    q = 0
+    for r in range(n):
+        if not w[r] > 0.0 and s[r] < p:
+            viol[q] = r
+            score[q] = s[r]
+            q += 1
+    order = np.argsort(score, kind="mergesort")
+    idx = np.empty(k + n_add, dtype=np.int64)
+    q = 0
+    for r in range(n):
+        if w[r] > 0.0:
+            idx[q] = r
+            q += 1
+    for a in range(n_add):
+        idx[k + a] = viol[order[a]]
+    return idx, k
+
+
+def _violators_py(w, s, p, n_add):
+    r"""Up to ``n_add`` atoms outside the support of ``w`` whose gradient is below
+    :math:`p = w^\top s` (their entry would lower the objective), the most violating first
+    (stable order on ties)."""
+    n = w.shape[0]
+    n_viol = 0
+    for r in range(n):
+        if not w[r] > 0.0 and s[r] < p:
+            n_viol += 1
+    viol = np.empty(n_viol, dtype=np.int64)
+    score = np.empty(n_viol)
+    q = 0
+    for r in range(n):
+        if not w[r] > 0.0 and s[r] < p:
+            viol[q] = r
+            score[q] = s[r]
+            q += 1
+    order = np.argsort(score, kind="mergesort")
+    take = n_add if n_add < n_viol else n_viol
+    out = np.empty(take, dtype=np.int64)
+    for a in range(take):
+        out[a] = viol[order[a]]
+    return out
+
+
 def _axpy_py(out, coef, h):
     """``out += coef * h`` entry by entry (float64 ``out``; ``h`` in its own precision)."""
     for r in range(out.shape[0]):
@@ -233,6 +393,10 @@ def _correction_window_py(n_face, n):
     return MIN_WINDOW if iters < MIN_WINDOW else int(iters)
 
 
+# Reassociated by the compiler (SIMD lanes): still one fixed order for every caller.
+_dot4 = njit(_dot4_py, fastmath=True, fallback=True)
+extend_factor = njit(_extend_factor_py, fallback=True)
+_extend_factor = extend_factor
 cholesky_in_place = njit(_cholesky_in_place_py, fallback=True)
 remove_position = njit(_remove_position_py, fallback=True)
 # The kernels call their helpers through these names: compiled ones when numba is there.
@@ -241,8 +405,11 @@ _triangular_solve = njit(_triangular_solve, fallback=True)
 face_minimizer = njit(_face_minimizer_py, fallback=True)
 _face_minimizer = face_minimizer
 minor_cycle = njit(_minor_cycle_py, fallback=True)
+prune = njit(_prune_py, fallback=True)
 correction_window = njit(_correction_window_py, fallback=True)
 axpy = njit(_axpy_py, fallback=True)
+face_atoms = njit(_face_atoms_py, fallback=True)
+violators = njit(_violators_py, fallback=True)
 
 
 def face_minimize(G, x, c=None):
