@@ -91,7 +91,7 @@ def _solve(variant, P, cache, rows, y, inv_c, diag, w, s, wp, sp, support, state
     n_hist = 0
     status = _MAX_ITER
     # The window of the corrective step (torchfw.optimizers._face.STALL): where it began, its
-    # length, its first and smallest gaps.
+    # length, the gap it must halve and its smallest gap so far.
     win_start = 0
     win_len = _correction_window(_n_positive(w), n)
     win_first = p - s_min
@@ -138,8 +138,10 @@ def _solve(variant, P, cache, rows, y, inv_c, diag, w, s, wp, sp, support, state
                 win_len = _correction_window(_n_positive(w), n)
                 if not corrected and win_min > _STALL * win_first:
                     win_len *= 2  # a correction refused: try again later
-                win_first = p - s_min
-                win_min = win_first
+                # The next window is measured against this one's smallest gap (the gap is
+                # noisy: its value at one check would make a halving look easy).
+                win_first = p - s_min if corrected else win_min
+                win_min = p - s_min
                 if corrected:
                     continue
         block = max_iter - k
@@ -312,9 +314,11 @@ def _correct_py(P, cache, rows, y, inv_c, w, s, buf, p):
             for b in range(a + 1):
                 L[a, b] = h[idx[b]]
                 Gb[a - k0, b] = L[a, b]
-        if not _extend_factor(L, k0, k):
+        lo = k0 if k0 > 0 else k_support
+        k = _extend_skipping(L, Gb, k0, lo, k, x, no_c, False, idx)
+        if k < 1:
             break
-        k = _prune(L, Gb, k0, k, x, no_c, False, idx)
+        k = _prune(L, Gb, k0, lo, k, x, no_c, False, idx)
         if k < 1:
             break
         kept = _minor_cycle(L, k, x, no_c, False, idx)
@@ -431,7 +435,7 @@ _MAX_FACE = _face.MAX_FACE
 _accumulate_rows = _njit(_accumulate_rows_py)
 _face_atoms = _face.face_atoms
 _violators = _face.violators
-_extend_factor = _face.extend_factor
+_extend_skipping = _face.extend_skipping
 _MIN_ADD = _face.MIN_ADD
 _MAX_ROUNDS = _face.MAX_ROUNDS
 _min = _njit(_min_py)

@@ -71,9 +71,11 @@ def correct_face(eng) -> int:
             if ct is not None:
                 L[a, :a + 1] -= ct[idx[:a + 1]]
             Gb[a - k0, :a + 1] = L[a, :a + 1]
-        if not _face.extend_factor(L, k0, k):
+        lo = k0 if k0 > 0 else k_support
+        k = _face.extend_skipping(L, Gb, k0, lo, k, x, c, ct is not None, idx)
+        if k < 1:
             break
-        k = _face.prune(L, Gb, k0, k, x, c, ct is not None, idx)
+        k = _face.prune(L, Gb, k0, lo, k, x, c, ct is not None, idx)
         if k < 1:
             break
         kept = _face.minor_cycle(L, k, x, c, ct is not None, idx)
@@ -177,19 +179,20 @@ class FaceCorrection:
 
     A window starts at a check; it lasts :func:`~torchfw.optimizers._face.correction_window`
     iterations for the face at its start. At its end, if the smallest gap of the window is
-    above ``STALL`` times its first, the step is taken (one iteration; counter ``correct``); a
+    above ``STALL`` times its reference -- the gap at the start of the run or after the last
+    correction, else the previous window's smallest gap -- the step is taken (one iteration; counter ``correct``); a
     step refused doubles the next window. Then a new window starts.
     """
 
     def __init__(self, eng, gap: float):
-        self._restart(eng, gap, refused=False)
+        self._restart(eng, gap, gap, refused=False)
 
-    def _restart(self, eng, gap: float, refused: bool) -> None:
+    def _restart(self, eng, reference: float, gap: float, refused: bool) -> None:
         self.start = eng.iteration()
         self.length = _face.correction_window(eng.n_active(), eng.N)
         if refused:
             self.length *= 2
-        self.first = gap
+        self.first = reference
         self.smallest = gap
 
     def __call__(self, eng, k: int, gap: float) -> bool:
@@ -203,5 +206,9 @@ class FaceCorrection:
         if done:
             eng.tick()
             eng.count("correct")
-        self._restart(eng, float(eng.gap()), refused=stalled and not done)
+        # The next window must halve this one's smallest gap (the gap is noisy: its value at
+        # one check would make a halving look easy), or the gap after a correction.
+        gap_now = float(eng.gap())
+        self._restart(eng, gap_now if done else self.smallest, gap_now,
+                      refused=stalled and not done)
         return done

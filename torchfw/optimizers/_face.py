@@ -46,7 +46,7 @@ from .._numba import njit
 
 __all__ = ["cholesky_in_place", "remove_position", "face_minimizer", "minor_cycle",
            "face_minimize", "FAILED", "correction_window", "STALL", "MAX_FACE", "MIN_WINDOW",
-           "face_atoms", "axpy", "MIN_ADD", "extend_factor", "violators", "MAX_ROUNDS", "prune"]
+           "face_atoms", "axpy", "MIN_ADD", "extend_factor", "violators", "MAX_ROUNDS", "prune", "extend_skipping"]
 
 #: Return value of :func:`minor_cycle` when the face's matrix is not numerically definite.
 FAILED = -1
@@ -54,7 +54,8 @@ FAILED = -1
 #: When a correction is due. The run is cut into windows; a window ends after as many plain
 #: iterations as cost :data:`RATIO` times one correction on the face the window started on
 #: (:func:`correction_window`), and at its end a correction is taken if the smallest gap of the
-#: window is above ``STALL`` times its first gap (the plain steps did not halve it). So at most
+#: window is above ``STALL`` times the previous window's smallest (or the gap at the start or
+#: after the last correction): the plain steps did not halve it. So at most
 #: about ``1 / (1 + RATIO)`` of the work goes to corrections, and where plain steps converge
 #: fast (scaled data, moderate C) none is taken.
 STALL = 0.5
@@ -96,9 +97,10 @@ def _extend_factor_py(L, k0, k):
     strict upper triangle zeroed. ``k0 = 0`` factors from scratch; a correction that adds
     atoms to a factored face pays :math:`O(k_0^2 (k - k_0))`, not a new factorization.
 
-    Returns False when a pivot falls below the rank cutoff (``16 (k+1) eps`` times the largest
-    diagonal entry of the new rows' :math:`G` or of ``L``'s squared pivots): the matrix is not
-    numerically definite.
+    Returns ``k``, or the first row whose pivot falls below the rank cutoff (``16 (k+1) eps``
+    times the largest diagonal entry of the new rows' :math:`G` or of ``L``'s squared pivots):
+    the matrix is not numerically definite there (rows before it are factored, rows after it
+    still hold :math:`G`).
     """
     big = 0.0
     for a in range(k0):
@@ -113,20 +115,52 @@ def _extend_factor_py(L, k0, k):
             L[a, b] = (L[a, b] - _dot4(L[a], L[b], b)) / L[b, b]
         acc = L[a, a] - _dot4(L[a], L[a], a)
         if not acc > cutoff:
-            return False
+            return a
         L[a, a] = np.sqrt(acc)
         for b in range(a + 1, L.shape[1]):
             L[a, b] = 0.0
     for a in range(k0):
         for b in range(k0, k):
             L[a, b] = 0.0
-    return True
+    return k
+
+
+def _extend_skipping_py(L, Gb, k0, lo, k, x, c, has_c, idx):
+    r""":func:`extend_factor` of rows ``k0 .. k-1`` that leaves out an added atom (position
+    ``>= lo``, weight 0) whose pivot fails -- an atom numerically dependent on the face's
+    others (a polynomial kernel on raw features has a low-rank :math:`K`, which the float32
+    rounding of its entries, about :math:`10^{-7}` of entries of :math:`10^5`, can make
+    indefinite where :math:`1/C` alone lifts it) -- and goes on. Rows after it still hold
+    :math:`G` (the factor is computed row by row), so they move up with its column removed,
+    as do ``Gb``, ``idx``, ``x`` and ``c``. Returns the new number of atoms, or -1 when an atom
+    before ``lo`` fails.
+    """
+    start = k0
+    while True:
+        a = _extend_factor(L, start, k)
+        if a == k:
+            return k
+        if a < lo:
+            return -1
+        for r in range(a, k - 1):
+            for b in range(a):
+                L[r, b] = L[r + 1, b]
+                Gb[r - k0, b] = Gb[r + 1 - k0, b]
+            for b in range(a, r + 1):
+                L[r, b] = L[r + 1, b + 1]
+                Gb[r - k0, b] = Gb[r + 1 - k0, b + 1]
+            idx[r] = idx[r + 1]
+            x[r] = x[r + 1]
+            if has_c:
+                c[r] = c[r + 1]
+        k -= 1
+        start = a
 
 
 def _cholesky_in_place_py(G, k):
     r"""Overwrite the lower triangle of ``G[:k, :k]`` with its Cholesky factor :math:`L`
     (:func:`extend_factor` from nothing); False when it is not numerically definite."""
-    return _extend_factor(G, 0, k)
+    return _extend_factor(G, 0, k) == k
 
 
 def _remove_position_py(L, k, r):
@@ -203,12 +237,13 @@ def _face_minimizer_py(L, k, c, has_c, z, u, work):
     return ok
 
 
-def _prune_py(L, Gb, k0, k, x, c, has_c, idx):
-    r"""Drop the atoms added to a face (positions ``k0 .. k-1``, weight 0) whose weight in the
+def _prune_py(L, Gb, k0, lo, k, x, c, has_c, idx):
+    r"""Drop the atoms added to a face (positions ``lo .. k-1``, weight 0) whose weight in the
     face's minimizer is not positive, all at once; the new number of atoms.
 
-    ``Gb[a - k0, b]`` holds :math:`G` of the added rows (``b <= a``), as they were before
-    :func:`extend_factor` overwrote ``L``'s rows with the factor. The added atoms sit at zero
+    ``Gb[a - k0, b]`` holds :math:`G` of the rows ``k0 .. k-1`` factored last (``b <= a``), as
+    they were before :func:`extend_factor` overwrote ``L``'s rows with the factor; ``lo >= k0``
+    (the atoms before ``lo`` carry weight and stay). The added atoms sit at zero
     weight, so those the minimizer wants negative would leave one at a time in the minor cycle,
     each a solve and a downdate (most of a9a's correction time at C = 2^16); here the kept ones'
     rows of :math:`G` are compacted and the factor re-extended once instead (at most
@@ -222,8 +257,8 @@ def _prune_py(L, Gb, k0, k, x, c, has_c, idx):
     for _ in range(PRUNE_PASSES):
         if k <= k0 or not _face_minimizer(L, k, c, has_c, z, u, work):
             return k
-        n_keep = k0
-        for a in range(k0, k):
+        n_keep = lo
+        for a in range(lo, k):
             if z[a] > 0.0:
                 n_keep += 1
         if n_keep == k:
@@ -232,7 +267,7 @@ def _prune_py(L, Gb, k0, k, x, c, has_c, idx):
             newpos[a] = a
         r = k0
         for a in range(k0, k):
-            if not z[a] > 0.0:
+            if a >= lo and not z[a] > 0.0:
                 newpos[a] = -1
                 continue
             newpos[a] = r
@@ -250,7 +285,7 @@ def _prune_py(L, Gb, k0, k, x, c, has_c, idx):
         for a in range(k0, k):
             for b in range(a + 1):
                 L[a, b] = Gb[a - k0, b]
-        if not _extend_factor(L, k0, k):
+        if _extend_factor(L, k0, k) < k:
             return -1
     return k
 
@@ -393,8 +428,7 @@ def _correction_window_py(n_face, n):
     return MIN_WINDOW if iters < MIN_WINDOW else int(iters)
 
 
-# Reassociated by the compiler (SIMD lanes): still one fixed order for every caller.
-_dot4 = njit(_dot4_py, fastmath=True, fallback=True)
+_dot4 = njit(_dot4_py, fallback=True)
 extend_factor = njit(_extend_factor_py, fallback=True)
 _extend_factor = extend_factor
 cholesky_in_place = njit(_cholesky_in_place_py, fallback=True)
@@ -406,6 +440,7 @@ face_minimizer = njit(_face_minimizer_py, fallback=True)
 _face_minimizer = face_minimizer
 minor_cycle = njit(_minor_cycle_py, fallback=True)
 prune = njit(_prune_py, fallback=True)
+extend_skipping = njit(_extend_skipping_py, fallback=True)
 correction_window = njit(_correction_window_py, fallback=True)
 axpy = njit(_axpy_py, fallback=True)
 face_atoms = njit(_face_atoms_py, fallback=True)
