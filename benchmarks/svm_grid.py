@@ -22,6 +22,7 @@ Usage::
     python benchmarks/svm_grid.py                          # everything (long on 2 cores)
     python benchmarks/svm_grid.py --datasets svmguide1-raw --coarse
     python benchmarks/svm_grid.py --c 15 11 7 --gamma -13 -9   # chosen points
+    python benchmarks/svm_grid.py --table      # single fits of the cases that crawled
 
 ``--coarse`` keeps every other grid value (log2 C -5, -1, 3, 7, 11, 15; log2 gamma 3, -1, -5,
 -9, -13: 30 points). Results go to ``benchmarks/results/svm_grid_<machine>.md`` and ``.json``
@@ -119,7 +120,8 @@ def run(args) -> dict:
     from torchfw import SVC
 
     Xw, yw = load(args.datasets[0])
-    SVC(C=2.0 ** 16, gamma=2.0 ** -13, random_state=0).fit(Xw[:300], yw[:300])
+    rows = np.random.default_rng(0).choice(len(yw), 300, replace=False)
+    SVC(C=2.0 ** 16, gamma=2.0 ** -13, random_state=0).fit(Xw[rows], yw[rows])
     for name in args.datasets:
         X, y = load(name)
         folds = list(StratifiedKFold(5, shuffle=True, random_state=0).split(X, y))
@@ -181,6 +183,77 @@ def markdown(report) -> str:
     return "\n".join(lines) + "\n"
 
 
+def issue_table() -> list[dict]:
+    """Single fits of the cases that stopped on ``max_iter`` before the corrective step: raw
+    svmguide1 (tested on svmguide1.t), iris' versicolor/virginica pair with a degree-3
+    polynomial kernel (gamma 1, training accuracy) and 80 x 5 ``make_classification`` at
+    C = 1e4 (training accuracy); LIBSVM at C, torchfw at 2C, each fit timed once, warm."""
+    from sklearn.datasets import load_iris, make_classification
+    from sklearn.svm import SVC as LibSVC
+
+    from torchfw import SVC
+    from torchfw.exceptions import ConvergenceWarning
+
+    d = load_libsvm("svmguide1")
+    Xg = d.X_train.to_dense().numpy().astype(np.float64)
+    Xgt = d.X_test.to_dense().numpy().astype(np.float64)
+    Xi, yi = load_iris(return_X_y=True)
+    Xi, yi = Xi[yi > 0], yi[yi > 0]
+    Xm, ym = make_classification(80, 5, random_state=0)
+    cases = [("svmguide1 raw", "rbf", 2.0 ** 15, 2.0 ** -13, Xg, d.y_train.numpy(), Xgt,
+              d.y_test.numpy()),
+             ("svmguide1 raw", "rbf", 2.0 ** 11, 2.0 ** -13, Xg, d.y_train.numpy(), Xgt,
+              d.y_test.numpy()),
+             ("svmguide1 raw", "rbf", 2.0 ** 7, 2.0 ** -9, Xg, d.y_train.numpy(), Xgt,
+              d.y_test.numpy()),
+             ("iris versicolor/virginica (train)", "poly", 1.0, 1.0, Xi, yi, Xi, yi),
+             ("make_classification 80x5 (train)", "rbf", 1e4, "scale", Xm, ym, Xm, ym)]
+    rows = []
+    for name, kernel, C, gamma, X, y, Xt, yt in cases:
+        out = {"data": name, "kernel": kernel, "C": C, "gamma": gamma}
+        for lib in ("libsvm", "torchfw"):
+            make = (lambda: LibSVC(kernel=kernel, C=C, gamma=gamma)) if lib == "libsvm" else \
+                (lambda: SVC(kernel=kernel, C=2 * C, gamma=gamma, random_state=0))
+            make().fit(X, y)  # warm: the same fit, untimed
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always", ConvergenceWarning)
+                t0 = time.perf_counter()
+                model = make().fit(X, y)
+                seconds = time.perf_counter() - t0
+            out[lib] = {"seconds": seconds, "accuracy": 100.0 * model.score(Xt, yt)}
+            if lib == "torchfw":
+                out[lib].update(n_iter=int(model.n_iter_), converged=bool(
+                    model.result_.converged), warned=any(
+                    issubclass(w.category, ConvergenceWarning) for w in caught))
+        rows.append(out)
+        t, s = out["torchfw"], out["libsvm"]
+        print(f"{name:34s} {kernel} C={C:g} gamma={gamma}  LIBSVM {s['seconds']:.3f}s "
+              f"{s['accuracy']:.2f}%  torchfw {t['seconds']:.3f}s {t['accuracy']:.2f}% "
+              f"iters={t['n_iter']} converged={t['converged']} warned={t['warned']}",
+              flush=True)
+    return rows
+
+
+def table_markdown(rows, meta) -> str:
+    lines = ["# The cases that crawled: single fits, torchfw against LIBSVM", ""]
+    lines += machine_header(meta, meta["command"])
+    lines += ["LIBSVM (scikit-learn's SVC) at C, torchfw at 2C, warm, one fit each (timings on "
+              "a shared, loaded 2-core machine).", "",
+              "| data | kernel, C (LIBSVM), gamma | LIBSVM | torchfw | torchfw iterations, "
+              "status |", "|---|---|---|---|---|"]
+    for r in rows:
+        s, t = r["libsvm"], r["torchfw"]
+        lines.append(f"| {r['data']} | {r['kernel']}, {r['C']:g}, {r['gamma']} | "
+                     f"{s['seconds']:.3f} s, {s['accuracy']:.2f} % | {t['seconds']:.3f} s, "
+                     f"{t['accuracy']:.2f} % | {t['n_iter']}, "
+                     f"{'converged' if t['converged'] else 'max_iter'}"
+                     f"{', warned' if t['warned'] else ''} |")
+    total_s = sum(r["libsvm"]["seconds"] for r in rows)
+    total_t = sum(r["torchfw"]["seconds"] for r in rows)
+    lines += ["", f"Total: LIBSVM {total_s:.2f} s, torchfw {total_t:.2f} s."]
+    return "\n".join(lines) + "\n"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--datasets", nargs="+", default=list(DATASETS), choices=DATASETS)
@@ -190,7 +263,22 @@ def main() -> None:
                         help="log2 gamma values (default: the grid)")
     parser.add_argument("--machine", default="xeon2")
     parser.add_argument("--out", default=None, help="output stem under benchmarks/results")
+    parser.add_argument("--table", action="store_true",
+                        help="only the single fits of the cases that crawled "
+                             "(svm_grid_table_<machine>)")
     args = parser.parse_args()
+    if args.table:
+        meta = {"cpu": cpu_model(), "cores": os.cpu_count(),
+                "load_average_start": list(os.getloadavg()),
+                "command": "python benchmarks/svm_grid.py " + " ".join(sys.argv[1:])}
+        rows = issue_table()
+        stem = args.out or f"svm_grid_table_{args.machine}"
+        out = Path(__file__).resolve().parent / "results"
+        (out / f"{stem}.json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=1))
+        text = table_markdown(rows, meta)
+        (out / f"{stem}.md").write_text(text)
+        print(text)
+        return
     report = run(args)
     stem = args.out or f"svm_grid_{args.machine}"
     out = Path(__file__).resolve().parent / "results"
