@@ -343,7 +343,7 @@ def _correct_py(P, cache, rows, y, inv_c, w, s, buf, p):
         if gap > _STALL * gap_prev:
             break
         gap_prev = gap
-        n_add = kept if kept > _MIN_ADD else _MIN_ADD
+        n_add = _face_growth(kept)
         if n_add > cap - kept:
             n_add = cap - kept
         new = _violators(w, s, p_new, n_add)
@@ -436,7 +436,7 @@ _accumulate_rows = _njit(_accumulate_rows_py)
 _face_atoms = _face.face_atoms
 _violators = _face.violators
 _extend_skipping = _face.extend_skipping
-_MIN_ADD = _face.MIN_ADD
+_face_growth = _face.face_growth
 _MAX_ROUNDS = _face.MAX_ROUNDS
 _min = _njit(_min_py)
 _prune = _face.prune

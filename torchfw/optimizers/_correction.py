@@ -98,7 +98,7 @@ def correct_face(eng) -> int:
         if gap > _face.STALL * gap_prev:
             break
         gap_prev = gap
-        n_add = min(max(kept, _face.MIN_ADD), cap - kept)
+        n_add = min(_face.face_growth(kept), cap - kept)
         new = _face.violators(w_np, s_new, p_new, n_add)
         if new.shape[0] == 0:
             break
