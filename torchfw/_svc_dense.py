@@ -340,7 +340,7 @@ def _correct_py(P, cache, rows, y, inv_c, w, s, buf, p):
         p_cur = p_new
         accepted = kept
         gap = p_new - _min(s_new)
-        if gap > _STALL * gap_prev:
+        if not gap < gap_prev:
             break
         gap_prev = gap
         n_add = _face_growth(kept)

@@ -95,7 +95,7 @@ def correct_face(eng) -> int:
         value = 0.5 * (p_new + t_new)
         accepted = kept
         gap = p_new - float(s_new.min())
-        if gap > _face.STALL * gap_prev:
+        if not gap < gap_prev:
             break
         gap_prev = gap
         n_add = min(_face.face_growth(kept), cap - kept)
