@@ -133,7 +133,7 @@ def test_compiled_and_engine_storages_take_the_same_correction():
     eng = QuadraticEngine(tf.Quadratic(op), tf.Simplex(), w0, ops=HOST)
     w, s = eng._w_np.copy(), eng._s_np.copy()
     kept = dense._correct(P, None, np.zeros(0, dtype=np.int64), y.numpy().astype(P.dtype),
-                          plain._inv_c_np, w, s, np.empty(60, dtype=P.dtype), float(eng.p))
+                          plain._inv_c_np, w, s, np.empty(60, dtype=P.dtype), float(eng.p), 60)
     assert kept >= 1
     assert eng.correct_face() == kept
     np.testing.assert_array_equal(eng._w_np, w)

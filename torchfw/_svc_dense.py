@@ -93,6 +93,7 @@ def _solve(variant, P, cache, rows, y, inv_c, diag, w, s, wp, sp, support, state
     # The window of the corrective step (torchfw.optimizers._face.STALL): where it began, its
     # length, the gap it must halve and its smallest gap so far.
     win_start = 0
+    last_correction = 0  # the plain iterations since pay for the next face (_face_budget)
     win_len = _correction_window(_n_positive(w), n)
     win_first = p - s_min
     win_min = win_first
@@ -122,7 +123,9 @@ def _solve(variant, P, cache, rows, y, inv_c, diag, w, s, wp, sp, support, state
             if k - win_start >= win_len:
                 corrected = False
                 if win_min > _STALL * win_first:
-                    if _correct(P, cache, rows, y, inv_c, w, s, hi_buf, p) > 0:
+                    if _correct(P, cache, rows, y, inv_c, w, s, hi_buf, p,
+                                _face_budget(n, k - last_correction)) > 0:
+                        last_correction = k + 1
                         corrected = True
                         counts[7] += 1
                         i_min, s_min, j_max, s_max, p, t = _select(w, s, s, False)
@@ -271,7 +274,7 @@ def _n_positive_py(w):
     return count
 
 
-def _correct_py(P, cache, rows, y, inv_c, w, s, buf, p):
+def _correct_py(P, cache, rows, y, inv_c, w, s, buf, p, max_face):
     r"""The active-set corrective step on the face of ``w`` (:mod:`torchfw.optimizers._face`).
 
     Rounds (at most :data:`~torchfw.optimizers._face.MAX_ROUNDS`): the face -- first the
@@ -285,11 +288,11 @@ def _correct_py(P, cache, rows, y, inv_c, w, s, buf, p):
     gap. Returns the number of atoms of the last face accepted, or -1 when nothing changed.
     """
     n = w.shape[0]
-    first, k_support = _face_atoms(w, s, p)
+    first, k_support = _face_atoms(w, s, p, max_face)
     k = first.shape[0]
     if k < 2:
         return -1
-    cap = n if n < _MAX_FACE else _MAX_FACE
+    cap = max_face
     idx = np.empty(cap, dtype=np.int64)
     x = np.zeros(cap)
     total = 0.0
@@ -431,7 +434,7 @@ _minor_cycle = _face.minor_cycle
 _correction_window = _face.correction_window
 _axpy = _face.axpy
 _STALL = _face.STALL
-_MAX_FACE = _face.MAX_FACE
+_face_budget = _face.face_budget
 _accumulate_rows = _njit(_accumulate_rows_py)
 _face_atoms = _face.face_atoms
 _violators = _face.violators

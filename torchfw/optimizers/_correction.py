@@ -25,7 +25,7 @@ from . import _kernels as K
 __all__ = ["FaceCorrection", "correct_face"]
 
 
-def correct_face(eng) -> int:
+def correct_face(eng, max_face: int | None = None) -> int:
     """Take the corrective step on ``eng``'s face; the number of atoms of the new face, or -1.
 
     The rounds of :func:`torchfw._svc_dense._correct_py`, on the engine's vertex gradients:
@@ -33,8 +33,10 @@ def correct_face(eng) -> int:
     :func:`~torchfw.optimizers._face.face_atoms`; then the kept atoms and the new worst
     violators) has its factor extended by the new atoms, Wolfe's minor cycle runs, and the
     result is kept if it lowers the objective; rounds go on while each at least halves the
-    gap. -1: nothing changed (a face of one atom, a face matrix that is not numerically
-    definite, no decrease).
+    gap. ``max_face`` bounds the face (default: :data:`~torchfw.optimizers._face.MAX_FACE`
+    and the number of atoms; the run loop passes :func:`~torchfw.optimizers._face.face_budget`).
+    -1: nothing changed (a face of one atom or over ``max_face``, a face matrix that is not
+    numerically definite, no decrease).
     """
     host = eng.use_numba
     if host:
@@ -43,12 +45,12 @@ def correct_face(eng) -> int:
         w_np = eng.w.detach().to(torch.float64).cpu().numpy()
         s_np = eng.s.detach().to(torch.float64).cpu().numpy()
     p = float(eng.p)
-    first, k_support = _face.face_atoms(w_np, s_np, p)
+    n = w_np.shape[0]
+    cap = min(n, _face.MAX_FACE) if max_face is None else max_face
+    first, k_support = _face.face_atoms(w_np, s_np, p, cap)
     k = first.shape[0]
     if k < 2:
         return -1
-    n = w_np.shape[0]
-    cap = min(n, _face.MAX_FACE)
     idx = np.empty(cap, dtype=np.int64)
     idx[:k] = first
     x = np.zeros(cap)
@@ -185,6 +187,7 @@ class FaceCorrection:
     """
 
     def __init__(self, eng, gap: float):
+        self.last = eng.iteration()  # the plain iterations since pay for the next face
         self._restart(eng, gap, gap, refused=False)
 
     def _restart(self, eng, reference: float, gap: float, refused: bool) -> None:
@@ -202,10 +205,11 @@ class FaceCorrection:
         if k - self.start < self.length:
             return False
         stalled = self.smallest > _face.STALL * self.first
-        done = stalled and correct_face(eng) > 0
+        done = stalled and correct_face(eng, _face.face_budget(eng.N, k - self.last)) > 0
         if done:
             eng.tick()
             eng.count("correct")
+            self.last = eng.iteration()
         # The next window must halve this one's smallest gap (the gap is noisy: its value at
         # one check would make a halving look easy), or the gap after a correction.
         gap_now = float(eng.gap())

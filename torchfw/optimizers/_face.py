@@ -46,7 +46,7 @@ from .._numba import njit
 
 __all__ = ["cholesky_in_place", "remove_position", "face_minimizer", "minor_cycle",
            "face_minimize", "FAILED", "correction_window", "STALL", "MAX_FACE", "MIN_WINDOW",
-           "face_atoms", "axpy", "MIN_ADD", "extend_factor", "violators", "MAX_ROUNDS", "prune", "extend_skipping", "face_growth", "GROWTH"]
+           "face_atoms", "axpy", "MIN_ADD", "extend_factor", "violators", "MAX_ROUNDS", "prune", "extend_skipping", "face_growth", "GROWTH", "face_budget", "ITERATION_COST"]
 
 #: Return value of :func:`minor_cycle` when the face's matrix is not numerically definite.
 FAILED = -1
@@ -64,6 +64,9 @@ RATIO = 1.0
 MIN_WINDOW = 50
 #: Largest face corrected by a dense factorization (its ``k x k`` matrix: 128 MB at 4,096).
 MAX_FACE = 4096
+#: What a plain iteration costs per atom, in multiply-adds of the factorization (see
+#: :func:`face_budget`).
+ITERATION_COST = 10.0
 #: Fewest atoms a correction adds to its face when that many violate optimality.
 MIN_ADD = 10
 #: A correction's round adds ``1 / GROWTH`` of its face in violators (:func:`face_growth`).
@@ -348,12 +351,12 @@ def _face_growth_py(k):
     return n_add if n_add > MIN_ADD else MIN_ADD
 
 
-def _face_atoms_py(w, s, p):
+def _face_atoms_py(w, s, p, max_face):
     r"""The atoms of a correction's face: the support of ``w`` (in index order), then the atoms
     outside it whose gradient is below :math:`p = w^\top s` -- those whose entry would lower
     the objective, the most violating first (stable order) -- as many as :func:`face_growth`
-    says, within :data:`MAX_FACE`. Returns ``(idx, n_support)``; no
-    atoms when the support alone exceeds :data:`MAX_FACE`.
+    says, within ``max_face`` (:func:`face_budget`). Returns ``(idx, n_support)``; no
+    atoms when the support alone exceeds ``max_face``.
 
     Wolfe's minor cycle starts from their zero weights: an atom whose face minimizer weight is
     negative leaves at once, the others enter. Adding many atoms at a time is what makes the
@@ -368,9 +371,9 @@ def _face_atoms_py(w, s, p):
             k += 1
         elif s[r] < p:
             n_viol += 1
-    if k > MAX_FACE:  # beyond a dense factorization: no face
+    if k > max_face:  # beyond what the plain steps paid for: no face
         return np.empty(0, dtype=np.int64), 0
-    room = MAX_FACE - k
+    room = max_face - k
     n_add = _face_growth(k)
     if n_add > n_viol:
         n_add = n_viol
@@ -421,6 +424,18 @@ def _violators_py(w, s, p, n_add):
     return out
 
 
+def _face_budget_py(n, iterations):
+    r"""The largest face a correction may factor after ``iterations`` plain iterations on ``n``
+    atoms: its cost :math:`k^3/3` at most what they cost, about :math:`10 n` each (a row read,
+    the update and the selection, memory-bound: measured 10-25 ns an entry against about
+    1 ns a multiply-add in the factorization), and at most :data:`MAX_FACE` and ``n``. This
+    bounds a correction's overhead where the plain steps are fast (5,600 examples converging in
+    a few thousand iterations factored faces of thousands of atoms, 25x the fit's time)."""
+    k = (3.0 * ITERATION_COST * n * iterations) ** (1.0 / 3.0)
+    cap = MAX_FACE if MAX_FACE < n else n
+    return cap if k >= cap else int(k)
+
+
 def _axpy_py(out, coef, h):
     """``out += coef * h`` entry by entry (float64 ``out``; ``h`` in its own precision)."""
     for r in range(out.shape[0]):
@@ -454,6 +469,7 @@ extend_skipping = njit(_extend_skipping_py, fallback=True)
 correction_window = njit(_correction_window_py, fallback=True)
 axpy = njit(_axpy_py, fallback=True)
 face_growth = njit(_face_growth_py, fallback=True)
+face_budget = njit(_face_budget_py, fallback=True)
 _face_growth = face_growth
 face_atoms = njit(_face_atoms_py, fallback=True)
 violators = njit(_violators_py, fallback=True)
