@@ -63,6 +63,8 @@ class DistributedQuadraticEngine(QuadraticEngine):
         ``pair_columns``; away-step variants want it too).
     """
 
+    face_correction = False  # no corrective step on this storage (yet)
+
     certifies_gap = True
     #: The sharded operator (not a ``ColumnOperator``): the base class's ``Q`` widened.
     Q: Any

@@ -59,6 +59,8 @@ class DenseQuadraticEngine(QuadraticEngine):
         Initial weights over the atoms.
     """
 
+    face_correction = False  # no corrective step on this storage (yet)
+
     def __init__(self, objective: Quadratic, lmo: AtomicLMO, w0: torch.Tensor):
         if not K.HAVE_NUMBA or w0.device.type != "cpu":
             raise ValueError("execution='dense' runs compiled CPU loops: it needs numba and "

@@ -92,6 +92,11 @@ class QuadraticEngine(EngineState):
         "w", "s", "w_prev", "s_prev", "k", "i_min", "s_min", "j_max", "s_max", "p", "t",
         "i_fw", "s_fw", "W", "p_prev", "t_prev")
 
+    #: Whether :meth:`correct_face` applies to this storage (the active-set corrective step,
+    #: :mod:`torchfw.optimizers._correction`). Storages whose gradient is not kept over all
+    #: atoms of one problem (streaming, sampled, batched, sharded) say False.
+    face_correction = True
+
     objective: Quadratic
     Q: ColumnOperator
     lmo: AtomicLMO
@@ -319,6 +324,13 @@ class QuadraticEngine(EngineState):
         self.w.copy_(snap)
         self.s.copy_(self._full_gradient(self.w))
         self._refresh_scalars()
+
+    def correct_face(self) -> int:
+        """The active-set corrective step on the face of ``w``
+        (:func:`torchfw.optimizers._correction.correct_face`): the atoms that left, or -1."""
+        from ._correction import correct_face
+
+        return correct_face(self)
 
     # -- columns -------------------------------------------------------------------------------
 

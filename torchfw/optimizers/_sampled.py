@@ -81,6 +81,8 @@ class SampledEngine(QuadraticEngine):
     linear term (``t = 0``, ``ct = None``) and no constant.
     """
 
+    face_correction = False  # no corrective step on this storage (yet)
+
     #: The sampled gap only lower-bounds the true gap.
     certifies_gap = False
 

@@ -71,6 +71,8 @@ class StreamingEngine(QuadraticEngine):
         Source of the streaming order (a fresh permutation each epoch).
     """
 
+    face_correction = False  # no corrective step on this storage (yet)
+
     #: The working-set gap bounds nothing about the full problem: runs go by their budget.
     certifies_gap = False
 

@@ -111,6 +111,15 @@ class ConstrainedOptimizer:
         :mod:`torchfw.optimizers._dense`).
     refresh_every : int, optional
         Recompute the incremental gradient exactly every that many iterations (host execution).
+    corrective : bool, default False
+        Take the active-set corrective step where the variant's steps stall (a quadratic over
+        an atomic set, ``execution`` ``"host"`` or ``"device"``, one problem on one process):
+        the exact minimizer of the objective on the current face by a linear solve, stopping
+        at the face's boundary (Wolfe's minor cycle; :mod:`torchfw.optimizers._face`), taken
+        at a check when the gap did not halve over a window of iterations that cost as much as
+        the step (:mod:`torchfw.optimizers._correction`). It ends the crawl of Frank-Wolfe
+        steps on ill-conditioned problems (an SVM dual at large C); well-conditioned runs
+        never take it. :class:`~torchfw.SVC` turns it on.
     """
 
     #: Moves may involve two atoms (pairwise, SWAP): both columns are computed on device.
@@ -130,7 +139,7 @@ class ConstrainedOptimizer:
                  verbose: bool = False, sample_size: int | None = None,
                  random_state: int | None = None, execution: str = "auto",
                  refresh_every: int | None = None, stream: bool = False,
-                 average_from: int | None = None):
+                 average_from: int | None = None, corrective: bool = False):
         if not isinstance(lmo, LMO):
             raise TypeError(f"lmo must be a torchfw LMO (Simplex, L1Ball, ...), got "
                             f"{type(lmo).__name__}")
@@ -162,6 +171,9 @@ class ConstrainedOptimizer:
         self.refresh_every = None if refresh_every is None else check_int_at_least(
             "refresh_every", refresh_every, 1)
         self.stream = bool(stream)
+        if not isinstance(corrective, (bool, np.bool_)):
+            raise TypeError(f"corrective must be True or False, got {corrective!r}")
+        self.corrective = bool(corrective)
         if self.stream and sample_size is not None:
             raise ValueError("stream=True and sample_size are two candidate policies; pick one")
         self.average_from = None if average_from is None else check_int_at_least(
@@ -380,6 +392,9 @@ class ConstrainedOptimizer:
             scalars and 50 otherwise).
         """
         check_every = check_every or self.check_every or (10 if execution == "host" else 50)
+        corrector = None
+        correcting = getattr(self, "corrective", False) and \
+            execution in ("host", "device") and getattr(eng, "face_correction", False)
         history = History()
         start = time.perf_counter()
         status = None
@@ -410,6 +425,13 @@ class ConstrainedOptimizer:
                     break
                 if record:
                     snapshot = eng.snapshot()
+                if correcting:
+                    if corrector is None:
+                        from ._correction import FaceCorrection
+
+                        corrector = FaceCorrection(eng, gap)
+                    if corrector(eng, k, gap):
+                        continue  # a corrective step: check again
                 n = min(check_every, rule.max_iter - k)
                 if execution in ("compile", "graph"):
                     if blocks is None:

@@ -52,6 +52,8 @@ class BatchedOperator(Protocol):
 class BatchedQuadraticEngine(QuadraticEngine):
     """The incremental quadratic engine over a batch of simplex problems (device scalars)."""
 
+    face_correction = False  # no corrective step on this storage (yet)
+
     _STATE = QuadraticEngine._STATE + ("active",)
     #: A :class:`BatchedOperator`, not a ``ColumnOperator``: the base class's ``Q`` widened.
     Q: Any

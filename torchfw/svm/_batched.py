@@ -17,6 +17,7 @@ from torch import Tensor
 from .. import exceptions as _exceptions
 from ..optimizers.batched import minimize_batched
 from ..result import History, Result, Status
+from ._params import iteration_budget
 from .kernels import OneVsRestOperator, SVMDualOperator
 
 __all__ = ["fit_ovr_batched"]
@@ -40,9 +41,9 @@ def fit_ovr_batched(model, X: Tensor, problems, C_examples, kdtype, previous, fa
             problems[k], None if model.random_state is None else int(model.random_state) + k)
             for k in range(len(problems))])
     solver = factory(model.solver)(tol=1e-300, rtol=2.0 * model._stop_tol(),
-                                           max_iter=model.max_iter or 100 * m)
+                                           max_iter=iteration_budget(model, m))
     batch = minimize_batched(solver, operator, w0, tol=1e-300, rtol=2.0 * model._stop_tol(),
-                             max_iter=model.max_iter or 100 * m,
+                             max_iter=iteration_budget(model, m),
                              use_graph=X.is_cuda)
     if model.verbose:
         print(f"one-vs-rest: {len(problems)} problems solved together, "

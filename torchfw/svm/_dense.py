@@ -30,6 +30,7 @@ import time
 
 import numpy as np
 
+from ..optimizers import _face
 from ..optimizers import _kernels as K
 from ..optimizers._engine import ZERO_TOL
 from ..utils.jit import njit as _njit  # None without numba
@@ -40,7 +41,11 @@ __all__ = ["VARIANTS", "plain_kernel_matrix", "full_source", "solve", "signed_ro
 #: Solver name -> code of the compiled loop.
 VARIANTS = {"fw": 0, "away": 1, "pairwise": 2, "swap": 3, "swap2": 4, "partan": 5}
 #: Step counters, in the order of the ``counts`` array.
-COUNTERS = ("fw", "away", "drop", "pairwise", "swap_add", "swap_drop", "partan")
+COUNTERS = ("fw", "away", "drop", "pairwise", "swap_add", "swap_drop", "partan", "correct")
+
+#: Most checks a compiled solve records (the first ones and the last): a budget of many
+#: millions of iterations (``max_iter=-1``) does not size the history by it.
+MAX_CHECKS = 100_000
 
 # Status codes returned by the compiled loop.
 _CONVERGED, _MAX_ITER, _NONFINITE = 0, 1, 2
@@ -51,7 +56,7 @@ _CONVERGED, _MAX_ITER, _NONFINITE = 0, 1, 2
 # ---------------------------------------------------------------------------------------------
 
 def _solve(variant, P, cache, rows, y, inv_c, diag, w, s, wp, sp, support, state, max_iter, tol,
-           rtol, check_every, zero_tol, counts, hist, hist_counts):
+           rtol, check_every, zero_tol, counts, hist, hist_counts, correct):
     """Run the whole solve; returns ``(iterations, status, number of history entries)``.
 
     The vertex gradient of atom ``k`` is the problem's signed row ``k`` of :math:`K + 1` from
@@ -59,6 +64,11 @@ def _solve(variant, P, cache, rows, y, inv_c, diag, w, s, wp, sp, support, state
     one-vs-one pair's examples otherwise; ``y``, ``inv_c`` the problem's labels and ``1/C``).
     ``state`` carries
     ``[p, t, s_min, i_min, s_max, j_max, W, p_prev, t_prev, n_support]`` in and out.
+
+    With ``correct``, a stalled run takes the active-set corrective step
+    (:func:`_correct_py`, :mod:`torchfw.optimizers._face`) at a check: it counts as one
+    iteration (counter ``correct``). The history's last
+    row always holds the final check (a full buffer keeps its first rows and the last).
     """
     n = w.shape[0]
     p = state[0]
@@ -79,16 +89,23 @@ def _solve(variant, P, cache, rows, y, inv_c, diag, w, s, wp, sp, support, state
     k = 0
     n_hist = 0
     status = _MAX_ITER
+    # The window of the corrective step (torchfw.optimizers._face.STALL): where it began, its
+    # length, the gap it must halve and its smallest gap so far.
+    win_start = 0
+    last_correction = 0  # the plain iterations since pay for the next face (_face_budget)
+    win_len = _correction_window(_n_positive(w), n)
+    win_first = p - s_min
+    win_min = win_first
     while True:
         value = 0.5 * (p + t) + 0.0
         gap = p - s_min
-        if n_hist < hist.shape[0]:
-            hist[n_hist, 0] = k
-            hist[n_hist, 1] = value
-            hist[n_hist, 2] = gap
-            for c in range(counts.shape[0]):
-                hist_counts[n_hist, c] = counts[c]
-            n_hist += 1
+        row = n_hist if n_hist < hist.shape[0] else hist.shape[0] - 1
+        hist[row, 0] = k
+        hist[row, 1] = value
+        hist[row, 2] = gap
+        for c in range(counts.shape[0]):
+            hist_counts[row, c] = counts[c]
+        n_hist = row + 1
         if not (math.isfinite(value) and math.isfinite(gap)):
             status = _NONFINITE
             break
@@ -99,6 +116,36 @@ def _solve(variant, P, cache, rows, y, inv_c, diag, w, s, wp, sp, support, state
         if k >= max_iter:
             status = _MAX_ITER
             break
+        if correct:
+            if gap < win_min:
+                win_min = gap
+            if k - win_start >= win_len:
+                corrected = False
+                if win_min > _STALL * win_first:
+                    if _correct(P, cache, rows, y, inv_c, w, s, hi_buf, p,
+                                _face_budget(n, k - last_correction)) > 0:
+                        last_correction = k + 1
+                        corrected = True
+                        counts[7] += 1
+                        i_min, s_min, j_max, s_max, p, t = _select(w, s, s, False)
+                        if variant == 5:  # PARTAN restarts from the corrected iterate
+                            for r in range(n):
+                                wp[r] = w[r]
+                                sp[r] = s[r]
+                            W = p - t
+                            p_prev = p
+                            t_prev = t
+                        k += 1
+                win_start = k
+                win_len = _correction_window(_n_positive(w), n)
+                if not corrected and win_min > _STALL * win_first:
+                    win_len *= 2  # a correction refused: try again later
+                # The next window is measured against this one's smallest gap (the gap is
+                # noisy: its value at one check would make a halving look easy).
+                win_first = p - s_min if corrected else win_min
+                win_min = p - s_min
+                if corrected:
+                    continue
         block = max_iter - k
         if check_every < block:
             block = check_every
@@ -217,6 +264,118 @@ def _solve(variant, P, cache, rows, y, inv_c, diag, w, s, wp, sp, support, state
     return k, status, n_hist
 
 
+def _n_positive_py(w):
+    """The number of atoms with weight (the face a correction would work on)."""
+    count = 0
+    for r in range(w.shape[0]):
+        if w[r] > 0.0:
+            count += 1
+    return count
+
+
+def _correct_py(P, cache, rows, y, inv_c, w, s, buf, p, max_face):
+    r"""The active-set corrective step on the face of ``w`` (:mod:`torchfw.optimizers._face`).
+
+    Rounds (at most :data:`~torchfw.optimizers._face.MAX_ROUNDS`): the face -- first the
+    support of ``w`` and the atoms that violate optimality most
+    (:func:`~torchfw.optimizers._face.face_atoms`), then the kept atoms and the new worst
+    violators (:func:`~torchfw.optimizers._face.violators`) -- has its factor of
+    :math:`G = \tilde K_{SS}` extended by the new atoms' rows, Wolfe's minor cycle runs on it,
+    and the new weights and their gradient :math:`s = \sum_{a \in S} w_a h_a` (the rows of the
+    atoms kept; no linear term on the SVM dual) are written into ``w`` and ``s`` if they lower
+    the objective ``p / 2`` (``p = w^T s``). The rounds go on while each at least halves the
+    gap. Returns the number of atoms of the last face accepted, or -1 when nothing changed.
+    """
+    n = w.shape[0]
+    first, k_support = _face_atoms(w, s, p, max_face)
+    k = first.shape[0]
+    if k < 2:
+        return -1
+    cap = max_face
+    idx = np.empty(cap, dtype=np.int64)
+    x = np.zeros(cap)
+    total = 0.0
+    for a in range(k):
+        idx[a] = first[a]
+    for a in range(k_support):
+        x[a] = w[idx[a]]
+        total += x[a]
+    for a in range(k_support):
+        x[a] /= total
+    L = np.empty((cap, cap))
+    no_c = np.zeros(1)
+    s_new = np.empty(n)
+    p_cur = p
+    gap_prev = p - _min(s)
+    k0 = 0
+    accepted = -1
+    for _ in range(_MAX_ROUNDS):
+        Gb = np.empty((k - k0, k))
+        for a in range(k0, k):
+            h = _row(P, cache, rows, y, inv_c, idx[a], buf)
+            for b in range(a + 1):
+                L[a, b] = h[idx[b]]
+                Gb[a - k0, b] = L[a, b]
+        lo = k0 if k0 > 0 else k_support
+        k = _extend_skipping(L, Gb, k0, lo, k, x, no_c, False, idx)
+        if k < 1:
+            break
+        k = _prune(L, Gb, k0, lo, k, x, no_c, False, idx)
+        if k < 1:
+            break
+        kept = _minor_cycle(L, k, x, no_c, False, idx)
+        if kept < 1:
+            break
+        for r in range(n):
+            s_new[r] = 0.0
+        _accumulate_rows(P, cache, rows, y, inv_c, idx, x, kept, s_new, buf)
+        p_new = 0.0
+        for a in range(kept):
+            p_new += x[a] * s_new[idx[a]]
+        if not p_new < p_cur:
+            break
+        for r in range(n):
+            w[r] = 0.0
+            s[r] = s_new[r]
+        for a in range(kept):
+            w[idx[a]] = x[a]
+        p_cur = p_new
+        accepted = kept
+        gap = p_new - _min(s_new)
+        if not gap < gap_prev:
+            break
+        gap_prev = gap
+        n_add = _face_growth(kept)
+        if n_add > cap - kept:
+            n_add = cap - kept
+        new = _violators(w, s, p_new, n_add)
+        if new.shape[0] == 0:
+            break
+        k0 = kept
+        k = kept + new.shape[0]
+        for a in range(new.shape[0]):
+            idx[k0 + a] = new[a]
+            x[k0 + a] = 0.0
+    return accepted
+
+
+def _min_py(v):
+    """The smallest entry of ``v``."""
+    best = v[0]
+    for r in range(1, v.shape[0]):
+        if v[r] < best:
+            best = v[r]
+    return best
+
+
+def _accumulate_rows_py(P, cache, rows, y, inv_c, idx, x, kept, out, buf):
+    r""":math:`\text{out} \mathrel{+}= \sum_a x_a h_{idx_a}` over ``a < kept``, atom by atom
+    (the order :func:`torchfw.optimizers._face.accumulate` sums the lazy columns in)."""
+    for a in range(kept):
+        h = _row(P, cache, rows, y, inv_c, idx[a], buf)
+        _axpy(out, x[a], h)
+
+
 def _store_py(state, p, t, s_min, i_min, s_max, j_max, W, p_prev, t_prev, n_support):
     """Write the scalars of a solve into ``state`` (the layout :func:`_solve` reads)."""
     state[0] = p
@@ -269,6 +428,21 @@ _shift_update_on = K.shift_update_on
 _bounds_on = K.extrapolation_bounds_on
 _row = _njit(_row_py)
 _store = _njit(_store_py)
+_n_positive = _njit(_n_positive_py)
+_minor_cycle = _face.minor_cycle
+_correction_window = _face.correction_window
+_axpy = _face.axpy
+_STALL = _face.STALL
+_face_budget = _face.face_budget
+_accumulate_rows = _njit(_accumulate_rows_py)
+_face_atoms = _face.face_atoms
+_violators = _face.violators
+_extend_skipping = _face.extend_skipping
+_face_growth = _face.face_growth
+_MAX_ROUNDS = _face.MAX_ROUNDS
+_min = _njit(_min_py)
+_prune = _face.prune
+_correct = _njit(_correct_py)
 store_state = _store
 signed_row = _row
 solve_compiled = _njit(_solve)
@@ -337,7 +511,7 @@ class SolveCancelled(Exception):
 
 def solve(variant: int, src: tuple, rows: np.ndarray, y: np.ndarray, inv_c: np.ndarray,
           diag: np.ndarray, start: Start, *, max_iter: int, tol: float, rtol: float,
-          check_every: int, stop=None):
+          check_every: int, stop=None, correct: bool = True):
     """Run the compiled solve from ``start``, which holds the final iterate afterwards.
 
     The problem's matrix is read from the row source ``src`` (:func:`full_source` of a matrix,
@@ -351,7 +525,11 @@ def solve(variant: int, src: tuple, rows: np.ndarray, y: np.ndarray, inv_c: np.n
     call, bit for bit. ``stop`` (a :class:`threading.Event`, optional) is read between chunks:
     once set, :class:`SolveCancelled` is raised.
 
-    Returns ``(n_iter, status_code, history array (n, 3), counts per check (n, 7))``.
+    ``correct``: take the active-set corrective step where plain steps stall (see
+    :func:`_solve`); its stall window starts anew with each chunk. ``max_iter`` may be huge (no
+    limit): each chunk keeps at most :data:`MAX_CHECKS` checks, the first ones and the last.
+
+    Returns ``(n_iter, status_code, history array (n, 3), counts per check (n, 8))``.
     """
     counts = np.zeros(len(COUNTERS), dtype=np.int64)
     hists: list[np.ndarray] = []
@@ -363,14 +541,15 @@ def solve(variant: int, src: tuple, rows: np.ndarray, y: np.ndarray, inv_c: np.n
         if stop is not None and stop.is_set():
             raise SolveCancelled
         this = max_iter - done if CHUNK_SECONDS is None else min(max_iter - done, chunk)
-        n_checks = this // check_every + 2
+        # A check per block, one more after each corrective step (at most one per window).
+        n_checks = min(this // check_every + this // _face.MIN_WINDOW + 3, MAX_CHECKS)
         hist = np.empty((n_checks, 3), dtype=np.float64)
         hist_counts = np.empty((n_checks, len(COUNTERS)), dtype=np.int64)
         t0 = time.perf_counter()
         k, status, n_hist = solve_compiled(
             variant, src[0], src[1], rows, y, inv_c, diag, start.w, start.s, start.wp,
             start.sp, start.support, start.state, this, tol, rtol, check_every, ZERO_TOL,
-            counts, hist, hist_counts)
+            counts, hist, hist_counts, bool(correct))
         elapsed = time.perf_counter() - t0
         first = 1 if hists else 0  # a resumed chunk's first check is the last chunk's last
         hist = hist[first:n_hist]

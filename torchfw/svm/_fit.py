@@ -36,6 +36,7 @@ from ..utils.threads import one_thread, parallel_map, workers
 from ._dense import _CONVERGED, _NONFINITE, COUNTERS, VARIANTS, Start, shows_bar, solve
 from ._large import LARGE_M
 from ._matrix import cache_slots, full_source, plain_kernel_matrix, plain_operator, plain_problem
+from ._params import iteration_budget
 from ._start import initial_subset
 from ._start import start as start_compiled
 
@@ -89,7 +90,7 @@ def fit_all(model, X, problems, C_examples, kdtype, previous, rule, gram=None):
             inv_c_all if rows is None else inv_c_all[rows],
             diag_np if rows is None else diag_np[rows],
             # The lazy path's budget: 100 iterations per example of the problem (a pair's).
-            model.max_iter if model.max_iter is not None else 100 * y.shape[0], model.n_init,
+            iteration_budget(model, y.shape[0]), model.n_init,
             seed))
     # A cache of rows is written as rows arrive: its problems run one after the other (and
     # share the rows they have in common, labels aside).
@@ -275,7 +276,7 @@ def _fit_one_by_one(model, X, problems, C_examples, kdtype, previous, variant, r
             seed = None if model.random_state is None else int(model.random_state) + k
             job = _Job(k, problem, alpha0, _NO_ROWS, y, op._inv_c_np,
                        op.diagonal().to(torch.float64).numpy(),
-                       model.max_iter if model.max_iter is not None else 100 * y.shape[0],
+                       iteration_budget(model, y.shape[0]),
                        model.n_init, seed)
             job.op = op
             yield job

@@ -30,6 +30,7 @@ from ..objectives import Quadratic
 from ..result import Status
 from ..utils.data import take_rows
 from ..utils.threads import one_thread
+from ._params import iteration_budget
 from .kernels import SVMDualOperator
 
 if TYPE_CHECKING:  # the sampled storage loads with its first fit: every compiled fit reads
@@ -129,7 +130,7 @@ def _fit_binary_sampled(svc, X: Tensor, y_pm: np.ndarray, C_examples, kdtype, al
         max(1e-3, 0.9 * time_limit - (time.perf_counter() - start))
     # The stopping rule is the factory's (an absolute eps where a benchmark swaps it in).
     optimizer = factory(svc.solver)(tol=1e-300, rtol=rtol)
-    max_iter = svc.max_iter if svc.max_iter is not None else 100 * m
+    max_iter = iteration_budget(svc, m)
     result = minimize_sampled(
         optimizer, storage, support, weights,
         sample_size=svc.sample_size or DEFAULT_SAMPLE_SIZE, tol=optimizer.tol,

@@ -20,6 +20,7 @@ from torch import Tensor
 
 from .. import exceptions as _exceptions
 from ..result import Status
+from ._params import iteration_budget
 from .problem import build_dual
 
 __all__ = ["fit_binary", "average_from"]
@@ -42,10 +43,8 @@ def fit_binary(svc, X: Tensor, y_pm: np.ndarray, C_examples, kdtype, alpha0, k, 
                          cache_size=svc.cache_size, alpha0=alpha0,
                          start="vertex" if streaming else "subset", n_init=svc.n_init,
                          seed=seed)
-    if svc.max_iter is not None:
-        max_iter = svc.max_iter
-    else:  # one epoch for the streaming solvers (seed 001's setting)
-        max_iter = m if streaming else 100 * m
+    # One epoch by default for the streaming solvers (seed 001's setting); -1: no limit.
+    max_iter = iteration_budget(svc, m)
     options = {"average_from": average_from(svc.average, max_iter)} if streaming else {}
     solver = factory(svc.solver)(
         tol=1e-300, rtol=0.0 if streaming else 2.0 * svc._stop_tol(), max_iter=max_iter,

@@ -16,7 +16,35 @@ from ..utils.validation import check_int_at_least, check_positive
 from ._multiclass import MULTI_CLASS
 from .kernels import KERNELS
 
-__all__ = ["check_params"]
+__all__ = ["check_params", "iteration_budget", "NO_LIMIT", "ITERATIONS_PER_EXAMPLE"]
+
+#: ``max_iter=-1`` (scikit-learn's "no limit"): a budget no run reaches.
+NO_LIMIT = 2**62
+#: The default budget, per example of a binary problem: a safety net. Since the corrective
+#: step (:mod:`torchfw.optimizers._face`) no converging fit measured came near it (the grid of
+#: ``benchmarks/svm_grid.py``: raw svmguide1 at C = 2^16 stops after 5 iterations per
+#: example).
+ITERATIONS_PER_EXAMPLE = 100
+
+
+def iteration_budget(model, m: int) -> int:
+    """The iteration budget of one binary problem of ``m`` examples of ``model`` (an SVC).
+
+    ``max_iter=None``: :data:`ITERATIONS_PER_EXAMPLE` per example (one epoch, ``m``, for the
+    streaming solvers ``"sfw"``/``"msfw"``, seed 001's setting); ``-1``: no limit
+    (:data:`NO_LIMIT`); else ``max_iter``.
+    """
+    if model.max_iter is None:
+        return m if model.solver in ("sfw", "msfw") else ITERATIONS_PER_EXAMPLE * m
+    if model.max_iter == -1:
+        return NO_LIMIT
+    return int(model.max_iter)
+
+
+def _is_minus_one(value) -> bool:
+    """Whether ``value`` is the integer -1 (scikit-learn's "no limit"; not a bool or float)."""
+    return isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_)) \
+        and int(value) == -1
 
 
 def check_params(model, solvers) -> None:
@@ -36,8 +64,17 @@ def check_params(model, solvers) -> None:
         check_positive("tol", model.tol)
     if not (isinstance(model.gamma, str) and model.gamma in ("scale", "auto")):
         check_positive("gamma", model.gamma)
-    if model.max_iter is not None:
-        check_int_at_least("max_iter", model.max_iter, 1)
+    if model.max_iter is not None and not _is_minus_one(model.max_iter):
+        try:
+            check_int_at_least("max_iter", model.max_iter, 1)
+        except (TypeError, ValueError) as exc:
+            raise type(exc)(f"max_iter must be -1 (no limit) or an integer >= 1, got "
+                            f"{model.max_iter!r}") from None
+    if model.max_iter is not None and _is_minus_one(model.max_iter) and \
+            model.solver in ("sfw", "msfw"):
+        raise ValueError(f"max_iter=-1 (no limit) does not apply to the streaming solver "
+                         f"{model.solver!r}, which runs max_iter samples; give a number "
+                         f"(default: one epoch)")
     if model.sample_size is not None:
         check_int_at_least("sample_size", model.sample_size, 1)
     check_int_at_least("n_init", model.n_init, 1)

@@ -82,7 +82,10 @@ def __getattr__(name: str):
 def _solver_factory(name: str):
     # The optimizer of a solver name over the dual's simplex (the registry: torchfw.solvers);
     # a module-level function so that benchmarks/reproduce.py can wrap it.
-    return lambda **kw: make_solver(name, Simplex(), estimator="svc", **kw)
+    # Every SVC solve takes the active-set corrective step where plain steps stall (issue:
+    # large C, polynomial kernels on raw features): the compiled path has it built in.
+    return lambda **kw: make_solver(name, Simplex(), estimator="svc",
+                                    **{"corrective": True, **kw})
 
 
 #: The largest ``tol`` of the fits behind ``probability=True``: Platt's sigmoids need decision
@@ -141,7 +144,10 @@ class SVC(BaseEstimator):
         as LIBSVM there), 0.3 above (test accuracy has saturated). Ignored by the streaming
         solvers, which run ``max_iter`` samples.
     max_iter : int, optional
-        Iteration budget; default ``100 * n_samples`` (one epoch for ``"sfw"``/``"msfw"``).
+        Iteration budget per binary problem; default ``100 * n_samples`` (one epoch for
+        ``"sfw"``/``"msfw"``), a safety net that converging fits do not reach (see "Convergence
+        at large C" in the SVC guide). ``-1``: no limit, as in scikit-learn (not for the
+        streaming solvers).
     sample_size : int, optional
         Randomized LMO: pick the FW vertex among this many random examples (seed 002 uses 194).
     cache_size : float, default 200

@@ -1,0 +1,512 @@
+r"""The active-set corrective step: the exact minimizer of a quadratic on the current face.
+
+One concern: the linear algebra of one correction, shared by every storage (the compiled SVC
+solve, :mod:`torchfw.svm._dense`, and :class:`~torchfw.optimizers._engine.QuadraticEngine`
+under any optimizer, :mod:`torchfw.optimizers._correction`). Each storage gathers the
+quadratic restricted to the support :math:`S = \{k : w_k > 0\}` of its iterate -- the matrix
+:math:`G = \tilde Q_{SS}`, the linear term :math:`c_S` and the weights :math:`x = w_S` -- and
+hands them here; it applies the result to its own gradient afterwards.
+
+**Why.** Frank-Wolfe steps (pairwise, SWAP and SWAP-2o included) converge at a linear rate set
+by the condition number of :math:`\tilde Q` on the face. On the L2-SVM dual
+:math:`\tilde K = Y(K + 1)Y + I/C` that number grows with :math:`C` and with the scale of the
+kernel (a polynomial kernel on raw features), and the iterates crawl: at LIBSVM's
+:math:`C = 2^{15}` on raw svmguide1, 300,000 SWAP iterations left a relative gap of 2.4. On a
+face, though, the dual is an equality-constrained quadratic (no upper bounds: the L2-SVM has
+none), whose minimizer is one linear system.
+
+**The step** (Wolfe's minor cycle, Wolfe 1976, "Finding the nearest point in a polytope";
+FrankWolfe.jl's ``ActiveSetQuadraticLinearSolve``): with the Cholesky factor
+:math:`G = LL^\top`, the minimizer of :math:`\tfrac12 z^\top G z + c_S^\top z` on the affine
+hull :math:`\{z : \mathbf 1^\top z = 1\}` solves
+
+.. math:: \begin{pmatrix} G & \mathbf 1 \\ \mathbf 1^\top & 0 \end{pmatrix}
+   \begin{pmatrix} z \\ \nu \end{pmatrix} = \begin{pmatrix} -c_S \\ 1 \end{pmatrix},
+   \qquad z = v - \nu u,\ u = G^{-1}\mathbf 1,\ v = -G^{-1}c_S,\
+   \nu = \frac{\mathbf 1^\top v - 1}{\mathbf 1^\top u}.
+
+If :math:`z > 0` it is the face's minimizer and the step ends there. Otherwise the step moves
+from :math:`x` toward :math:`z` until the first weight reaches zero (the ratio test: the
+objective decreases all along the segment, being convex with its minimum on the hull at
+:math:`z`), that atom leaves the face, the factor is downdated (Givens rotations,
+:math:`O(|S|^2)`), and the minor cycle repeats on the smaller face. It ends in at most
+:math:`|S|` solves with the minimizer of the quadratic over the simplex of the final face.
+The caller then goes back to Frank-Wolfe steps, whose gap certifies the whole problem.
+
+A face whose matrix is not numerically definite (a pivot below the rank cutoff: a singular
+:math:`\tilde Q_{SS}`, e.g. an L1 ball's :math:`\pm e_i` both in the support) is left
+unchanged: the kernel reports failure and the caller keeps its iterate.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..utils.jit import njit
+
+__all__ = ["cholesky_in_place", "remove_position", "face_minimizer", "minor_cycle",
+           "face_minimize", "FAILED", "correction_window", "STALL", "MAX_FACE", "MIN_WINDOW",
+           "face_atoms", "axpy", "MIN_ADD", "extend_factor", "violators", "MAX_ROUNDS", "prune", "extend_skipping", "face_growth", "GROWTH", "face_budget", "ITERATION_COST"]
+
+#: Return value of :func:`minor_cycle` when the face's matrix is not numerically definite.
+FAILED = -1
+
+#: When a correction is due. The run is cut into windows; a window ends after as many plain
+#: iterations as cost :data:`RATIO` times one correction on the face the window started on
+#: (:func:`correction_window`), and at its end a correction is taken if the smallest gap of the
+#: window is above ``STALL`` times the previous window's smallest (or the gap at the start or
+#: after the last correction): the plain steps did not halve it. So at most
+#: about ``1 / (1 + RATIO)`` of the work goes to corrections, and where plain steps converge
+#: fast (scaled data, moderate C) none is taken.
+STALL = 0.5
+RATIO = 1.0
+#: Fewest iterations of a window (a correction on a few atoms costs less than a check).
+MIN_WINDOW = 50
+#: Largest face corrected by a dense factorization (its ``k x k`` matrix: 128 MB at 4,096).
+MAX_FACE = 4096
+#: What a plain iteration costs per atom, in multiply-adds of the factorization (see
+#: :func:`face_budget`).
+ITERATION_COST = 10.0
+#: Fewest atoms a correction adds to its face when that many violate optimality.
+MIN_ADD = 10
+#: A correction's round adds ``1 / GROWTH`` of its face in violators (:func:`face_growth`).
+GROWTH = 4
+#: Most rounds of one correction (each: add the worst violators, minor cycle, new gradient);
+#: the rounds go on while each at least halves the gap of the one before.
+MAX_ROUNDS = 12
+#: Passes of :func:`prune` (each re-extends the factor by the added atoms kept).
+PRUNE_PASSES = 1
+
+
+def _dot4_py(a, b, n):
+    """``sum(a[:n] * b[:n])`` in four interleaved lanes (independent chains that overlap, in a
+    fixed order: every caller gets the same bits), combined as ``(l0 + l1) + (l2 + l3)``."""
+    l0 = l1 = l2 = l3 = 0.0
+    n4 = n - n % 4
+    for r in range(0, n4, 4):
+        l0 += a[r] * b[r]
+        l1 += a[r + 1] * b[r + 1]
+        l2 += a[r + 2] * b[r + 2]
+        l3 += a[r + 3] * b[r + 3]
+    for r in range(n4, n):
+        l0 += a[r] * b[r]
+    return (l0 + l1) + (l2 + l3)
+
+
+def _extend_factor_py(L, k0, k):
+    r"""Extend the Cholesky factor ``L[:k0, :k0]`` to rows ``k0 .. k-1``, in place.
+
+    On entry rows ``k0 .. k-1`` of ``L`` hold the new rows of :math:`G` up to the diagonal
+    (``L[a, b] = G[a, b]`` for ``b <= a``); on exit ``L[:k, :k]`` is the factor of all of
+    :math:`G` (row by row: :math:`L_{ab} = (G_{ab} - L_{a,:b} L_{b,:b}^\top) / L_{bb}`), the
+    strict upper triangle zeroed. ``k0 = 0`` factors from scratch; a correction that adds
+    atoms to a factored face pays :math:`O(k_0^2 (k - k_0))`, not a new factorization.
+
+    Returns ``k``, or the first row whose pivot falls below the rank cutoff (``16 (k+1) eps``
+    times the largest diagonal entry of the new rows' :math:`G` or of ``L``'s squared pivots):
+    the matrix is not numerically definite there (rows before it are factored, rows after it
+    still hold :math:`G`).
+    """
+    big = 0.0
+    for a in range(k0):
+        if L[a, a] * L[a, a] > big:
+            big = L[a, a] * L[a, a]
+    for a in range(k0, k):
+        if abs(L[a, a]) > big:
+            big = abs(L[a, a])
+    cutoff = big * (k + 1) * 2.220446049250313e-16 * 16.0
+    for a in range(k0, k):
+        for b in range(a):
+            L[a, b] = (L[a, b] - _dot4(L[a], L[b], b)) / L[b, b]
+        acc = L[a, a] - _dot4(L[a], L[a], a)
+        if not acc > cutoff:
+            return a
+        L[a, a] = np.sqrt(acc)
+        for b in range(a + 1, L.shape[1]):
+            L[a, b] = 0.0
+    for a in range(k0):
+        for b in range(k0, k):
+            L[a, b] = 0.0
+    return k
+
+
+def _extend_skipping_py(L, Gb, k0, lo, k, x, c, has_c, idx):
+    r""":func:`extend_factor` of rows ``k0 .. k-1`` that leaves out an added atom (position
+    ``>= lo``, weight 0) whose pivot fails -- an atom numerically dependent on the face's
+    others (a polynomial kernel on raw features has a low-rank :math:`K`, which the float32
+    rounding of its entries, about :math:`10^{-7}` of entries of :math:`10^5`, can make
+    indefinite where :math:`1/C` alone lifts it) -- and goes on. Rows after it still hold
+    :math:`G` (the factor is computed row by row), so they move up with its column removed,
+    as do ``Gb``, ``idx``, ``x`` and ``c``. Returns the new number of atoms, or -1 when an atom
+    before ``lo`` fails.
+    """
+    start = k0
+    while True:
+        a = _extend_factor(L, start, k)
+        if a == k:
+            return k
+        if a < lo:
+            return -1
+        for r in range(a, k - 1):
+            for b in range(a):
+                L[r, b] = L[r + 1, b]
+                Gb[r - k0, b] = Gb[r + 1 - k0, b]
+            for b in range(a, r + 1):
+                L[r, b] = L[r + 1, b + 1]
+                Gb[r - k0, b] = Gb[r + 1 - k0, b + 1]
+            idx[r] = idx[r + 1]
+            x[r] = x[r + 1]
+            if has_c:
+                c[r] = c[r + 1]
+        k -= 1
+        start = a
+
+
+def _cholesky_in_place_py(G, k):
+    r"""Overwrite the lower triangle of ``G[:k, :k]`` with its Cholesky factor :math:`L`
+    (:func:`extend_factor` from nothing); False when it is not numerically definite."""
+    return _extend_factor(G, 0, k) == k
+
+
+def _remove_position_py(L, k, r):
+    r"""Downdate the factor ``L[:k, :k]`` of :math:`G` to that of :math:`G` without row and
+    column ``r`` (the rows below move up by one); :math:`O(k^2)`.
+
+    Deleting row ``r`` of :math:`L` leaves :math:`M` with :math:`MM^\top = G_{-r,-r}`, lower
+    triangular but for one entry above the diagonal in each row from ``r`` on; Givens
+    rotations of column pairs ``(c, c+1)`` (from the right: :math:`MM^\top` is unchanged)
+    clear them one by one. The last column then is zero and is dropped.
+    """
+    for a in range(r, k - 1):
+        for b in range(a + 2):
+            L[a, b] = L[a + 1, b]
+    for c in range(r, k - 1):
+        a = L[c, c]
+        b = L[c, c + 1]
+        h = np.hypot(a, b)
+        if h == 0.0:
+            continue
+        cs = a / h
+        sn = b / h
+        for i in range(c, k - 1):
+            li = L[i, c]
+            lj = L[i, c + 1]
+            L[i, c] = cs * li + sn * lj
+            L[i, c + 1] = -sn * li + cs * lj
+        L[c, c + 1] = 0.0
+    for a in range(k):
+        L[a, k - 1] = 0.0
+        L[k - 1, a] = 0.0
+
+
+def _triangular_solve(L, k, rhs, out):
+    """``out = (L L')^{-1} rhs`` on the leading ``k x k`` factor (forward, then backward)."""
+    for a in range(k):
+        acc = rhs[a]
+        for q in range(a):
+            acc -= L[a, q] * out[q]
+        out[a] = acc / L[a, a]
+    for a in range(k - 1, -1, -1):
+        acc = out[a]
+        for q in range(a + 1, k):
+            acc -= L[q, a] * out[q]
+        out[a] = acc / L[a, a]
+
+
+def _face_minimizer_py(L, k, c, has_c, z, u, work):
+    r"""The minimizer ``z`` of :math:`\tfrac12 z^\top G z + c^\top z` on :math:`\mathbf 1^\top z
+    = 1`, from the factor of :math:`G` (module docstring); False if it is not finite."""
+    for a in range(k):
+        work[a] = 1.0
+    _triangular_solve(L, k, work, u)
+    sum_u = 0.0
+    for a in range(k):
+        sum_u += u[a]
+    if has_c:
+        for a in range(k):
+            work[a] = -c[a]
+        _triangular_solve(L, k, work, z)
+        sum_v = 0.0
+        for a in range(k):
+            sum_v += z[a]
+        nu = (sum_v - 1.0) / sum_u
+        for a in range(k):
+            z[a] = z[a] - nu * u[a]
+    else:
+        for a in range(k):
+            z[a] = u[a] / sum_u
+    ok = np.isfinite(sum_u) and sum_u != 0.0
+    for a in range(k):
+        if not np.isfinite(z[a]):
+            ok = False
+    return ok
+
+
+def _prune_py(L, Gb, k0, lo, k, x, c, has_c, idx):
+    r"""Drop the atoms added to a face (positions ``lo .. k-1``, weight 0) whose weight in the
+    face's minimizer is not positive, all at once; the new number of atoms.
+
+    ``Gb[a - k0, b]`` holds :math:`G` of the rows ``k0 .. k-1`` factored last (``b <= a``), as
+    they were before :func:`extend_factor` overwrote ``L``'s rows with the factor; ``lo >= k0``
+    (the atoms before ``lo`` carry weight and stay). The added atoms sit at zero
+    weight, so those the minimizer wants negative would leave one at a time in the minor cycle,
+    each a solve and a downdate (most of a9a's correction time at C = 2^16); here the kept ones'
+    rows of :math:`G` are compacted and the factor re-extended once instead (at most
+    :data:`PRUNE_PASSES` passes: a smaller face can turn more added atoms negative). Returns -1 if the re-extended
+    factor is not definite.
+    """
+    z = np.empty(k)
+    u = np.empty(k)
+    work = np.empty(k)
+    newpos = np.empty(k, dtype=np.int64)
+    for _ in range(PRUNE_PASSES):
+        if k <= k0 or not _face_minimizer(L, k, c, has_c, z, u, work):
+            return k
+        n_keep = lo
+        for a in range(lo, k):
+            if z[a] > 0.0:
+                n_keep += 1
+        if n_keep == k:
+            return k
+        for a in range(k0):
+            newpos[a] = a
+        r = k0
+        for a in range(k0, k):
+            if a >= lo and not z[a] > 0.0:
+                newpos[a] = -1
+                continue
+            newpos[a] = r
+            for b in range(k0):
+                Gb[r - k0, b] = Gb[a - k0, b]
+            for b in range(k0, a + 1):
+                if newpos[b] >= 0:
+                    Gb[r - k0, newpos[b]] = Gb[a - k0, b]
+            idx[r] = idx[a]
+            x[r] = x[a]
+            if has_c:
+                c[r] = c[a]
+            r += 1
+        k = n_keep
+        for a in range(k0, k):
+            for b in range(a + 1):
+                L[a, b] = Gb[a - k0, b]
+        if _extend_factor(L, k0, k) < k:
+            return -1
+    return k
+
+
+def _minor_cycle_py(L, k, x, c, has_c, idx):
+    r"""Wolfe's minor cycle on the face of the factor ``L[:k, :k]`` from the weights ``x[:k]``.
+
+    ``x`` (positive, summing to one), the linear term ``c`` and the atom indices ``idx`` are
+    compacted in place as atoms leave (the factor with them). Returns the final number of
+    atoms, ``x[:k]`` then holding the face's minimizer over the simplex, or :data:`FAILED`
+    (``x`` then is a feasible point no worse than the start, possibly with fewer atoms).
+    """
+    z = np.empty(k)
+    u = np.empty(k)
+    work = np.empty(k)
+    while k > 0:
+        if not _face_minimizer(L, k, c, has_c, z, u, work):
+            return FAILED
+        blocking = -1
+        step = 1.0
+        for a in range(k):
+            d = z[a] - x[a]
+            if z[a] <= 0.0 and d < 0.0:
+                ratio = x[a] / -d
+                if blocking < 0 or ratio < step:
+                    step = ratio
+                    blocking = a
+        if blocking < 0:  # z > 0: the face's minimizer over the simplex
+            for a in range(k):
+                x[a] = z[a]
+            return k
+        # Toward z until x[blocking] reaches zero; that atom leaves the face.
+        for a in range(k):
+            x[a] = x[a] + step * (z[a] - x[a])
+        x[blocking] = 0.0
+        for a in range(blocking, k - 1):
+            x[a] = x[a + 1]
+            idx[a] = idx[a + 1]
+            if has_c:
+                c[a] = c[a + 1]
+        _remove_position(L, k, blocking)
+        k -= 1
+        total = 0.0
+        for a in range(k):
+            if x[a] < 0.0:
+                x[a] = 0.0
+            total += x[a]
+        for a in range(k):
+            x[a] /= total
+    return k
+
+
+def _face_growth_py(k):
+    """How many violators a correction adds to a face of ``k`` atoms: a quarter of it, at least
+    :data:`MIN_ADD`. (As many as the face holds cost several times the window's estimate
+    on svmguide1 at moderate C, where most added atoms left again.)"""
+    n_add = k // GROWTH
+    return n_add if n_add > MIN_ADD else MIN_ADD
+
+
+def _face_atoms_py(w, s, p, max_face):
+    r"""The atoms of a correction's face: the support of ``w`` (in index order), then the atoms
+    outside it whose gradient is below :math:`p = w^\top s` -- those whose entry would lower
+    the objective, the most violating first (stable order) -- as many as :func:`face_growth`
+    says, within ``max_face`` (:func:`face_budget`). Returns ``(idx, n_support)``; no
+    atoms when the support alone exceeds ``max_face``.
+
+    Wolfe's minor cycle starts from their zero weights: an atom whose face minimizer weight is
+    negative leaves at once, the others enter. Adding many atoms at a time is what makes the
+    step identify a large support in a few corrections, where Frank-Wolfe steps add one atom
+    per iteration (a9a at C = 2^16: thousands of support vectors).
+    """
+    n = w.shape[0]
+    k = 0
+    n_viol = 0
+    for r in range(n):
+        if w[r] > 0.0:
+            k += 1
+        elif s[r] < p:
+            n_viol += 1
+    if k > max_face:  # beyond what the plain steps paid for: no face
+        return np.empty(0, dtype=np.int64), 0
+    room = max_face - k
+    n_add = _face_growth(k)
+    if n_add > n_viol:
+        n_add = n_viol
+    if n_add > room:
+        n_add = room if room > 0 else 0
+    viol = np.empty(n_viol, dtype=np.int64)
+    score = np.empty(n_viol)
+    q = 0
+    for r in range(n):
+        if not w[r] > 0.0 and s[r] < p:
+            viol[q] = r
+            score[q] = s[r]
+            q += 1
+    order = np.argsort(score, kind="mergesort")
+    idx = np.empty(k + n_add, dtype=np.int64)
+    q = 0
+    for r in range(n):
+        if w[r] > 0.0:
+            idx[q] = r
+            q += 1
+    for a in range(n_add):
+        idx[k + a] = viol[order[a]]
+    return idx, k
+
+
+def _violators_py(w, s, p, n_add):
+    r"""Up to ``n_add`` atoms outside the support of ``w`` whose gradient is below
+    :math:`p = w^\top s` (their entry would lower the objective), the most violating first
+    (stable order on ties)."""
+    n = w.shape[0]
+    n_viol = 0
+    for r in range(n):
+        if not w[r] > 0.0 and s[r] < p:
+            n_viol += 1
+    viol = np.empty(n_viol, dtype=np.int64)
+    score = np.empty(n_viol)
+    q = 0
+    for r in range(n):
+        if not w[r] > 0.0 and s[r] < p:
+            viol[q] = r
+            score[q] = s[r]
+            q += 1
+    order = np.argsort(score, kind="mergesort")
+    take = n_add if n_add < n_viol else n_viol
+    out = np.empty(take, dtype=np.int64)
+    for a in range(take):
+        out[a] = viol[order[a]]
+    return out
+
+
+def _face_budget_py(n, iterations):
+    r"""The largest face a correction may factor after ``iterations`` plain iterations on ``n``
+    atoms: its cost :math:`k^3/3` at most what they cost, about :math:`10 n` each (a row read,
+    the update and the selection, memory-bound: measured 10-25 ns an entry against about
+    1 ns a multiply-add in the factorization), and at most :data:`MAX_FACE` and ``n``. This
+    bounds a correction's overhead where the plain steps are fast (5,600 examples converging in
+    a few thousand iterations factored faces of thousands of atoms, 25x the fit's time)."""
+    k = (3.0 * ITERATION_COST * n * iterations) ** (1.0 / 3.0)
+    cap = MAX_FACE if MAX_FACE < n else n
+    return cap if k >= cap else int(k)
+
+
+def _axpy_py(out, coef, h):
+    """``out += coef * h`` entry by entry (float64 ``out``; ``h`` in its own precision)."""
+    for r in range(out.shape[0]):
+        out[r] += coef * h[r]
+
+
+def _correction_window_py(n_face, n):
+    r"""Iterations of a window (see :data:`STALL`) starting on a face of ``n_face`` atoms among
+    ``n``: a correction costs about :math:`k^3/3` for the factor plus :math:`2kn` for the
+    face's rows and the new gradient, a plain iteration about :math:`3n` (a row, the update,
+    the selection)."""
+    k = float(n_face)
+    cost = k * k * k / 3.0 + 2.0 * k * n
+    iters = RATIO * cost / (3.0 * n)
+    return MIN_WINDOW if iters < MIN_WINDOW else int(iters)
+
+
+_dot4 = njit(_dot4_py, fallback=True)
+extend_factor = njit(_extend_factor_py, fallback=True)
+_extend_factor = extend_factor
+cholesky_in_place = njit(_cholesky_in_place_py, fallback=True)
+remove_position = njit(_remove_position_py, fallback=True)
+# The kernels call their helpers through these names: compiled ones when numba is there.
+_remove_position = remove_position
+_triangular_solve = njit(_triangular_solve, fallback=True)
+face_minimizer = njit(_face_minimizer_py, fallback=True)
+_face_minimizer = face_minimizer
+minor_cycle = njit(_minor_cycle_py, fallback=True)
+prune = njit(_prune_py, fallback=True)
+extend_skipping = njit(_extend_skipping_py, fallback=True)
+correction_window = njit(_correction_window_py, fallback=True)
+axpy = njit(_axpy_py, fallback=True)
+face_growth = njit(_face_growth_py, fallback=True)
+face_budget = njit(_face_budget_py, fallback=True)
+_face_growth = face_growth
+face_atoms = njit(_face_atoms_py, fallback=True)
+violators = njit(_violators_py, fallback=True)
+
+
+def face_minimize(G, x, c=None):
+    r"""Minimize :math:`\tfrac12 z^\top G z + c^\top z` over the simplex of the face, from ``x``.
+
+    A convenience around the kernels for host arrays (the engine's storage and the tests).
+
+    Parameters
+    ----------
+    G : ndarray of shape (k, k)
+        The quadratic on the face (symmetric; only its lower triangle is read). Overwritten
+        by its factor.
+    x : ndarray of shape (k,)
+        Positive weights summing to one (the current iterate on the face).
+    c : ndarray of shape (k,), optional
+        Linear term on the face.
+
+    Returns
+    -------
+    z : ndarray of shape (k,)
+        The minimizer over the face's simplex, zeros where atoms left (positions kept), or
+        None when ``G`` is not numerically definite.
+    """
+    G = np.ascontiguousarray(G, dtype=np.float64)
+    k = G.shape[0]
+    x = np.array(x, dtype=np.float64)
+    has_c = c is not None
+    c_arr = np.array(c, dtype=np.float64) if has_c else np.zeros(1)
+    if not cholesky_in_place(G, k):
+        return None
+    idx = np.arange(k, dtype=np.int64)
+    kept = minor_cycle(G, k, x, c_arr, has_c, idx)
+    if kept == FAILED:
+        return None
+    z = np.zeros(k)
+    z[idx[:kept]] = x[:kept]
+    return z
