@@ -707,3 +707,22 @@ def test_sfw_refuses_a_momentum_buffer_of_another_shape():
                                          r"\(3, 5\)"):
         other.load_state_dict(opt.state_dict())
     assert {k: dict(v) for k, v in other.state.items()} == before
+
+
+def test_chunked_solve_keeps_the_corrective_window(monkeypatch):
+    # At large C the corrective step fires; its stall window must go on across chunks, or a
+    # chunked fit (chunk sizes follow the clock) would differ from run to run.
+    from sklearn.datasets import make_classification
+
+    X, y = make_classification(80, 5, random_state=0)
+    runs = []
+    for chunk, first in ((None, 2000), (1e-9, 10)):
+        monkeypatch.setattr(dense, "CHUNK_SECONDS", chunk)
+        monkeypatch.setattr(dense, "FIRST_CHUNK", first)
+        m = SVC(C=2e4, solver="fw", dense=True, random_state=0).fit(X, y)
+        history = m.result_.history
+        runs.append((m.dual_coef_.numpy(), m.result_.n_iter, list(history.gap),
+                     history.steps[-1].get("correct", 0)))
+    one, chunked = runs
+    assert np.array_equal(one[0], chunked[0]) and one[1] == chunked[1] and one[2] == chunked[2]
+    assert one[3] > 0 and one[1] > 50  # corrections were taken, over many chunks

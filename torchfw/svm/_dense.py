@@ -96,6 +96,15 @@ def _solve(variant, P, cache, rows, y, inv_c, diag, w, s, wp, sp, support, state
     win_len = _correction_window(_n_positive(w), n)
     win_first = p - s_min
     win_min = win_first
+    if state.shape[0] >= 16 and state[10] > 0.0:
+        # A resumed solve (solve() runs in chunks): the window goes on where the last call left
+        # it, its iterations counted from this call's first, so that a chunked solve is the one
+        # call's, bit for bit.
+        win_start = int(state[11])
+        last_correction = int(state[12])
+        win_len = int(state[13])
+        win_first = state[14]
+        win_min = state[15]
     while True:
         value = 0.5 * (p + t) + 0.0
         gap = p - s_min
@@ -261,6 +270,13 @@ def _solve(variant, P, cache, rows, y, inv_c, diag, w, s, wp, sp, support, state
             i_min, s_min, j_max, s_max, p, t = _select(w, s, s, False)
             k += 1
     _store(state, p, t, s_min, i_min, s_max, j_max, W, p_prev, t_prev, n_support)
+    if state.shape[0] >= 16:
+        state[10] = 1.0
+        state[11] = win_start - k
+        state[12] = last_correction - k
+        state[13] = win_len
+        state[14] = win_first
+        state[15] = win_min
     return k, status, n_hist
 
 
@@ -453,7 +469,8 @@ class Start:
 
     ``w, s`` (float64) are the weights and scores; ``wp, sp`` the previous iterate (PARTAN,
     else aliases of ``w, s``); ``support`` the atoms that ever had weight, in order of arrival
-    (PARTAN); ``state`` ``[p, t, s_min, i_min, s_max, j_max, W, p_prev, t_prev, n_support]``.
+    (PARTAN); ``state`` ``[p, t, s_min, i_min, s_max, j_max, W, p_prev, t_prev, n_support]``,
+    then the corrective step's window that a resumed chunk continues (:func:`_solve`).
     """
 
     __slots__ = ("w", "s", "wp", "sp", "support", "state")
@@ -464,7 +481,8 @@ class Start:
         self.wp = np.empty(n) if keep_previous else self.w
         self.sp = np.empty(n) if keep_previous else self.s
         self.support = np.empty(n if keep_previous else 1, dtype=np.int64)
-        self.state = np.zeros(10)
+        # The scalars of the iterate, then the corrective step's window (carried between chunks).
+        self.state = np.zeros(16)
 
     @classmethod
     def of_engine(cls, engine) -> Start:
@@ -477,7 +495,7 @@ class Start:
         self.state = np.array([engine.p, engine.t, engine.s_min, engine.i_min, engine.s_max,
                                engine.j_max, engine.W if keep else 0.0,
                                engine.p_prev if keep else 0.0, engine.t_prev if keep else 0.0,
-                               engine._n_support if keep else 0], dtype=np.float64)
+                               engine._n_support if keep else 0] + [0.0] * 6, dtype=np.float64)
         return self
 
     def value(self) -> float:
