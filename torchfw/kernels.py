@@ -155,7 +155,13 @@ def make_kernel(name: str, gamma: float = 1.0, degree: int = 3, coef0: float = 0
 
 
 def _host_array(X: Tensor):
-    """``X`` as the host array a user's kernel function receives (dense NumPy or SciPy CSR)."""
+    """``X`` as the host array a user's kernel function receives (dense NumPy or SciPy CSR).
+
+    Anything but a tensor (the rows of non-numeric ``X``: a list of strings, an object array)
+    is passed on as it is, as scikit-learn passes ``X`` to a callable kernel.
+    """
+    if not isinstance(X, Tensor):
+        return X
     X = X.detach().cpu()
     if _is_csr(X):
         import scipy.sparse
@@ -197,7 +203,8 @@ class CallableKernel:
         except (TypeError, ValueError) as exc:
             raise ValueError(f"kernel function {label} returned {type(out).__name__}, which is "
                              f"not an array of numbers ({exc})") from None
-        expected = (int(A.shape[0]), int(B.shape[0]))
+        expected = (len(A) if not hasattr(A, "shape") else int(A.shape[0]),
+                    len(B) if not hasattr(B, "shape") else int(B.shape[0]))
         if values.shape != expected:
             raise ValueError(f"kernel function {label} returned an array of shape "
                              f"{values.shape} for inputs of {expected[0]} and {expected[1]} rows;"
@@ -262,14 +269,14 @@ class SVMDualOperator(CachedColumnsMixin, ColumnOperator):
                 f"{column_bytes / 2**20:.3f} MB; the solvers need at least 2 "
                 f"(cache_size >= {2 * column_bytes / 2**20:.3f})")
         self.y = y.to(device=X.device, dtype=dtype).contiguous()
+        # C = inf (the hard margin) is 1/C = 0: the dual stays a simplex QP
         if isinstance(C, Tensor):
-            check_finite("C", C)
-            if C.shape != (m,) or bool((C <= 0).any()):
+            if C.shape != (m,) or bool(torch.isnan(C).any()) or bool((C <= 0).any()):
                 raise ValueError("a per-example C must have shape (m,) and positive entries")
             self.inv_C = (1.0 / C.to(device=X.device, dtype=dtype)).contiguous()
         else:
-            self.inv_C = torch.full((m,), 1.0 / check_positive("C", C), dtype=dtype,
-                                    device=X.device)
+            self.inv_C = torch.full((m,), 1.0 / check_positive("C", C, allow_inf=True),
+                                    dtype=dtype, device=X.device)
         self._store_data(X)
         self.sq = _row_norms_sq(self.X).to(dtype).contiguous()
         if self._host_ok:

@@ -43,6 +43,7 @@ from . import _svc_custom, _svc_dense
 from . import exceptions as _exceptions
 from ._data import accuracy, as_labels, as_sample_weight, drop_zero_weight, take_rows
 from ._estimator import BaseEstimator, check_is_fitted
+from ._svc_attrs import class_order, example_class, namespace_of, not_one_vs_one, publish
 from ._svc_multiclass import (
     binary_problems,
     ovo_to_ovr,
@@ -95,6 +96,51 @@ SMALL_M, SMALL_TOL, TOL = 1000, 0.1, 0.3
 
 #: Solver names accepted by :class:`SVC` (from :data:`torchfw.solvers.SOLVERS`).
 SOLVERS = solver_names("svc")
+
+
+def _svc_weights(sample_weight, n_samples: int) -> np.ndarray | None:
+    """``sample_weight`` checked, negative weights set to 0 (the example left out).
+
+    As scikit-learn's SVC (LIBSVM drops the examples of weight <= 0): a negative weight is no
+    error, but all weights <= 0 are (nothing to fit).
+    """
+    if sample_weight is None:
+        return None
+    if isinstance(sample_weight, Tensor):
+        sample_weight = sample_weight.detach().cpu().numpy()
+    array = np.asarray(sample_weight)
+    if array.dtype.kind in "iuf":
+        array = np.where(array < 0, 0.0, array)  # NaN stays NaN: refused below
+    return as_sample_weight(array, n_samples)
+
+
+def _class_weights(class_weight, y_encoded: np.ndarray, classes) -> np.ndarray:
+    """``class_weight_``: each class's multiplier of C (1 without ``class_weight``)."""
+    per_example = example_C(1.0, class_weight, y_encoded, classes)
+    if isinstance(per_example, float):
+        return np.ones(len(classes))
+    first = np.array([np.flatnonzero(y_encoded == c)[0] for c in range(len(classes))])
+    return per_example.numpy()[first].astype(np.float64)
+
+
+def _take(objects, index):
+    """Rows ``index`` of non-numeric training input (an array, or a list kept as a list)."""
+    index = np.asarray(index, dtype=np.int64)
+    if isinstance(objects, np.ndarray):
+        return objects[index]
+    return [objects[int(i)] for i in index]
+
+
+def _take_object_rows(objects, index: Tensor):
+    """:func:`torchfw._data.take_rows` for non-numeric input (the probability folds)."""
+    return _take(objects, index.cpu().numpy())
+
+
+def _zero_margin_message(C) -> str:
+    return ("the SVM's margin is 0: no boundary separates the classes at this C"
+            + (" (C=inf is the hard margin, which needs data the kernel separates: no "
+               "identical examples with different labels; use a finite C)"
+               if np.isinf(float(C)) else ""))
 
 
 class SVC(BaseEstimator):
@@ -232,7 +278,7 @@ class SVC(BaseEstimator):
                  dtype=None, class_weight=None, random_state=None, verbose=False,
                  warm_start=False, n_init=20, time_limit=None, average=True, dense="auto",
                  probability=False, multi_class="auto", decision_function_shape="ovr",
-                 break_ties=False):
+                 break_ties=False, shrinking=True):
         self.kernel = kernel
         self.C = C
         self.gamma = gamma
@@ -257,6 +303,7 @@ class SVC(BaseEstimator):
         self.multi_class = multi_class
         self.decision_function_shape = decision_function_shape
         self.break_ties = break_ties
+        self.shrinking = shrinking
 
     # -- validation ----------------------------------------------------------------------------
 
@@ -305,6 +352,13 @@ class SVC(BaseEstimator):
         self._check_params()
         device = resolve_device(self.device)
         kdtype = self.dtype or torch.float32
+        self._begin_fit(X)
+        objects = None
+        if callable(self.kernel) and not _svc_custom.numeric(X):
+            # scikit-learn passes any X to a callable kernel (strings, graphs, ...): the
+            # function gives the Gram matrix, the rows stand in as their indices.
+            objects = X if isinstance(X, np.ndarray) else list(X)
+            X = torch.arange(len(objects), dtype=kdtype).reshape(-1, 1)
         # One torch thread for a small input from its validation on: converting a 1,257 x 64
         # array took 2 ms per copy on two threads with the other core busy, 0.05 ms on one.
         with few_threads(X, device=device):
@@ -313,17 +367,53 @@ class SVC(BaseEstimator):
                 raise ValueError(f"kernel='precomputed': fit takes the square (n_samples, "
                                  f"n_samples) Gram matrix of the training examples; got a "
                                  f"{X.shape[0]} x {X.shape[1]} matrix")
+            self.shape_fit_ = tuple(int(n) for n in X.shape) if objects is None else \
+                (len(objects),)
             with few_threads(X):
-                return self._fit(X, y, sample_weight, kdtype)
+                return self._fit(X, y, sample_weight, kdtype, objects)
 
-    def _fit(self, X: Tensor, y, sample_weight, kdtype) -> SVC:
+    def _begin_fit(self, X) -> None:
+        """What every fit records first: the input's namespace and the seed of its draws."""
+        self._namespace = namespace_of(X)
+        self._fit_seed = self._draw_seed()
+        self._sv_objects = None
+
+    def _draw_seed(self) -> int:
+        """The seed of this fit's random draws (initial subsets, sampling, probability folds).
+
+        ``random_state=None`` is a fixed seed, 0: as LIBSVM, whose fits are deterministic, two
+        fits of the same data give the same model. An int is the seed itself; a NumPy
+        ``RandomState`` or ``Generator`` gives one draw per fit (scikit-learn's convention:
+        refits differ).
+        """
+        rs = self.random_state
+        if rs is None:
+            return 0
+        if isinstance(rs, np.random.RandomState):
+            return int(rs.randint(np.iinfo(np.int32).max))
+        if isinstance(rs, np.random.Generator):
+            return int(rs.integers(np.iinfo(np.int32).max))
+        if isinstance(rs, (bool, np.bool_)) or not isinstance(rs, (int, np.integer)):
+            raise ValueError(f"random_state must be None, an int, a numpy RandomState or "
+                             f"Generator; got {rs!r}")
+        return int(rs)
+
+    def _problem_seed(self, k: int) -> int:
+        """The seed of binary problem ``k``'s draws (problems draw independently)."""
+        return getattr(self, "_fit_seed", 0) + k
+
+    def _fit(self, X: Tensor, y, sample_weight, kdtype, objects=None) -> SVC:
         y = as_labels(y, X.shape[0], estimator=type(self).__name__)
         n_columns = X.shape[1]
-        X, y, sample_weight, kept = drop_zero_weight(X, y, as_sample_weight(sample_weight,
-                                                                              X.shape[0]))
+        X, y, sample_weight, kept = drop_zero_weight(X, y, _svc_weights(sample_weight,
+                                                                         X.shape[0]))
         if kept is not None and self._precomputed():  # the Gram matrix of the kept examples
             index = torch.from_numpy(kept).to(X.device)
             X = (X.to_dense() if X.layout == torch.sparse_csr else X)[:, index].contiguous()
+        if objects is not None:
+            if kept is not None:
+                objects = _take(objects, kept)
+            X = torch.arange(len(objects), dtype=kdtype).reshape(-1, 1)
         classes, y_encoded = np.unique(y, return_inverse=True)
         if len(classes) < 2:
             raise ValueError(f"y has a single class ({classes[0]!r}), 1 class where SVC needs at "
@@ -332,9 +422,10 @@ class SVC(BaseEstimator):
         self._n_fit = X.shape[0]  # what tol="auto" reads
         self.classes_ = classes
         self.n_features_in_ = n_columns  # precomputed: the training examples K_test must list
-        self._gamma = self._resolve_gamma(X)
+        self._gamma = 1.0 if objects is not None else self._resolve_gamma(X)
         self._kernel = self._make_kernel()
         C_examples = self._example_C(y_encoded, len(classes), sample_weight)
+        self.class_weight_ = _class_weights(self.class_weight, y_encoded, classes)
         self.multi_class_ = resolve_scheme(self.multi_class, X.shape[0], len(classes),
                                            self.decision_function_shape)
         problems = binary_problems(y_encoded, len(classes), self.multi_class_)
@@ -350,9 +441,11 @@ class SVC(BaseEstimator):
             getattr(self, "_batched_ovr", X.is_cuda)
         if self._custom_kernel():  # the compiled solve on the given m x m matrix, or an error
             _svc_custom.check_custom_kernel(self, X.shape[0], X.device)
+            gram = _svc_custom.train_gram(self._kernel, X, kdtype) if objects is None else \
+                _svc_custom.train_gram(None, torch.from_numpy(
+                    self._kernel.matrix(objects, objects)), kdtype)
             alphas, results = _svc_dense.fit_problems(
-                self, X, problems, C_examples, kdtype, previous, _solver_factory,
-                gram=_svc_custom.train_gram(self._kernel, X, kdtype))
+                self, X, problems, C_examples, kdtype, previous, _solver_factory, gram=gram)
         elif batched:
             from ._svc_batched import fit_ovr_batched
 
@@ -370,18 +463,30 @@ class SVC(BaseEstimator):
                 alphas.append(scatter(alpha, problem.rows, X.shape[0]))
                 results.append(result)
         self._alphas = alphas
-        self._set_model(X, [p.labels_over(X.shape[0]) for p in problems], alphas, results)
+        if np.isinf(float(self.C)) and not all(r.converged for r in results):
+            worst = max(r.n_iter for r in results)
+            raise ValueError(f"C=inf (the hard margin) did not converge in {worst} iterations: "
+                             f"the margin is near 0, so the data are not (or barely) separable "
+                             f"by this kernel (identical or near-identical examples of "
+                             f"different classes). Use a finite C, or a larger max_iter if the "
+                             f"data are separable")
+        self._set_model(X, [p.labels_over(X.shape[0]) for p in problems], alphas, results,
+                        defer_publish=True)
         if self._precomputed():  # as scikit-learn: the kernel values stand for the vectors
-            self.support_vectors_ = torch.empty((0, 0), dtype=kdtype, device=X.device)
+            self._sv = torch.empty((0, 0), dtype=kdtype, device=X.device)
+        if objects is not None:  # the support vectors are the user's own rows
+            self._sv_objects = _take(objects, self.support_)
         if kept is not None:  # support_ indexes the rows given to fit
-            self.support_ = kept[self.support_]
+            self.support_ = kept[self.support_].astype(np.int32)
+        publish(self)
         self.probA_ = self.probB_ = None
         if self.probability:
             from ._svm_probability import fit_platt
 
-            self.probA_, self.probB_ = fit_platt(self, X, y_encoded, take_rows,
-                                                 shape=self._scheme(),
-                                                 pairwise=self._precomputed())
+            self.probA_, self.probB_ = fit_platt(
+                self, X if objects is None else objects, y_encoded,
+                take_rows if objects is None else _take_object_rows, shape=self._scheme(),
+                pairwise=self._precomputed(), sample_weight=sample_weight)
         return self
 
     def _stop_tol(self) -> float:
@@ -430,26 +535,108 @@ class SVC(BaseEstimator):
         """The start of a lazy solve (:func:`torchfw._svc_start.initial_alpha`)."""
         return initial_alpha(operator, y_pm, self.n_init, seed)
 
-    def _set_model(self, X: Tensor, problems, alphas, results) -> None:
+    def _set_model(self, X: Tensor, problems, alphas, results,
+                   defer_publish: bool = False) -> None:
+        """The fitted model from the problems' labels over ``X`` and their dual solutions.
+
+        Keeps the torch copies prediction uses (``_sv``, ``_coef``, ``_bias``; one row per
+        binary problem) and sets the public attributes in scikit-learn's layout
+        (:mod:`torchfw._svc_attrs`; ``defer_publish``: the caller publishes once it is done).
+        """
         # All problems at once in NumPy (per-problem tensor ops: a fifth of a 100-example fit)
         A = torch.stack(alphas).cpu().numpy()
+        labels = np.stack(problems)
         positive = A > 0
         support = np.flatnonzero(positive.any(0))
-        signed = A * np.stack(problems)
+        # Class by class, by index within a class: LIBSVM's and scikit-learn's order.
+        k = len(self.classes_)
+        sv_class = example_class(labels[:, support], k, self._scheme())
+        support = support[class_order(support, sv_class)]
+        signed = A * labels
         # rho = alpha' K~ alpha = 2 f at the alpha the model uses (the tail average if any)
         rho = np.array([2.0 * (r.value if r.average is None else r.average_value)
                         for r in results])
-        self.support_ = support
-        self.support_vectors_ = take_rows(X, torch.from_numpy(support).to(X.device))
-        self.dual_coef_ = torch.from_numpy(signed[:, support] / rho[:, None]).to(X.device)
-        self.intercept_ = torch.from_numpy(signed.sum(1) / rho).to(X.device)
-        self.n_support_ = positive.sum(1)
+        if not (np.isfinite(rho).all() and (rho > 0).all()):
+            raise ValueError(_zero_margin_message(self.C))
+        self.support_ = support.astype(np.int32)
+        self.n_support_ = np.bincount(sv_class, minlength=k).astype(np.int32)
+        self._sv = take_rows(X, torch.from_numpy(support).to(X.device))
+        self._coef = torch.from_numpy(signed[:, support] / rho[:, None]).to(X.device)
+        self._bias = torch.from_numpy(signed.sum(1) / rho).to(X.device)
         self.result_ = results[0] if len(results) == 1 else results
         # A problem its start already solves (the exact solve on the initial subset) counts
         # one iteration: that solve is the solver's work (scikit-learn's n_iter_ >= 1).
-        n_iter = np.array([max(1, r.n_iter) for r in results])
-        self.n_iter_ = int(n_iter[0]) if len(results) == 1 else n_iter
+        self.n_iter_ = np.array([max(1, r.n_iter) for r in results], dtype=np.int32)
+        # scikit-learn's fit_status_: 0 when every problem met its stopping rule, else 1.
+        self.fit_status_ = int(not all(r.converged for r in results))
         del self._X_train
+        if not defer_publish:
+            publish(self)
+
+    # -- scikit-learn's attributes ---------------------------------------------------------------
+
+    @property
+    def dual_coef_(self):
+        r"""Dual coefficients in scikit-learn's layout: ``(1, n_SV)`` or ``(k - 1, n_SV)``.
+
+        :math:`\alpha_i y_i / \rho` on the margin-1 scale, support vectors class by class;
+        one-vs-one packs the pairs as LIBSVM (see :mod:`torchfw._svc_attrs`). A one-vs-rest
+        model raises AttributeError (its rows are ``problem_dual_coef_``).
+        """
+        check_is_fitted(self, "_coef")
+        if self._dual_coef_public is None:
+            raise not_one_vs_one("dual_coef_")
+        return self._dual_coef_public
+
+    @property
+    def intercept_(self):
+        """Intercepts ``(1,)`` or ``(k(k-1)/2,)`` (pairs (0, 1), (0, 2), ...), as scikit-learn.
+
+        A one-vs-rest model raises AttributeError (its ``k`` are ``problem_intercept_``).
+        """
+        check_is_fitted(self, "_coef")
+        if self._dual_coef_public is None:
+            raise not_one_vs_one("intercept_")
+        return self._problem_intercept_public
+
+    @property
+    def problem_dual_coef_(self):
+        """One row per binary problem ``(n_problems, n_SV)``: 1, ``k`` (one-vs-rest) or
+        ``k(k-1)/2`` (one-vs-one pairs, zeros outside a pair's classes)."""
+        check_is_fitted(self, "_coef")
+        return self._problem_dual_coef_public
+
+    @property
+    def problem_intercept_(self):
+        """One intercept per binary problem ``(n_problems,)``, as ``problem_dual_coef_``."""
+        check_is_fitted(self, "_coef")
+        return self._problem_intercept_public
+
+    @property
+    def coef_(self):
+        r"""Primal weights of a linear kernel, ``(1, d)`` or ``(k(k-1)/2, d)``, read-only.
+
+        :math:`w_p = \sum_s \beta_{ps} x_s` per binary problem (as scikit-learn's, so that
+        ``X @ coef_.T + intercept_`` is the pair values). Other kernels raise AttributeError.
+        """
+        check_is_fitted(self, "_coef")
+        if self.kernel != "linear":
+            raise AttributeError("coef_ is only available when using a linear kernel")
+        if self._dual_coef_public is None:
+            raise not_one_vs_one("coef_")
+        sv = self._sv.to_dense() if self._sv.layout == torch.sparse_csr else self._sv
+        w = self._coef @ sv.to(torch.float64)
+        if self._namespace == "torch":
+            return w
+        out = w.cpu().numpy()
+        if self._namespace == "scipy":
+            import scipy.sparse as sp
+
+            out = sp.csr_matrix(out)
+            out.data.flags.writeable = False
+        else:
+            out.flags.writeable = False
+        return out
 
     # -- prediction ----------------------------------------------------------------------------
 
@@ -461,6 +648,14 @@ class SVC(BaseEstimator):
         column per pair :math:`(i, j)`, positive for class :math:`i` (see ``multi_class``).
         """
         scores = self._decision_values(X)
+        if scores.ndim == 2 and self._scheme() == "ovr" and \
+                self.decision_function_shape == "ovo":
+            # set_params after fit: the pair values were never trained, and k columns are
+            # not what "ovo" asks for
+            raise ValueError("decision_function_shape='ovo' asks for the k(k-1)/2 pair values "
+                             "of a one-vs-one model, but this SVC was fitted one-vs-rest "
+                             "(multi_class_='ovr'); refit with multi_class='ovo', or set "
+                             "decision_function_shape='ovr'")
         if scores.ndim == 2 and self._scheme() == "ovo" and \
                 self.decision_function_shape == "ovr":
             return ovo_to_ovr(scores, len(self.classes_))
@@ -468,10 +663,14 @@ class SVC(BaseEstimator):
 
     def _decision_values(self, X) -> np.ndarray:
         """One column per binary problem (a vector for two classes), on the margin-1 scale."""
-        check_is_fitted(self, "dual_coef_")
+        check_is_fitted(self, "_coef")
         if self._precomputed():
             return _svc_custom.precomputed_scores(self, X)
-        sv = self.support_vectors_
+        if getattr(self, "_sv_objects", None) is not None:  # a callable kernel on the user's own rows
+            K = torch.from_numpy(self._kernel.matrix(X, self._sv_objects))
+            scores = (K @ self._coef.cpu().T + self._bias.cpu()).numpy()
+            return scores[:, 0] if scores.shape[1] == 1 else scores
+        sv = self._sv
         shape = getattr(X, "shape", None)
         work = shape[0] * shape[1] * sv.shape[0] if shape is not None and len(shape) == 2 \
             else None
@@ -481,7 +680,7 @@ class SVC(BaseEstimator):
     def _kernel_scores(self, X: Tensor, sv: Tensor) -> np.ndarray:
         out = []
         chunk = max(1, int(2**27 // (8 * max(1, sv.shape[0]))))  # ~128 MB kernel blocks
-        coef = self.dual_coef_.to(torch.float64)
+        coef = self._coef.to(torch.float64)
         for start in range(0, X.shape[0], chunk):
             rows = torch.arange(start, min(X.shape[0], start + chunk), device=X.device)
             block = take_rows(X, rows)
@@ -493,16 +692,15 @@ class SVC(BaseEstimator):
                 # check_methods_subset_invariance).
                 block = torch.cat([block, block[:1].expand(8 - n_rows, -1)])
             K = self._kernel.pairwise(block, sv)[:n_rows].to(torch.float64)
-            out.append(K @ coef.T + self.intercept_.to(torch.float64))
+            out.append(K @ coef.T + self._bias.to(torch.float64))
         scores = torch.cat(out).cpu().numpy()
         return scores[:, 0] if scores.shape[1] == 1 else scores
 
     def _check_predict_input(self, X) -> Tensor:
-        device = self.support_vectors_.device
-        return self._validate_X(X, reset=False, device=device,
-                                dtype=self.support_vectors_.dtype
-                                if self.support_vectors_.layout == torch.strided
-                                else self.support_vectors_.values().dtype)
+        sv = self._sv
+        return self._validate_X(X, reset=False, device=sv.device,
+                                dtype=sv.dtype if sv.layout == torch.strided
+                                else sv.values().dtype)
 
     def predict(self, X) -> np.ndarray:
         """Predicted class labels.
@@ -558,7 +756,7 @@ class SVC(BaseEstimator):
 
     def as_module(self) -> KernelSVMHead:
         """The decision function as an ``nn.Module`` on the support vectors (dense inputs)."""
-        check_is_fitted(self, "dual_coef_")
+        check_is_fitted(self, "_coef")
         if self._custom_kernel():
             raise ValueError(f"as_module: a KernelSVMHead evaluates one of the kernels "
                              f"{sorted(KERNELS)} on its support vectors; this SVC's kernel "
@@ -566,14 +764,14 @@ class SVC(BaseEstimator):
                              f"cannot be exported as a head")
         from .heads import KernelSVMHead
 
-        return KernelSVMHead(self.support_vectors_, self.dual_coef_, self.intercept_,
+        return KernelSVMHead(self._sv, self._coef, self._bias,
                              kernel=self.kernel, gamma=self._gamma, degree=self.degree,
                              coef0=self.coef0, classes=self.classes_,
                              multi_class=self._scheme())
 
     def state_dict(self) -> dict:
         """The fitted model as tensors and plain values (loadable with ``weights_only=True``)."""
-        check_is_fitted(self, "dual_coef_")
+        check_is_fitted(self, "_coef")
         return svc_state(self)
 
     @classmethod
@@ -586,6 +784,16 @@ class SVC(BaseEstimator):
         # cross-validation tools slice the test rows' columns by the training fold too.
         tags = super().__sklearn_tags__()
         tags.input_tags.pairwise = self._precomputed()
+        # torch tensors in, torch attributes out (scikit-learn's array-API rule); any X goes
+        # to a callable kernel, as scikit-learn's
+        tags.array_api_support = True
+        tags.input_tags.sparse = not self._precomputed()
+        if callable(self.kernel):
+            tags.input_tags.string = True
+        # random_state=None is a fixed seed: fits are deterministic unless a RandomState
+        # instance draws a new seed per fit
+        tags.non_deterministic = isinstance(self.random_state,
+                                            (np.random.RandomState, np.random.Generator))
         return tags
 
     @staticmethod
