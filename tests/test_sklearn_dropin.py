@@ -145,17 +145,21 @@ def test_binary_n_iter_is_an_array():
 
 def test_tags_are_truthful():
     tags = SVC().__sklearn_tags__()
-    assert tags.array_api_support and tags.input_tags.sparse and not tags.non_deterministic
+    assert tags.input_tags.sparse and not tags.non_deterministic
+    # attributes follow the namespace, outputs do not: not scikit-learn's array-API support
+    X, y = _data(3)
+    fitted = SVC().fit(torch.from_numpy(X), y)
+    assert isinstance(fitted.decision_function(torch.from_numpy(X)), np.ndarray)
+    assert not tags.array_api_support
     assert SVC(random_state=np.random.RandomState(0)).__sklearn_tags__().non_deterministic
     assert SVC(kernel="precomputed").__sklearn_tags__().input_tags.pairwise
     assert SVC(kernel=linear_kernel).__sklearn_tags__().input_tags.string
     dist = DistributedSVC().__sklearn_tags__()
-    assert dist.array_api_support and not dist.non_deterministic
+    assert not dist.array_api_support and not dist.non_deterministic
     assert WestonWatkinsSVC().__sklearn_tags__().non_deterministic  # random block orders
     assert not WestonWatkinsSVC(random_state=0).__sklearn_tags__().non_deterministic
     assert not WestonWatkinsSVC().__sklearn_tags__().array_api_support  # torch attributes
     assert not Lasso().__sklearn_tags__().non_deterministic
-    X, y = _data(3)
     assert isinstance(WestonWatkinsSVC(random_state=0).fit(X, y).coef_, torch.Tensor)
 
 

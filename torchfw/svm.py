@@ -146,6 +146,12 @@ def _zero_margin_message(C) -> str:
 class SVC(BaseEstimator):
     r"""Kernel SVM classifier (L2-SVM) trained by Frank-Wolfe methods.
 
+    A drop-in for scikit-learn's ``SVC``: the same parameters and fitted attributes, in the
+    same layouts. The fitted float arrays follow the input's namespace: NumPy float64 for
+    NumPy or SciPy input (SciPy CSR ``support_vectors_`` and ``dual_coef_`` for sparse input),
+    torch tensors on the input's device for torch input (:mod:`torchfw._svc_attrs`); the SVC
+    guide's "Coming from scikit-learn's SVC" lists what differs.
+
     Parameters
     ----------
     kernel : {"rbf", "linear", "poly", "sigmoid", "precomputed"} or callable, default "rbf"
@@ -194,8 +200,12 @@ class SVC(BaseEstimator):
         Precision of kernel values (default float32); solver state is float64.
     class_weight : dict or "balanced", optional
         Multiply C per class, as in scikit-learn.
-    random_state : int, optional
-        Seed of the initial subset and of sampling.
+    random_state : int, numpy RandomState or Generator, optional
+        Seed of the initial subset, of sampling and of the probability folds. ``None`` is a
+        fixed seed (0): fits are deterministic, as LIBSVM's are (two ``SVC()`` fits of the same
+        data give the same model; a random start at the default ``tol`` would move iris's
+        decision values by up to 1). A ``RandomState`` or ``Generator`` draws one seed per fit,
+        so that refits differ, as in scikit-learn.
     verbose : bool, default False
         Show a progress bar with the gap, on a terminal (elsewhere tqdm draws none).
     warm_start : bool, default False
@@ -244,25 +254,47 @@ class SVC(BaseEstimator):
         As in scikit-learn: with ``multi_class="ovo"`` and ``decision_function_shape="ovr"``,
         :meth:`predict` takes the argmax of :meth:`decision_function` (ties in votes broken by
         confidence) instead of LIBSVM's vote (ties to the lowest class index).
+    shrinking : bool, default True
+        Accepted for scikit-learn compatibility; it changes nothing here. LIBSVM's shrinking
+        drops bounded variables from SMO's working set; the Frank-Wolfe solvers move one or
+        two coordinates per iteration and keep no working set to shrink.
 
     Attributes
     ----------
     classes_ : ndarray
-    support_ : ndarray of int
-        Indices of the support vectors (:math:`\alpha_i > 0`).
-    support_vectors_ : Tensor
-    dual_coef_ : Tensor of shape (n_problems, n_SV)
-        :math:`\alpha_i y_i / \rho` per binary problem (decision function on the margin-1
-        scale): one row for two classes, ``k`` for one-vs-rest, ``k(k-1)/2`` for one-vs-one
-        (pairs in the order (0, 1), (0, 2), ..., (k-2, k-1); zeros for examples outside a
-        pair). scikit-learn packs its one-vs-one coefficients as ``(k-1, n_SV)`` instead.
-    intercept_ : Tensor of shape (n_problems,)
-        :math:`b / \rho` per binary problem.
+    support_ : ndarray of int32
+        Indices of the support vectors (:math:`\alpha_i > 0`), class by class, ascending
+        within a class (LIBSVM's and scikit-learn's order).
+    support_vectors_ : ndarray, sparse matrix or Tensor of shape (n_SV, n_features)
+        Their rows (``(0, 0)`` for a precomputed kernel; the rows as given for a callable
+        kernel on non-numeric ``X``).
+    n_support_ : ndarray of int32, shape (n_classes,)
+        Support vectors per class.
+    dual_coef_ : array of shape (1, n_SV) or (n_classes - 1, n_SV)
+        :math:`\alpha_i y_i / \rho` (the decision function on the margin-1 scale). Two classes:
+        one row, positive for ``classes_[1]``. One-vs-one: LIBSVM's packed layout (a support
+        vector of class :math:`c` keeps its coefficient for the pair :math:`(c, o)` in row
+        :math:`o - 1` if :math:`o > c`, else :math:`o`). One-vs-rest has no such layout and
+        raises AttributeError (see ``problem_dual_coef_``).
+    intercept_ : array of shape (1,) or (n_classes (n_classes - 1) / 2,)
+        :math:`b / \rho` per binary problem (pairs (0, 1), (0, 2), ...); one-vs-rest raises.
+    coef_ : array of shape (1, n_features) or (n_pairs, n_features), read-only
+        ``kernel="linear"`` only: the primal weights of each binary problem.
+    problem_dual_coef_ : array of shape (n_problems, n_SV)
+        One row per binary problem: 1 for two classes, ``k`` for one-vs-rest, ``k(k-1)/2`` for
+        one-vs-one (zeros for support vectors outside a pair).
+    problem_intercept_ : array of shape (n_problems,)
+    class_weight_ : ndarray of shape (n_classes,)
+        Each class's multiplier of C.
+    fit_status_ : int
+        0 when every binary problem met ``tol``, 1 when a budget stopped one.
+    shape_fit_ : tuple
+        The shape of the training ``X``.
     multi_class_ : str
         ``"ovr"`` or ``"ovo"``: the scheme used (``multi_class="auto"`` resolved).
-    n_iter_ : int or ndarray of int
-        Solver iterations (one per binary problem for several classes); a problem solved by
-        its start, the exact solution on the initial subset, counts 1.
+    n_iter_ : ndarray of int32
+        Solver iterations, one per binary problem (shape ``(1,)`` for two classes); a problem
+        solved by its start, the exact solution on the initial subset, counts 1.
     result_ : Result
         The solver's result (gap history, status, step counts).
     """
@@ -345,9 +377,11 @@ class SVC(BaseEstimator):
     def fit(self, X, y, sample_weight=None):
         """Fit the SVM on ``X`` (dense or sparse, ``(n_samples, n_features)``) and labels ``y``.
 
-        ``sample_weight`` (optional, ``(n_samples,)``, >= 0) multiplies each example's C, as
+        ``sample_weight`` (optional, ``(n_samples,)``) multiplies each example's C, as
         ``class_weight`` does per class (scikit-learn's meaning); examples of weight 0 are left
-        out of the problem (their dual variable would be 0).
+        out of the problem (their dual variable would be 0), and so are those of a negative
+        weight, as in scikit-learn's SVC. A non-numeric ``X`` (a list of strings) is accepted
+        with a callable kernel, which receives it as given.
         """
         self._check_params()
         device = resolve_device(self.device)
@@ -784,9 +818,12 @@ class SVC(BaseEstimator):
         # cross-validation tools slice the test rows' columns by the training fold too.
         tags = super().__sklearn_tags__()
         tags.input_tags.pairwise = self._precomputed()
-        # torch tensors in, torch attributes out (scikit-learn's array-API rule); any X goes
-        # to a callable kernel, as scikit-learn's
-        tags.array_api_support = True
+        # The float attributes follow the input's namespace, but predict, decision_function and
+        # predict_proba return NumPy for any input, and the integer attributes are NumPy:
+        # scikit-learn's array-API support (check_array_api_input) asks for all of them in the
+        # input's namespace, so it is not claimed.
+        tags.array_api_support = False
+        # any X goes to a callable kernel, as scikit-learn's
         tags.input_tags.sparse = not self._precomputed()
         if callable(self.kernel):
             tags.input_tags.string = True
