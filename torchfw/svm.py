@@ -150,7 +150,9 @@ class SVC(BaseEstimator):
     same layouts. The fitted float arrays follow the input's namespace: NumPy float64 for
     NumPy or SciPy input (SciPy CSR ``support_vectors_`` and ``dual_coef_`` for sparse input),
     torch tensors on the input's device for torch input (:mod:`torchfw._svc_attrs`); the SVC
-    guide's "Coming from scikit-learn's SVC" lists what differs.
+    guide's "Coming from scikit-learn's SVC" lists what differs. ``dual_coef_``,
+    ``intercept_``, ``coef_``, ``problem_dual_coef_`` and ``problem_intercept_`` are
+    read-only properties, documented with the methods.
 
     Parameters
     ----------
@@ -270,20 +272,6 @@ class SVC(BaseEstimator):
         kernel on non-numeric ``X``).
     n_support_ : ndarray of int32, shape (n_classes,)
         Support vectors per class.
-    dual_coef_ : array of shape (1, n_SV) or (n_classes - 1, n_SV)
-        :math:`\alpha_i y_i / \rho` (the decision function on the margin-1 scale). Two classes:
-        one row, positive for ``classes_[1]``. One-vs-one: LIBSVM's packed layout (a support
-        vector of class :math:`c` keeps its coefficient for the pair :math:`(c, o)` in row
-        :math:`o - 1` if :math:`o > c`, else :math:`o`). One-vs-rest has no such layout and
-        raises AttributeError (see ``problem_dual_coef_``).
-    intercept_ : array of shape (1,) or (n_classes (n_classes - 1) / 2,)
-        :math:`b / \rho` per binary problem (pairs (0, 1), (0, 2), ...); one-vs-rest raises.
-    coef_ : array of shape (1, n_features) or (n_pairs, n_features), read-only
-        ``kernel="linear"`` only: the primal weights of each binary problem.
-    problem_dual_coef_ : array of shape (n_problems, n_SV)
-        One row per binary problem: 1 for two classes, ``k`` for one-vs-rest, ``k(k-1)/2`` for
-        one-vs-one (zeros for support vectors outside a pair).
-    problem_intercept_ : array of shape (n_problems,)
     class_weight_ : ndarray of shape (n_classes,)
         Each class's multiplier of C.
     fit_status_ : int
