@@ -20,7 +20,8 @@ pair value positive for its first class. A one-vs-rest model has no such layout:
 ``coef_`` raise (:func:`not_one_vs_one`).
 
 **Namespace** (scikit-learn's array-API rule): NumPy or SciPy input gives NumPy float64
-arrays (SciPy CSR ``support_vectors_`` and ``dual_coef_`` for sparse input, as scikit-learn); torch input gives torch tensors on
+arrays (SciPy CSR ``support_vectors_`` and ``dual_coef_`` for sparse input, as
+scikit-learn); torch input gives torch tensors on
 the training device. Integer bookkeeping (``classes_``, ``support_``, ``n_support_``,
 ``n_iter_``) is NumPy in both cases.
 """
@@ -34,7 +35,7 @@ from torch import Tensor
 __all__ = ["namespace_of", "example_class", "class_order", "pack_ovo", "unpack_ovo",
            "to_namespace", "publish", "not_one_vs_one"]
 
-#: The namespaces a fitted model can speak: ``"numpy"``, ``"scipy"`` (sparse NumPy-side), ``"torch"``.
+#: The namespaces of a fitted model's arrays: ``"numpy"``, ``"scipy"`` (sparse), ``"torch"``.
 NAMESPACES = ("numpy", "scipy", "torch")
 
 

@@ -29,7 +29,8 @@ from torch import Tensor
 from ._svc_dense import VARIANTS, shows_bar
 from .optimizers._kernels import HAVE_NUMBA
 
-__all__ = ["check_custom_kernel", "custom_matrix", "train_gram", "precomputed_scores", "numeric"]
+__all__ = ["check_custom_kernel", "custom_matrix", "train_gram", "precomputed_scores", "numeric",
+           "object_scores"]
 
 #: Relative asymmetry above which a training Gram matrix is refused: float32 rounding of a
 #: symmetric formula stays orders of magnitude below it.
@@ -170,3 +171,10 @@ def numeric(X) -> bool:
     except (TypeError, ValueError):
         return False
     return True
+
+
+def object_scores(model, X) -> np.ndarray:
+    """Decision values of a callable-kernel ``model`` fitted on non-numeric rows."""
+    K = torch.from_numpy(model._kernel.matrix(X, model._sv_objects))
+    scores = (K @ model._coef.cpu().T + model._bias.cpu()).numpy()
+    return scores[:, 0] if scores.shape[1] == 1 else scores

@@ -31,7 +31,7 @@ from . import _kernel_cpu, _kernel_formulas
 from ._column_cache import CachedColumnsMixin, ColumnCache
 from ._data import csr_tensor
 from ._data import take_rows as _take_rows
-from ._validation import check_finite, check_nonnegative, check_positive
+from ._validation import check_nonnegative, check_positive
 from .objectives import ColumnOperator
 
 __all__ = ["Kernel", "RBFKernel", "LinearKernel", "PolynomialKernel", "SigmoidKernel",
@@ -155,13 +155,7 @@ def make_kernel(name: str, gamma: float = 1.0, degree: int = 3, coef0: float = 0
 
 
 def _host_array(X: Tensor):
-    """``X`` as the host array a user's kernel function receives (dense NumPy or SciPy CSR).
-
-    Anything but a tensor (the rows of non-numeric ``X``: a list of strings, an object array)
-    is passed on as it is, as scikit-learn passes ``X`` to a callable kernel.
-    """
-    if not isinstance(X, Tensor):
-        return X
+    """``X`` as the host array a user's kernel function receives (dense NumPy or SciPy CSR)."""
     X = X.detach().cpu()
     if _is_csr(X):
         import scipy.sparse
@@ -193,7 +187,7 @@ class CallableKernel:
     def matrix(self, A: Tensor, B: Tensor) -> np.ndarray:
         """``fn(A, B)`` as a float64 NumPy array, its shape and finiteness checked."""
         label = getattr(self.fn, "__name__", repr(self.fn))
-        out = self.fn(_host_array(A), _host_array(B))
+        out = self.fn(*(_host_array(Z) if isinstance(Z, Tensor) else Z for Z in (A, B)))
         if hasattr(out, "toarray"):  # a SciPy sparse result
             out = out.toarray()
         if isinstance(out, Tensor):
@@ -203,8 +197,7 @@ class CallableKernel:
         except (TypeError, ValueError) as exc:
             raise ValueError(f"kernel function {label} returned {type(out).__name__}, which is "
                              f"not an array of numbers ({exc})") from None
-        expected = (len(A) if not hasattr(A, "shape") else int(A.shape[0]),
-                    len(B) if not hasattr(B, "shape") else int(B.shape[0]))
+        expected = tuple(int(Z.shape[0]) if hasattr(Z, "shape") else len(Z) for Z in (A, B))
         if values.shape != expected:
             raise ValueError(f"kernel function {label} returned an array of shape "
                              f"{values.shape} for inputs of {expected[0]} and {expected[1]} rows;"
@@ -269,14 +262,13 @@ class SVMDualOperator(CachedColumnsMixin, ColumnOperator):
                 f"{column_bytes / 2**20:.3f} MB; the solvers need at least 2 "
                 f"(cache_size >= {2 * column_bytes / 2**20:.3f})")
         self.y = y.to(device=X.device, dtype=dtype).contiguous()
-        # C = inf (the hard margin) is 1/C = 0: the dual stays a simplex QP
-        if isinstance(C, Tensor):
-            if C.shape != (m,) or bool(torch.isnan(C).any()) or bool((C <= 0).any()):
+        if isinstance(C, Tensor):  # C = inf (the hard margin): 1/C = 0
+            if C.shape != (m,) or bool(torch.isnan(C).any() | (C <= 0).any()):
                 raise ValueError("a per-example C must have shape (m,) and positive entries")
             self.inv_C = (1.0 / C.to(device=X.device, dtype=dtype)).contiguous()
         else:
-            self.inv_C = torch.full((m,), 1.0 / check_positive("C", C, allow_inf=True),
-                                    dtype=dtype, device=X.device)
+            self.inv_C = torch.full((m,), 1 / check_positive("C", C, allow_inf=True), dtype=dtype,
+                                    device=X.device)
         self._store_data(X)
         self.sq = _row_norms_sq(self.X).to(dtype).contiguous()
         if self._host_ok:

@@ -43,7 +43,9 @@ from . import _svc_custom, _svc_dense
 from . import exceptions as _exceptions
 from ._data import accuracy, as_labels, as_sample_weight, drop_zero_weight, take_rows
 from ._estimator import BaseEstimator, check_is_fitted
-from ._svc_attrs import class_order, example_class, namespace_of, not_one_vs_one, publish
+from ._svc_attrs import publish
+from ._svc_sklearn import SklearnSVCMixin, _class_weights, _svc_weights, _take, \
+    _take_object_rows
 from ._svc_multiclass import (
     binary_problems,
     ovo_to_ovr,
@@ -98,52 +100,7 @@ SMALL_M, SMALL_TOL, TOL = 1000, 0.1, 0.3
 SOLVERS = solver_names("svc")
 
 
-def _svc_weights(sample_weight, n_samples: int) -> np.ndarray | None:
-    """``sample_weight`` checked, negative weights set to 0 (the example left out).
-
-    As scikit-learn's SVC (LIBSVM drops the examples of weight <= 0): a negative weight is no
-    error, but all weights <= 0 are (nothing to fit).
-    """
-    if sample_weight is None:
-        return None
-    if isinstance(sample_weight, Tensor):
-        sample_weight = sample_weight.detach().cpu().numpy()
-    array = np.asarray(sample_weight)
-    if array.dtype.kind in "iuf":
-        array = np.where(array < 0, 0.0, array)  # NaN stays NaN: refused below
-    return as_sample_weight(array, n_samples)
-
-
-def _class_weights(class_weight, y_encoded: np.ndarray, classes) -> np.ndarray:
-    """``class_weight_``: each class's multiplier of C (1 without ``class_weight``)."""
-    per_example = example_C(1.0, class_weight, y_encoded, classes)
-    if isinstance(per_example, float):
-        return np.ones(len(classes))
-    first = np.array([np.flatnonzero(y_encoded == c)[0] for c in range(len(classes))])
-    return per_example.numpy()[first].astype(np.float64)
-
-
-def _take(objects, index):
-    """Rows ``index`` of non-numeric training input (an array, or a list kept as a list)."""
-    index = np.asarray(index, dtype=np.int64)
-    if isinstance(objects, np.ndarray):
-        return objects[index]
-    return [objects[int(i)] for i in index]
-
-
-def _take_object_rows(objects, index: Tensor):
-    """:func:`torchfw._data.take_rows` for non-numeric input (the probability folds)."""
-    return _take(objects, index.cpu().numpy())
-
-
-def _zero_margin_message(C) -> str:
-    return ("the SVM's margin is 0: no boundary separates the classes at this C"
-            + (" (C=inf is the hard margin, which needs data the kernel separates: no "
-               "identical examples with different labels; use a finite C)"
-               if np.isinf(float(C)) else ""))
-
-
-class SVC(BaseEstimator):
+class SVC(SklearnSVCMixin, BaseEstimator):
     r"""Kernel SVM classifier (L2-SVM) trained by Frank-Wolfe methods.
 
     A drop-in for scikit-learn's ``SVC``: the same parameters and fitted attributes, in the
@@ -203,11 +160,8 @@ class SVC(BaseEstimator):
     class_weight : dict or "balanced", optional
         Multiply C per class, as in scikit-learn.
     random_state : int, numpy RandomState or Generator, optional
-        Seed of the initial subset, of sampling and of the probability folds. ``None`` is a
-        fixed seed (0): fits are deterministic, as LIBSVM's are (two ``SVC()`` fits of the same
-        data give the same model; a random start at the default ``tol`` would move iris's
-        decision values by up to 1). A ``RandomState`` or ``Generator`` draws one seed per fit,
-        so that refits differ, as in scikit-learn.
+        Seed of the initial subset, sampling and probability folds. ``None`` is the fixed seed
+        0 (deterministic fits, as LIBSVM's); a ``RandomState`` draws one seed per fit.
     verbose : bool, default False
         Show a progress bar with the gap, on a terminal (elsewhere tqdm draws none).
     warm_start : bool, default False
@@ -257,32 +211,16 @@ class SVC(BaseEstimator):
         :meth:`predict` takes the argmax of :meth:`decision_function` (ties in votes broken by
         confidence) instead of LIBSVM's vote (ties to the lowest class index).
     shrinking : bool, default True
-        Accepted for scikit-learn compatibility; it changes nothing here. LIBSVM's shrinking
-        drops bounded variables from SMO's working set; the Frank-Wolfe solvers move one or
-        two coordinates per iteration and keep no working set to shrink.
+        Accepted, changes nothing: the Frank-Wolfe solvers keep no working set to shrink.
 
     Attributes
     ----------
-    classes_ : ndarray
-    support_ : ndarray of int32
-        Indices of the support vectors (:math:`\alpha_i > 0`), class by class, ascending
-        within a class (LIBSVM's and scikit-learn's order).
-    support_vectors_ : ndarray, sparse matrix or Tensor of shape (n_SV, n_features)
-        Their rows (``(0, 0)`` for a precomputed kernel; the rows as given for a callable
-        kernel on non-numeric ``X``).
-    n_support_ : ndarray of int32, shape (n_classes,)
-        Support vectors per class.
-    class_weight_ : ndarray of shape (n_classes,)
-        Each class's multiplier of C.
-    fit_status_ : int
-        0 when every binary problem met ``tol``, 1 when a budget stopped one.
-    shape_fit_ : tuple
-        The shape of the training ``X``.
+    classes_, support_, support_vectors_, n_support_, class_weight_, fit_status_, shape_fit_
+        As scikit-learn's SVC (int32 ``support_``, class by class; ``n_support_`` per class).
     multi_class_ : str
         ``"ovr"`` or ``"ovo"``: the scheme used (``multi_class="auto"`` resolved).
     n_iter_ : ndarray of int32
-        Solver iterations, one per binary problem (shape ``(1,)`` for two classes); a problem
-        solved by its start, the exact solution on the initial subset, counts 1.
+        Solver iterations per binary problem (a problem solved by its start counts 1).
     result_ : Result
         The solver's result (gap history, status, step counts).
     """
@@ -365,11 +303,8 @@ class SVC(BaseEstimator):
     def fit(self, X, y, sample_weight=None):
         """Fit the SVM on ``X`` (dense or sparse, ``(n_samples, n_features)``) and labels ``y``.
 
-        ``sample_weight`` (optional, ``(n_samples,)``) multiplies each example's C, as
-        ``class_weight`` does per class (scikit-learn's meaning); examples of weight 0 are left
-        out of the problem (their dual variable would be 0), and so are those of a negative
-        weight, as in scikit-learn's SVC. A non-numeric ``X`` (a list of strings) is accepted
-        with a callable kernel, which receives it as given.
+        ``sample_weight`` multiplies each example's C (scikit-learn's meaning); weights <= 0
+        leave the example out. A callable kernel takes any ``X`` (a list of strings) as given.
         """
         self._check_params()
         device = resolve_device(self.device)
@@ -393,36 +328,6 @@ class SVC(BaseEstimator):
                 (len(objects),)
             with few_threads(X):
                 return self._fit(X, y, sample_weight, kdtype, objects)
-
-    def _begin_fit(self, X) -> None:
-        """What every fit records first: the input's namespace and the seed of its draws."""
-        self._namespace = namespace_of(X)
-        self._fit_seed = self._draw_seed()
-        self._sv_objects = None
-
-    def _draw_seed(self) -> int:
-        """The seed of this fit's random draws (initial subsets, sampling, probability folds).
-
-        ``random_state=None`` is a fixed seed, 0: as LIBSVM, whose fits are deterministic, two
-        fits of the same data give the same model. An int is the seed itself; a NumPy
-        ``RandomState`` or ``Generator`` gives one draw per fit (scikit-learn's convention:
-        refits differ).
-        """
-        rs = self.random_state
-        if rs is None:
-            return 0
-        if isinstance(rs, np.random.RandomState):
-            return int(rs.randint(np.iinfo(np.int32).max))
-        if isinstance(rs, np.random.Generator):
-            return int(rs.integers(np.iinfo(np.int32).max))
-        if isinstance(rs, (bool, np.bool_)) or not isinstance(rs, (int, np.integer)):
-            raise ValueError(f"random_state must be None, an int, a numpy RandomState or "
-                             f"Generator; got {rs!r}")
-        return int(rs)
-
-    def _problem_seed(self, k: int) -> int:
-        """The seed of binary problem ``k``'s draws (problems draw independently)."""
-        return getattr(self, "_fit_seed", 0) + k
 
     def _fit(self, X: Tensor, y, sample_weight, kdtype, objects=None) -> SVC:
         y = as_labels(y, X.shape[0], estimator=type(self).__name__)
@@ -485,13 +390,7 @@ class SVC(BaseEstimator):
                 alphas.append(scatter(alpha, problem.rows, X.shape[0]))
                 results.append(result)
         self._alphas = alphas
-        if np.isinf(float(self.C)) and not all(r.converged for r in results):
-            worst = max(r.n_iter for r in results)
-            raise ValueError(f"C=inf (the hard margin) did not converge in {worst} iterations: "
-                             f"the margin is near 0, so the data are not (or barely) separable "
-                             f"by this kernel (identical or near-identical examples of "
-                             f"different classes). Use a finite C, or a larger max_iter if the "
-                             f"data are separable")
+        self._check_hard_margin(results)
         self._set_model(X, [p.labels_over(X.shape[0]) for p in problems], alphas, results,
                         defer_publish=True)
         if self._precomputed():  # as scikit-learn: the kernel values stand for the vectors
@@ -557,109 +456,6 @@ class SVC(BaseEstimator):
         """The start of a lazy solve (:func:`torchfw._svc_start.initial_alpha`)."""
         return initial_alpha(operator, y_pm, self.n_init, seed)
 
-    def _set_model(self, X: Tensor, problems, alphas, results,
-                   defer_publish: bool = False) -> None:
-        """The fitted model from the problems' labels over ``X`` and their dual solutions.
-
-        Keeps the torch copies prediction uses (``_sv``, ``_coef``, ``_bias``; one row per
-        binary problem) and sets the public attributes in scikit-learn's layout
-        (:mod:`torchfw._svc_attrs`; ``defer_publish``: the caller publishes once it is done).
-        """
-        # All problems at once in NumPy (per-problem tensor ops: a fifth of a 100-example fit)
-        A = torch.stack(alphas).cpu().numpy()
-        labels = np.stack(problems)
-        positive = A > 0
-        support = np.flatnonzero(positive.any(0))
-        # Class by class, by index within a class: LIBSVM's and scikit-learn's order.
-        k = len(self.classes_)
-        sv_class = example_class(labels[:, support], k, self._scheme())
-        support = support[class_order(support, sv_class)]
-        signed = A * labels
-        # rho = alpha' K~ alpha = 2 f at the alpha the model uses (the tail average if any)
-        rho = np.array([2.0 * (r.value if r.average is None else r.average_value)
-                        for r in results])
-        if not (np.isfinite(rho).all() and (rho > 0).all()):
-            raise ValueError(_zero_margin_message(self.C))
-        self.support_ = support.astype(np.int32)
-        self.n_support_ = np.bincount(sv_class, minlength=k).astype(np.int32)
-        self._sv = take_rows(X, torch.from_numpy(support).to(X.device))
-        self._coef = torch.from_numpy(signed[:, support] / rho[:, None]).to(X.device)
-        self._bias = torch.from_numpy(signed.sum(1) / rho).to(X.device)
-        self.result_ = results[0] if len(results) == 1 else results
-        # A problem its start already solves (the exact solve on the initial subset) counts
-        # one iteration: that solve is the solver's work (scikit-learn's n_iter_ >= 1).
-        self.n_iter_ = np.array([max(1, r.n_iter) for r in results], dtype=np.int32)
-        # scikit-learn's fit_status_: 0 when every problem met its stopping rule, else 1.
-        self.fit_status_ = int(not all(r.converged for r in results))
-        del self._X_train
-        if not defer_publish:
-            publish(self)
-
-    # -- scikit-learn's attributes ---------------------------------------------------------------
-
-    @property
-    def dual_coef_(self):
-        r"""Dual coefficients in scikit-learn's layout: ``(1, n_SV)`` or ``(k - 1, n_SV)``.
-
-        :math:`\alpha_i y_i / \rho` on the margin-1 scale, support vectors class by class;
-        one-vs-one packs the pairs as LIBSVM (see :mod:`torchfw._svc_attrs`). A one-vs-rest
-        model raises AttributeError (its rows are ``problem_dual_coef_``).
-        """
-        check_is_fitted(self, "_coef")
-        if self._dual_coef_public is None:
-            raise not_one_vs_one("dual_coef_")
-        return self._dual_coef_public
-
-    @property
-    def intercept_(self):
-        """Intercepts ``(1,)`` or ``(k(k-1)/2,)`` (pairs (0, 1), (0, 2), ...), as scikit-learn.
-
-        A one-vs-rest model raises AttributeError (its ``k`` are ``problem_intercept_``).
-        """
-        check_is_fitted(self, "_coef")
-        if self._dual_coef_public is None:
-            raise not_one_vs_one("intercept_")
-        return self._problem_intercept_public
-
-    @property
-    def problem_dual_coef_(self):
-        """One row per binary problem ``(n_problems, n_SV)``: 1, ``k`` (one-vs-rest) or
-        ``k(k-1)/2`` (one-vs-one pairs, zeros outside a pair's classes)."""
-        check_is_fitted(self, "_coef")
-        return self._problem_dual_coef_public
-
-    @property
-    def problem_intercept_(self):
-        """One intercept per binary problem ``(n_problems,)``, as ``problem_dual_coef_``."""
-        check_is_fitted(self, "_coef")
-        return self._problem_intercept_public
-
-    @property
-    def coef_(self):
-        r"""Primal weights of a linear kernel, ``(1, d)`` or ``(k(k-1)/2, d)``, read-only.
-
-        :math:`w_p = \sum_s \beta_{ps} x_s` per binary problem (as scikit-learn's, so that
-        ``X @ coef_.T + intercept_`` is the pair values). Other kernels raise AttributeError.
-        """
-        check_is_fitted(self, "_coef")
-        if self.kernel != "linear":
-            raise AttributeError("coef_ is only available when using a linear kernel")
-        if self._dual_coef_public is None:
-            raise not_one_vs_one("coef_")
-        sv = self._sv.to_dense() if self._sv.layout == torch.sparse_csr else self._sv
-        w = self._coef @ sv.to(torch.float64)
-        if self._namespace == "torch":
-            return w
-        out = w.cpu().numpy()
-        if self._namespace == "scipy":
-            import scipy.sparse as sp
-
-            out = sp.csr_matrix(out)
-            out.data.flags.writeable = False
-        else:
-            out.flags.writeable = False
-        return out
-
     # -- prediction ----------------------------------------------------------------------------
 
     def decision_function(self, X) -> np.ndarray:
@@ -670,14 +466,7 @@ class SVC(BaseEstimator):
         column per pair :math:`(i, j)`, positive for class :math:`i` (see ``multi_class``).
         """
         scores = self._decision_values(X)
-        if scores.ndim == 2 and self._scheme() == "ovr" and \
-                self.decision_function_shape == "ovo":
-            # set_params after fit: the pair values were never trained, and k columns are
-            # not what "ovo" asks for
-            raise ValueError("decision_function_shape='ovo' asks for the k(k-1)/2 pair values "
-                             "of a one-vs-one model, but this SVC was fitted one-vs-rest "
-                             "(multi_class_='ovr'); refit with multi_class='ovo', or set "
-                             "decision_function_shape='ovr'")
+        self._check_shape(scores)
         if scores.ndim == 2 and self._scheme() == "ovo" and \
                 self.decision_function_shape == "ovr":
             return ovo_to_ovr(scores, len(self.classes_))
@@ -688,10 +477,8 @@ class SVC(BaseEstimator):
         check_is_fitted(self, "_coef")
         if self._precomputed():
             return _svc_custom.precomputed_scores(self, X)
-        if getattr(self, "_sv_objects", None) is not None:  # a callable kernel on the user's own rows
-            K = torch.from_numpy(self._kernel.matrix(X, self._sv_objects))
-            scores = (K @ self._coef.cpu().T + self._bias.cpu()).numpy()
-            return scores[:, 0] if scores.shape[1] == 1 else scores
+        if getattr(self, "_sv_objects", None) is not None:  # a callable kernel, non-numeric X
+            return _svc_custom.object_scores(self, X)
         sv = self._sv
         shape = getattr(X, "shape", None)
         work = shape[0] * shape[1] * sv.shape[0] if shape is not None and len(shape) == 2 \
@@ -800,26 +587,6 @@ class SVC(BaseEstimator):
     def from_state_dict(cls, state: dict, map_location=None) -> SVC:
         """A fitted model from :meth:`state_dict`'s output, checked field by field first."""
         return from_state(cls, state, map_location)
-
-    def __sklearn_tags__(self):
-        # As scikit-learn's SVC: a precomputed kernel's X is pairwise, so that its
-        # cross-validation tools slice the test rows' columns by the training fold too.
-        tags = super().__sklearn_tags__()
-        tags.input_tags.pairwise = self._precomputed()
-        # The float attributes follow the input's namespace, but predict, decision_function and
-        # predict_proba return NumPy for any input, and the integer attributes are NumPy:
-        # scikit-learn's array-API support (check_array_api_input) asks for all of them in the
-        # input's namespace, so it is not claimed.
-        tags.array_api_support = False
-        # any X goes to a callable kernel, as scikit-learn's
-        tags.input_tags.sparse = not self._precomputed()
-        if callable(self.kernel):
-            tags.input_tags.string = True
-        # random_state=None is a fixed seed: fits are deterministic unless a RandomState
-        # instance draws a new seed per fit
-        tags.non_deterministic = isinstance(self.random_state,
-                                            (np.random.RandomState, np.random.Generator))
-        return tags
 
     @staticmethod
     def _n_samples(X) -> int:
