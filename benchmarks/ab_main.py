@@ -104,7 +104,10 @@ def _work_svc(args, name="a9a"):
     info = {"accuracy": float(clf.score(Xt, yt)), "n_iter": int(r.n_iter),
             "objective": float(r.value), "rel_gap": float(r.gap / (2 * r.value)),
             "n_sv": int(len(clf.support_)), "gamma": gamma, "n_train": int(X.shape[0])}
-    return [wall], [cpu], info, {"dual_coef": clf.dual_coef_.double().numpy()}
+    # one row per binary problem (a checkout from before problem_dual_coef_: dual_coef_)
+    coef = clf.problem_dual_coef_ if hasattr(type(clf), "problem_dual_coef_") else \
+        clf.dual_coef_.double()
+    return [wall], [cpu], info, {"dual_coef": np.asarray(coef, dtype=np.float64)}
 
 
 def _work_lasso(args):

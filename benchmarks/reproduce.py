@@ -223,7 +223,7 @@ def section_table2(cfg) -> list[dict]:
             row = {"dataset": name, "m": int(Xtr.shape[0]), "t": int(Xte.shape[0]),
                    "gamma": gamma, "solver": solver, "accuracy": 100 * clf.score(Xte, yte),
                    "wall_s": wall, "cpu_s": cpu, "solver_s": r.history.time[-1],
-                   "iterations": int(r.n_iter), "svs": int(clf.n_support_[0]),
+                   "iterations": int(r.n_iter), "svs": int(clf.n_support_.sum()),
                    "gap": float(r.gap), "f": float(r.value), "status": str(r.status)}
             rows.append(row)
             print(f"[T2] {name:9s} {solver:7s} acc {row['accuracy']:6.2f}  {wall:7.2f}s wall "
@@ -280,7 +280,7 @@ def section_deep(cfg) -> tuple[list[dict], dict]:
             row = {"dataset": name, "solver": solver, "target_eps": eps, "cap_s": cfg["cap"],
                    "status": str(r.status), "iterations": int(r.n_iter), "wall_s": wall,
                    "solver_s": h.time[-1], "final_gap": float(r.gap),
-                   "svs": int(clf.n_support_[0]), "accuracy": 100 * clf.score(Xte, yte),
+                   "svs": int(clf.n_support_.sum()), "accuracy": 100 * clf.score(Xte, yte),
                    "reached": reached, "steps": dict(r.steps)}
             rows.append(row)
             curves[(name, solver)] = (list(h.iteration), list(h.time), list(h.gap))
@@ -344,7 +344,7 @@ def section_sfw(cfg) -> list[dict]:
                         clf, wall, _ = fit_svc(Xtr, ytr, solver=solver, max_iter=epochs * m,
                                                random_state=seed, average=average, **params)
                         runs[average].append(100 * clf.score(Xte, yte))
-                    svs.append(int(clf.n_support_[0]))
+                    svs.append(int(clf.n_support_.sum()))
                     walls.append(wall)
                 row = {"dataset": name, "solver": solver, "epochs": epochs, "m": m,
                        "gamma": gamma, "C_paper": C_paper, "C_svc": 2.0 * C_paper,
@@ -362,8 +362,8 @@ def section_sfw(cfg) -> list[dict]:
                                **params)
         rows.append({"dataset": name, "solver": "swap (reference)", "epochs": None, "m": m,
                      "gamma": gamma, "C_paper": C_paper, "C_svc": 2.0 * C_paper,
-                     "accuracy": 100 * clf.score(Xte, yte), "svs": int(clf.n_support_[0]),
-                     "wall_s": wall, "iterations": int(clf.n_iter_), "tol": cfg["ref_tol"]})
+                     "accuracy": 100 * clf.score(Xte, yte), "svs": int(clf.n_support_.sum()),
+                     "wall_s": wall, "iterations": int(np.sum(clf.n_iter_)), "tol": cfg["ref_tol"]})
         print(f"[SFW] {name:9s} swap reference (tol {cfg['ref_tol']}): acc "
               f"{rows[-1]['accuracy']:.2f} SV {rows[-1]['svs']} {wall:.1f}s", flush=True)
     return rows

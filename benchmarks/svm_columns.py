@@ -85,7 +85,7 @@ def record_requests(solver, X, y, gamma, tol, cache_size, seed=0):
                       random_state=seed).fit(X, y)
     finally:
         SVMDualOperator.column = original
-    return requests, clf.result_.info["cache"], int(clf.n_iter_)
+    return requests, clf.result_.info["cache"], int(np.sum(clf.n_iter_))
 
 
 def lru_hits(requests, slots):

@@ -62,7 +62,7 @@ def child(m: int, d: int, iterations: int, cache_size: float, solver: str) -> No
     elapsed = time.perf_counter() - start
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KB on Linux
     print(json.dumps({"m": m, "d": d, "rss_before_mb": before, "peak_mb": peak,
-                      "fit_s": elapsed, "n_iter": int(model.n_iter_),
+                      "fit_s": elapsed, "n_iter": int(sum(model.n_iter_)),
                       "data_mb": X.element_size() * X.numel() / 2**20}))
 
 

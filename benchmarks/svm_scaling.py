@@ -75,7 +75,8 @@ def main(argv=None) -> None:
             fw_s = time.perf_counter() - t
         row = {"m": m, "sklearn_s": sk_s, "torchfw_s": fw_s, "speedup": sk_s / fw_s,
                "sklearn_accuracy": float((sk.predict(Xts) == yt).mean()),
-               "torchfw_accuracy": fw.score(Xt, yt), "torchfw_iterations": int(fw.n_iter_)}
+               "torchfw_accuracy": fw.score(Xt, yt),
+               "torchfw_iterations": int(np.sum(fw.n_iter_))}
         rows.append(row)
         print(f"{m:7d} {sk_s:10.2f} {fw_s:10.2f} {row['speedup']:9.1f} "
               f"{100 * row['sklearn_accuracy']:9.2f} {100 * row['torchfw_accuracy']:9.2f}",

@@ -77,7 +77,7 @@ def model_gap(model: torchfw.SVC, X, y) -> float:
     """
     y_pm = np.where(y == model.classes_[1], 1.0, -1.0)
     slack = np.zeros(len(y))
-    slack[model.support_] = np.abs(model.dual_coef_[0].double().cpu().numpy()) / model.C
+    slack[model.support_] = np.abs(np.asarray(model.dual_coef_[0], dtype=np.float64)) / model.C
     return float(1.0 - np.min(y_pm * model.decision_function(X) + slack))
 
 

@@ -173,7 +173,7 @@ def test_libsvm_multiclass_model_predicts_identically_in_torchfw(tmp_path):
     Xt, yt = _classes(400, 4, seed=2)
     labels, _, dec = svmutil.svm_predict(yt.tolist(), Xt.tolist(), native, "-q")
     model = read_libsvm_model(path)
-    assert model.multi_class_ == "ovo" and model.dual_coef_.shape[0] == 6
+    assert model.multi_class_ == "ovo" and model.problem_dual_coef_.shape[0] == 6
     assert model.predict(Xt).tolist() == [int(v) for v in labels]
     # LIBSVM's pair values, over its label positions, against ours over sorted classes.
     ours = SVC.from_state_dict(model.state_dict())

@@ -101,7 +101,7 @@ def _worker(rank: int, world: int, store: str, out: str) -> None:
                     else [model.dual_shard_]
                 runs = model.result_ if isinstance(model.result_, list) else [model.result_]
                 # Every rank must end with the very same model.
-                mine = (model.dual_coef_.double().sum().item(), model.support_.tolist())
+                mine = (model.problem_dual_coef_.double().sum().item(), model.support_.tolist())
                 same = len({repr(v) for v in D_.Communicator().all_gather_object(mine)}) == 1
                 results[key] = {
                     "alphas": [gather_shards(s).numpy() for s in shards],

@@ -33,9 +33,12 @@ def fitted():
     X, y = _features()
     # gamma="scale" gives a gamma far from the constructor's default of 1, so a head rebuilt
     # with defaults computes another function.
-    model = torchfw.SVC(kernel="rbf", C=1.0, gamma="scale", random_state=0).fit(X, y)
-    head = KernelSVMHead(model.support_vectors_, model.dual_coef_, model.intercept_,
-                         kernel="rbf", gamma=model._gamma, classes=model.classes_)
+    model = torchfw.SVC(kernel="rbf", C=1.0, gamma="scale", random_state=0,
+                        multi_class="ovr").fit(X, y)
+    # one row per class (a NumPy fit's attributes are NumPy arrays, which the head takes)
+    head = KernelSVMHead(model.support_vectors_, model.problem_dual_coef_,
+                         model.problem_intercept_, kernel="rbf", gamma=model._gamma,
+                         classes=model.classes_)
     return X, y, model, head
 
 

@@ -89,7 +89,9 @@ def test_predict_votes_and_decision_shapes():
     model = tf.SVC(random_state=0, multi_class="ovo").fit(X, labels)
     pairs = tf.SVC(random_state=0, multi_class="ovo", decision_function_shape="ovo").fit(
         X, labels)
-    assert model.dual_coef_.shape[0] == 6 and model.intercept_.shape == (6,)
+    # scikit-learn's layout: (k - 1, n_SV) packed coefficients, one intercept per pair
+    assert model.dual_coef_.shape[0] == 3 and model.intercept_.shape == (6,)
+    assert model.problem_dual_coef_.shape[0] == 6
     grid = np.random.default_rng(1).uniform(-8, 8, size=(500, 2))
     values = pairs.decision_function(grid)
     assert values.shape == (500, 6)
@@ -105,7 +107,7 @@ def test_ovr_still_available_and_different():
     ovr = tf.SVC(random_state=0).fit(X, y)  # "auto", 4 classes below OVO_FROM: one-vs-rest
     ovo = tf.SVC(random_state=0, multi_class="ovo").fit(X, y)
     assert (ovr.multi_class, ovr.multi_class_, ovo.multi_class_) == ("auto", "ovr", "ovo")
-    assert (ovr.dual_coef_.shape[0], ovo.dual_coef_.shape[0]) == (4, 6)  # classes, pairs
+    assert (ovr.problem_dual_coef_.shape[0], ovo.problem_dual_coef_.shape[0]) == (4, 6)
     assert not np.allclose(ovr.decision_function(X), ovo.decision_function(X))
     assert np.array_equal(ovr.predict(X), ovr.classes_[np.argmax(ovr.decision_function(X), 1)])
     assert ovr.score(X, y) > 0.6 and ovo.score(X, y) > 0.6

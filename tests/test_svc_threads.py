@@ -66,8 +66,8 @@ def _fit(X, y, **kw):
 
 
 def _assert_identical(a, b):
-    assert torch.equal(a.dual_coef_, b.dual_coef_)
-    assert torch.equal(a.intercept_, b.intercept_)
+    assert np.array_equal(a.problem_dual_coef_, b.problem_dual_coef_)
+    assert np.array_equal(a.problem_intercept_, b.problem_intercept_)
     assert np.array_equal(np.asarray(a.n_iter_), np.asarray(b.n_iter_))
     assert np.array_equal(np.asarray(a.support_), np.asarray(b.support_))
     ra = a.result_ if isinstance(a.result_, list) else [a.result_]

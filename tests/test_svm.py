@@ -202,7 +202,11 @@ def test_svc_csr_and_dense_inputs_give_the_same_model():
     torch.testing.assert_close(dense.dual_coef_, sparse.dual_coef_, rtol=1e-5, atol=1e-7)
     scipy_sparse = pytest.importorskip("scipy.sparse")
     sp = SVC(**kw).fit(scipy_sparse.csr_matrix(X.numpy()), y.numpy())
-    torch.testing.assert_close(dense.dual_coef_, sp.dual_coef_, rtol=1e-5, atol=1e-7)
+    # SciPy input: SciPy / NumPy attributes (sparse support vectors and dual_coef_, as
+    # scikit-learn's sparse fit)
+    assert scipy_sparse.issparse(sp.dual_coef_) and scipy_sparse.issparse(sp.support_vectors_)
+    np.testing.assert_allclose(dense.dual_coef_.numpy(), sp.problem_dual_coef_, rtol=1e-5,
+                               atol=1e-7)
     np.testing.assert_allclose(dense.decision_function(X), sparse.decision_function(X),
                                rtol=1e-6, atol=1e-6)
 
@@ -374,7 +378,10 @@ def test_streaming_svc_models_the_tail_average_and_its_margin():
     assert last.result_.average is None
     torch.testing.assert_close(mean.result_.x, last.result_.x)
     alpha, rho = mean.result_.average, 2.0 * mean.result_.average_value
-    np.testing.assert_array_equal(mean.support_, torch.nonzero(alpha > 0).squeeze(1).numpy())
+    # support_ lists the support vectors class by class (scikit-learn's order)
+    np.testing.assert_array_equal(np.sort(mean.support_),
+                                  torch.nonzero(alpha > 0).squeeze(1).numpy())
+    assert (np.diff((y.numpy() > 0)[mean.support_].astype(int)) >= 0).all()
     signed = alpha * torch.where(y > 0, 1.0, -1.0).to(alpha)
     torch.testing.assert_close(mean.dual_coef_[0], signed[mean.support_] / rho)
     torch.testing.assert_close(mean.intercept_[0], signed.sum() / rho)

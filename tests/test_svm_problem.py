@@ -105,11 +105,11 @@ def test_a_core_solve_gives_svcs_model(solver):
     opt = make_solver(solver, problem.lmo, estimator="svc", tol=1e-300, rtol=2 * tol,
                       max_iter=100 * X.shape[0], random_state=3)
     result = opt.minimize(problem.objective, problem.x0)
-    assert result.n_iter == svc.n_iter_
+    assert result.n_iter == svc.n_iter_[0]
     assert torch.equal(result.x, svc.result_.x)
     model = problem.to_model(result.x)
     np.testing.assert_array_equal(model.support, svc.support_)
-    np.testing.assert_allclose(model.dual_coef.numpy(), svc.dual_coef_[0].numpy(), rtol=1e-6)
+    np.testing.assert_allclose(model.dual_coef.numpy(), svc.dual_coef_[0], rtol=1e-6)
     assert model.intercept == pytest.approx(float(svc.intercept_[0]), rel=1e-6)
     assert model.rho == pytest.approx(2 * svc.result_.value, rel=1e-6)
     np.testing.assert_allclose(model.decision_function(X_test), svc.decision_function(X_test),

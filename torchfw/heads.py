@@ -17,6 +17,7 @@ import math
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+import numpy as np
 import torch
 from torch import Tensor, nn
 
@@ -75,6 +76,9 @@ class KernelSVMHead(nn.Module):
             raise ValueError(f"multi_class must be 'ovr' or 'ovo', got {multi_class!r}")
         if kernel not in _KERNEL_CODES:
             raise ValueError(f"unknown kernel {kernel!r}; expected one of {list(_KERNEL_CODES)}")
+        # NumPy / SciPy arrays (a fitted SVC's attributes for NumPy input) become tensors
+        support_vectors, dual_coef, intercept = (_as_tensor(a) for a in
+                                                 (support_vectors, dual_coef, intercept))
         if support_vectors.layout != torch.strided:
             support_vectors = support_vectors.to_dense()
         if dual_coef.dim() != 2 or dual_coef.shape[1] != support_vectors.shape[0]:
@@ -246,6 +250,15 @@ class LinearHead(nn.Module):
     @torch.jit.export
     def predict_index(self, x: Tensor) -> Tensor:
         return torch.argmax(self.forward(x), dim=1)
+
+
+def _as_tensor(value) -> Tensor:
+    """A tensor as it is; a SciPy sparse matrix densified; an array-like as a tensor."""
+    if isinstance(value, Tensor):
+        return value
+    if hasattr(value, "toarray"):
+        value = value.toarray()
+    return torch.as_tensor(np.asarray(value))
 
 
 def _plain_classes(classes, n_outputs: int) -> list | None:

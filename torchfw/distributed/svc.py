@@ -107,6 +107,7 @@ class DistributedSVC(SVC):
         comm = Communicator(self.group)
         device = resolve_device(self.device)
         kdtype = self.dtype or torch.float32
+        self._begin_fit(X)  # the namespace of the attributes, the seed (every rank's the same)
         X = self._validate_X(X, reset=True, device=device, dtype=kdtype)  # SVC's checks
         y = as_labels(y, X.shape[0], estimator=type(self).__name__)
         labels = comm.all_gather_object(np.unique(y))
@@ -117,7 +118,9 @@ class DistributedSVC(SVC):
         y_encoded = np.searchsorted(classes, y)
         previous = getattr(self, "_alphas", None) if self.warm_start else None
         self.classes_ = classes
+        self.multi_class_ = "ovr"
         self.n_features_in_ = X.shape[1]
+        self.shape_fit_ = tuple(int(n) for n in X.shape)  # this rank's shard
         self._gamma = self._global_gamma(X, comm)
         self._kernel = make_kernel(self.kernel, self._gamma, self.degree, self.coef0)
         C_examples = self._global_C(y_encoded, len(classes), comm)
@@ -175,7 +178,7 @@ class DistributedSVC(SVC):
         C_local = C_examples if isinstance(C_examples, float) else C_examples.to(X.device)
         op = ShardedSVMDualOperator(X, y_t, self._kernel, C_local, comm=comm, dtype=kdtype)
         m = op.shape[0]
-        seed = None if self.random_state is None else int(self.random_state) + k
+        seed = self._problem_seed(k)
         if alpha0 is not None:
             w0 = alpha0
         else:
@@ -273,7 +276,8 @@ class DistributedSVC(SVC):
                      for k in range(n_prob)]
         self._X_train = X_sv
         self._set_model(X_sv, problems_sv, alphas_sv, results)
-        self.support_ = everything[:, 0].astype(np.int64)
+        # _set_model indexes the gathered rows (class by class): their global indices
+        self.support_ = everything[self.support_, 0].astype(np.int32)
 
     def state_dict(self) -> dict:
         """As :meth:`SVC.state_dict`, loadable by a plain :class:`SVC` (no process group)."""

@@ -72,7 +72,7 @@ def write_libsvm_model(model, path) -> None:
     """
     from ..utils.estimator import check_is_fitted
 
-    check_is_fitted(model, "dual_coef_")
+    check_is_fitted(model, "_coef")
     if callable(model.kernel):
         raise ValueError("a model with a callable kernel has no LIBSVM form (a model file "
                          "cannot hold a function); fit kernel='precomputed' on its Gram matrix")
@@ -85,14 +85,14 @@ def write_libsvm_model(model, path) -> None:
         _write_one_vs_one(model, path)
         return
     positive, negative = (_integer_label(c) for c in (model.classes_[1], model.classes_[0]))
-    coef = model.dual_coef_[0].to(torch.float64).cpu().numpy()
+    coef = model._coef[0].to(torch.float64).cpu().numpy()
     # LIBSVM lists the support vectors class by class, in the order of its labels.
     order = np.concatenate([np.flatnonzero(coef > 0), np.flatnonzero(coef <= 0)])
     n_pos = int((coef > 0).sum())
     rows = _sv_rows(model, order)
     lines = _kernel_header(model)
     lines += ["nr_class 2", f"total_sv {len(order)}",
-              f"rho {float(-model.intercept_[0]):.17g}",
+              f"rho {float(-model._bias[0]):.17g}",
               f"label {positive} {negative}", f"nr_sv {n_pos} {len(order) - n_pos}", "SV"]
     for k, row in zip(order, rows, strict=True):
         lines.append(f"{coef[k]:.17g} {row}".rstrip())
@@ -116,16 +116,13 @@ def _write_one_vs_one(model, path) -> None:
     labels = [_integer_label(c) for c in model.classes_]
     pairs = class_pairs(k)
     pair_index = {pair: p for p, pair in enumerate(pairs)}
-    coef = model.dual_coef_.to(torch.float64).cpu().numpy()  # (k(k-1)/2, n_SV)
-    # Each support vector's class: from any pair where it has weight (+ for the pair's first).
-    owner = np.empty(coef.shape[1], dtype=np.int64)
-    for s in range(coef.shape[1]):
-        p = int(np.flatnonzero(coef[:, s])[0])
-        owner[s] = pairs[p][0] if coef[p, s] > 0 else pairs[p][1]
-    order = np.argsort(owner, kind="stable")
+    coef = model._coef.to(torch.float64).cpu().numpy()  # (k(k-1)/2, n_SV)
+    # The support vectors are listed class by class already (n_support_ of each).
+    owner = np.repeat(np.arange(k), model.n_support_)
+    order = np.arange(coef.shape[1])
     rows = _sv_rows(model, order)
     lines = _kernel_header(model)
-    rho = " ".join(f"{float(-b):.17g}" for b in model.intercept_.to(torch.float64).cpu())
+    rho = " ".join(f"{float(-b):.17g}" for b in model._bias.to(torch.float64).cpu())
     lines += [f"nr_class {k}", f"total_sv {len(order)}", f"rho {rho}",
               "label " + " ".join(map(str, labels)),
               "nr_sv " + " ".join(str(int((owner == c).sum())) for c in range(k)), "SV"]
@@ -144,7 +141,7 @@ def _sv_rows(model, order: np.ndarray) -> list[str]:
     if model.kernel == "precomputed":
         return [f"0:{int(model.support_[k]) + 1}" for k in order]
     return [" ".join(f"{j + 1}:{v:.17g}" for j, v in row)
-            for row in _sparse_rows(model.support_vectors_.cpu(), order)]
+            for row in _sparse_rows(model._sv.cpu(), order)]
 
 
 def _sparse_rows(sv: torch.Tensor, order: np.ndarray) -> list[list[tuple[int, float]]]:
@@ -285,21 +282,27 @@ def read_libsvm_model(path, device=None, n_train=None):
     if precomputed and len(set(ids)) != len(ids):
         raise ValueError(f"{path}: a support vector ID is listed twice")
     _check_sign_pattern(coef, nr_sv, path, start)
+    # torchfw lists support vectors class by class in sorted label order; the file, in its own
+    # label order: the permutation from the file's rows to torchfw's.
+    bounds = np.concatenate([[0], np.cumsum(nr_sv)])
+    by_label = {label: np.arange(bounds[a], bounds[a + 1]) for a, label in enumerate(labels)}
+    perm = torch.from_numpy(np.concatenate([by_label[c] for c in sorted(labels)])
+                            .astype(np.int64))
     if n_class > 2:
         return _one_vs_one_model(labels, nr_sv, rho, coef, sv, kernel, gamma, degree, coef0,
-                                 device, support, n_features)
+                                 device, support, n_features, perm)
     coef = coef[:, 0]
     rho = rho[0]
     classes = np.array(sorted(labels))
     # torchfw predicts classes_[1] for a positive score; LIBSVM predicts label[0] for dec > 0.
     sign = 1.0 if labels[0] == classes[1] else -1.0
     params = dict(kernel=kernel, gamma=gamma, degree=degree, coef0=coef0, dtype=torch.float64)
-    state = {"format": "torchfw.SVC", "version": 1, "params": params,
+    state = {"format": "torchfw.SVC", "version": 2, "params": params,
              "classes": classes.tolist(), "gamma": gamma, "n_features_in": n_features,
-             "support": support,
-             "n_support": torch.tensor(nr_sv if sign > 0 else nr_sv[::-1], dtype=torch.int64),
-             "n_iter": torch.tensor(0), "support_vectors": sv,
-             "dual_coef": (sign * coef).unsqueeze(0),
+             "support": support[perm],
+             "n_support": torch.tensor(nr_sv if sign < 0 else nr_sv[::-1], dtype=torch.int64),
+             "n_iter": torch.tensor([0]), "support_vectors": sv[perm] if sv.shape[0] else sv,
+             "dual_coef": (sign * coef[perm]).unsqueeze(0),
              "intercept": torch.tensor([-sign * rho], dtype=torch.float64)}
     return SVC.from_state_dict(state, map_location=device)
 
@@ -336,7 +339,7 @@ def _check_sign_pattern(coef: torch.Tensor, nr_sv: list[int], path, first_line: 
 
 
 def _one_vs_one_model(labels, nr_sv, rho, coef, sv, kernel, gamma, degree, coef0, device,
-                      support, n_features):
+                      support, n_features, perm):
     """A one-vs-one SVC from LIBSVM's multiclass arrays (see the module docstring)."""
     from ..svm._multiclass import class_pairs
     from ..svm.estimator import SVC
@@ -360,13 +363,14 @@ def _one_vs_one_model(labels, nr_sv, rho, coef, sv, kernel, gamma, degree, coef0
         q = ours[(min(ra, rb), max(ra, rb))]
         dual[q] = sign * values
         intercept[q] = -sign * rho[p]
-    n_support = (dual != 0).sum(1)  # per binary problem, as a fitted SVC counts them
+    n_support = torch.tensor([nr_sv[labels.index(c)] for c in classes], dtype=torch.int64)
     params = dict(kernel=kernel, gamma=gamma, degree=degree, coef0=coef0, dtype=torch.float64,
                   multi_class="ovo")
-    state = {"format": "torchfw.SVC", "version": 1, "params": params,
+    state = {"format": "torchfw.SVC", "version": 2, "params": params,
              "classes": classes.tolist(), "gamma": gamma, "n_features_in": n_features,
-             "support": support,
+             "support": support[perm],
              "n_support": n_support, "n_iter": torch.zeros(len(ours), dtype=torch.int64),
-             "support_vectors": sv, "dual_coef": dual, "intercept": intercept,
+             "support_vectors": sv[perm] if sv.shape[0] else sv, "dual_coef": dual[:, perm],
+             "intercept": intercept,
              "multi_class_": "ovo"}
     return SVC.from_state_dict(state, map_location=device)

@@ -38,7 +38,7 @@ def fit_ovr_batched(model, X: Tensor, problems, C_examples, kdtype, previous, fa
         w0 = torch.stack([model._initial_alpha(
             SVMDualOperator(X, Y[k], model._kernel, C if isinstance(C, float) else C,
                             dtype=kdtype, cache_size=model.cache_size),
-            problems[k], None if model.random_state is None else int(model.random_state) + k)
+            problems[k], model._problem_seed(k))
             for k in range(len(problems))])
     solver = factory(model.solver)(tol=1e-300, rtol=2.0 * model._stop_tol(),
                                            max_iter=iteration_budget(model, m))

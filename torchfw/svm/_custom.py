@@ -29,7 +29,8 @@ from torch import Tensor
 from ..optimizers._kernels import HAVE_NUMBA
 from ._dense import VARIANTS, shows_bar
 
-__all__ = ["check_custom_kernel", "custom_matrix", "train_gram", "precomputed_scores"]
+__all__ = ["check_custom_kernel", "custom_matrix", "train_gram", "precomputed_scores", "numeric",
+           "object_scores"]
 
 #: Relative asymmetry above which a training Gram matrix is refused: float32 rounding of a
 #: symmetric formula stays orders of magnitude below it.
@@ -148,7 +149,32 @@ def precomputed_scores(model, X) -> np.ndarray:
     if K.layout == torch.sparse_csr:
         K = K.to_dense()
     index = torch.from_numpy(np.asarray(model.support_, dtype=np.int64)).to(K.device)
-    coef = model.dual_coef_.to(device=K.device, dtype=torch.float64)
+    coef = model._coef.to(device=K.device, dtype=torch.float64)
     scores = (K[:, index].to(torch.float64) @ coef.T
-              + model.intercept_.to(device=K.device, dtype=torch.float64)).cpu().numpy()
+              + model._bias.to(device=K.device, dtype=torch.float64)).cpu().numpy()
+    return scores[:, 0] if scores.shape[1] == 1 else scores
+
+
+def numeric(X) -> bool:
+    """Whether ``X`` is numbers (a tensor, a SciPy matrix, or array-like of numbers).
+
+    A callable kernel accepts anything else too (strings, graphs), as in scikit-learn.
+    """
+    if isinstance(X, Tensor) or hasattr(X, "tocsr"):
+        return True
+    if isinstance(X, np.ndarray):
+        return X.dtype.kind in "biuf"
+    if hasattr(X, "dtypes") or hasattr(X, "__array__"):  # DataFrames and array-likes
+        return True
+    try:
+        np.asarray(X, dtype=np.float64)
+    except (TypeError, ValueError):
+        return False
+    return True
+
+
+def object_scores(model, X) -> np.ndarray:
+    """Decision values of a callable-kernel ``model`` fitted on non-numeric rows."""
+    K = torch.from_numpy(model._kernel.matrix(X, model._sv_objects))
+    scores = (K @ model._coef.cpu().T + model._bias.cpu()).numpy()
     return scores[:, 0] if scores.shape[1] == 1 else scores

@@ -84,7 +84,7 @@ def fit_all(model, X, problems, C_examples, kdtype, previous, rule, gram=None):
         prev = None if previous is None else previous[k]
         alpha0 = prev if rows is None or prev is None else prev[torch.from_numpy(rows)]
         y = problem.y.astype(src[0].dtype)
-        seed = None if model.random_state is None else int(model.random_state) + k
+        seed = model._problem_seed(k)
         jobs.append(_Job(
             k, problem, alpha0, _NO_ROWS if rows is None else rows, y,
             inv_c_all if rows is None else inv_c_all[rows],
@@ -273,7 +273,7 @@ def _fit_one_by_one(model, X, problems, C_examples, kdtype, previous, variant, r
                 yield _Job(k, problem, alpha0, None, None, None, None, None, None, None)
                 continue
             y = problem.y.astype(op._np_dtype)
-            seed = None if model.random_state is None else int(model.random_state) + k
+            seed = model._problem_seed(k)
             job = _Job(k, problem, alpha0, _NO_ROWS, y, op._inv_c_np,
                        op.diagonal().to(torch.float64).numpy(),
                        iteration_budget(model, y.shape[0]),

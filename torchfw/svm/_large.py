@@ -97,7 +97,7 @@ def _fit_binary_sampled(svc, X: Tensor, y_pm: np.ndarray, C_examples, kdtype, al
 
     start = time.perf_counter()
     m = X.shape[0]
-    seed = None if svc.random_state is None else int(svc.random_state) + k
+    seed = svc._problem_seed(k)
     rng = np.random.default_rng(seed)
     y_t = torch.from_numpy(y_pm).to(X.device)
     C = C_examples if isinstance(C_examples, float) else C_examples.to(X.device)

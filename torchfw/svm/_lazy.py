@@ -35,7 +35,7 @@ def fit_binary(svc, X: Tensor, y_pm: np.ndarray, C_examples, kdtype, alpha0, k, 
     when there is one) and the optimizer's result, with the cache statistics in its ``info``.
     """
     m = X.shape[0]
-    seed = None if svc.random_state is None else int(svc.random_state) + k
+    seed = svc._problem_seed(k)
     streaming = svc.solver in ("sfw", "msfw")
     # The problem as svm_dual_problem builds it; the streaming solvers (seed 001) start from
     # one random vertex, the others from the exact solution on n_init examples.

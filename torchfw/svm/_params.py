@@ -59,7 +59,9 @@ def check_params(model, solvers) -> None:
                          f"{sorted(KERNELS) + ['precomputed']} or a callable")
     if model.solver not in solvers:
         raise ValueError(f"unknown solver {model.solver!r}; expected one of {solvers}")
-    check_positive("C", model.C)
+    # C=inf is the hard margin: the dual's diagonal term 1/C vanishes, and the simplex QP
+    # min a'(D(K + 1)D)a stays valid (its optimum is positive on data the kernel separates)
+    check_positive("C", model.C, allow_inf=True)
     if not (isinstance(model.tol, str) and model.tol == "auto"):
         check_positive("tol", model.tol)
     if not (isinstance(model.gamma, str) and model.gamma in ("scale", "auto")):
@@ -93,6 +95,14 @@ def check_params(model, solvers) -> None:
     if model.break_ties and model.decision_function_shape == "ovo":
         raise ValueError("break_ties=True needs decision_function_shape='ovr' (as in "
                          "scikit-learn)")
+    shrinking = getattr(model, "shrinking", True)
+    if not isinstance(shrinking, (bool, np.bool_)):
+        raise ValueError(f"shrinking must be True or False, got {shrinking!r}")
+    rs = model.random_state
+    if not (rs is None or isinstance(rs, (np.random.RandomState, np.random.Generator))
+            or (isinstance(rs, (int, np.integer)) and not isinstance(rs, (bool, np.bool_)))):
+        raise ValueError(f"random_state must be None, an int, a numpy RandomState or "
+                         f"Generator; got {rs!r}")
     if not (model.dense == "auto" or isinstance(model.dense, (bool, np.bool_))):
         raise ValueError(f"dense must be 'auto', True or False, got {model.dense!r}")
     if not isinstance(model.average, (bool, np.bool_)):

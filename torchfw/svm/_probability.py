@@ -44,7 +44,8 @@ def _columns(scores: np.ndarray) -> np.ndarray:
 
 
 def fit_platt(estimator, X, y_encoded: np.ndarray, take_rows, shape: str = "ovr",
-              n_folds: int = 5, pairwise: bool = False) -> tuple[np.ndarray, np.ndarray]:
+              n_folds: int = 5, pairwise: bool = False,
+              sample_weight: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Sigmoid parameters ``(A, B)``, one pair per decision column of ``estimator``.
 
     Parameters
@@ -63,35 +64,61 @@ def fit_platt(estimator, X, y_encoded: np.ndarray, take_rows, shape: str = "ovr"
         ``X`` is a precomputed Gram matrix (dense): a fold's model is fitted on the block of
         its training rows and columns, and its decision values are taken on the held-out rows
         against the training columns.
+    sample_weight : ndarray, optional
+        The final fit's weights: each fold's fit sees its rows' weights, so that the sigmoids
+        are fitted to the model the weights define (``C=10`` and ``C=2`` with weights 5 are
+        one model, and get one set of probabilities).
+
+    Notes
+    -----
+    A fold whose training part lacks a class (a class of fewer examples than folds) is
+    fitted on the classes it has; a binary problem it cannot train takes LIBSVM's constant
+    decision value there (+1 when its training part holds only the problem's positive class,
+    -1 when only the negative one, 0 when neither), as LIBSVM's ``svm_binary_svc_probability``.
     """
     import torch
 
     counts = np.bincount(y_encoded)
-    if counts.min() < 2:
-        raise ValueError("probability=True fits its sigmoids by cross-validation and needs at "
-                         f"least 2 examples of every class (one class has {counts.min()})")
-    n_folds = int(min(n_folds, counts.min()))
+    n_folds = int(min(n_folds, len(y_encoded)))
     params = estimator.get_params(deep=False)
-    # The folds stop where the final fit does (SVC._stop_tol: tighter with probabilities).
+    # The folds stop where the final fit does (SVC._stop_tol: tighter with probabilities),
+    # and draw from this fit's seed (an int: a RandomState would be shared by the clones).
     params.update(probability=False, verbose=False, warm_start=False,
-                  tol=estimator._stop_tol())
+                  tol=estimator._stop_tol(), random_state=estimator._fit_seed)
     if "multi_class" in params:  # the final model's scheme, not one "auto" picks for a fold
         params["multi_class"] = shape
     n_classes = len(counts)
     problems = _problems(shape, n_classes)
     decision = np.full((len(y_encoded), len(problems)), np.nan)
     classes = estimator.classes_
-    for fold in stratified_folds(y_encoded, n_folds, params.get("random_state")):
+    for fold in stratified_folds(y_encoded, n_folds, estimator._fit_seed):
         train = np.setdiff1d(np.arange(len(y_encoded)), fold)
-        model = type(estimator)(**params)
-        train_t = torch.from_numpy(train).to(X.device)
-        fold_t = torch.from_numpy(fold).to(X.device)
-        X_train, X_fold = take_rows(X, train_t), take_rows(X, fold_t)
-        if pairwise:  # kernel values: columns are training examples too
-            X_train, X_fold = X_train[:, train_t], X_fold[:, train_t]
-        model.fit(X_train, classes[y_encoded[train]])
-        # One column per binary problem (one-vs-one pairs as they are, not the per-class shape).
-        decision[fold] = _columns(model._decision_values(X_fold))
+        present = np.unique(y_encoded[train])
+        values = np.zeros((len(fold), len(problems)))
+        if len(present) >= 2:
+            model = type(estimator)(**params)
+            train_t = torch.from_numpy(train).to(getattr(X, "device", "cpu"))
+            fold_t = torch.from_numpy(fold).to(getattr(X, "device", "cpu"))
+            X_train, X_fold = take_rows(X, train_t), take_rows(X, fold_t)
+            if pairwise:  # kernel values: columns are training examples too
+                X_train, X_fold = X_train[:, train_t], X_fold[:, train_t]
+            weights = None if sample_weight is None else sample_weight[train]
+            model.fit(X_train, classes[y_encoded[train]], sample_weight=weights)
+            # One column per binary problem (one-vs-one pairs as they are, not per class).
+            sub = _columns(model._decision_values(X_fold))
+            if len(present) < n_classes:
+                sub = _subset_columns(sub, present, shape, problems)
+            values = sub
+        missing = [c for c, (pos, neg) in enumerate(problems)
+                   if len(present) < 2 or pos not in present
+                   or (neg is not None and neg not in present)]
+        for c in missing:  # LIBSVM's constants for a problem a fold could not train
+            pos, neg = problems[c]
+            has_pos, has_neg = pos in present, (np.setdiff1d(present, [pos]).size > 0
+                                                if neg is None else neg in present)
+            values[:, c] = 1.0 if has_pos and not has_neg else \
+                -1.0 if has_neg and not has_pos else 0.0
+        decision[fold] = values
     A = np.empty(len(problems))
     B = np.empty(len(problems))
     for c, (pos, neg) in enumerate(problems):
@@ -99,6 +126,28 @@ def fit_platt(estimator, X, y_encoded: np.ndarray, take_rows, shape: str = "ovr"
             (y_encoded == pos) | (y_encoded == neg)
         A[c], B[c] = fit_sigmoid(decision[rows, c], y_encoded[rows] == pos)
     return A, B
+
+
+def _subset_columns(sub: np.ndarray, present: np.ndarray, shape: str,
+                    problems: list[tuple[int, int | None]]) -> np.ndarray:
+    """A fold model's columns (trained on the classes ``present``) in the full problem layout.
+
+    Columns of problems the fold could not train are left 0 (the caller fills them).
+    """
+    rank = {int(c): r for r, c in enumerate(present)}
+    inner = _problems(shape, len(present))
+    where = {pair: q for q, pair in enumerate(inner)}
+    out = np.zeros((sub.shape[0], len(problems)))
+    for c, (pos, neg) in enumerate(problems):
+        if pos not in rank or (neg is not None and neg not in rank):
+            continue
+        if len(present) == 2:  # a binary fold model: positive for present[1]
+            out[:, c] = sub[:, 0] if rank[pos] == 1 else -sub[:, 0]
+        elif neg is None:
+            out[:, c] = sub[:, where[(rank[pos], None)]]
+        else:
+            out[:, c] = sub[:, where[(rank[pos], rank[neg])]]
+    return out
 
 
 def platt_proba(scores: np.ndarray, A: np.ndarray, B: np.ndarray, n_classes: int,

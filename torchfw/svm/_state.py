@@ -23,9 +23,10 @@ import math
 import numpy as np
 import torch
 
-from ..utils.data import csr_tensor
+from ..utils.data import csr_tensor, take_rows
 from ..utils.estimator import plain
 from ..utils.validation import resolve_device
+from ._attrs import NAMESPACES, publish
 
 __all__ = ["available_if", "check_svc_state", "svc_state", "restore_svc", "from_state"]
 
@@ -147,6 +148,12 @@ def check_svc_state(state: dict) -> None:
                                      and int(support.max()) < n_features):
         raise ValueError(f"SVC state: 'support' indexes training examples outside 0.."
                          f"{n_features - 1} (a precomputed-kernel model of {n_features})")
+    if state.get("version", 1) >= 2:  # support vectors class by class, counted per class
+        n_support = _tensor(state, "n_support", 1)
+        if n_support.shape[0] != len(classes) or int(n_support.sum()) != n_sv or \
+                bool((n_support < 0).any()):
+            raise ValueError(f"SVC state: 'n_support' must count the {n_sv} support vectors "
+                             f"of each of the {len(classes)} classes")
     for key in ("prob_a", "prob_b"):
         value = state.get(key)
         if value is not None and (not isinstance(value, torch.Tensor)
@@ -167,7 +174,7 @@ def svc_state(model) -> dict:
                          f"holds tensors and plain values, no code. Save a model fitted with "
                          f"kernel='precomputed' on the kernel's Gram matrix instead, or refit")
     params = {k: plain(v) for k, v in model.get_params(deep=False).items()}
-    sv = model.support_vectors_.cpu()
+    sv = model._sv.cpu()
     if sv.layout == torch.sparse_csr:
         support_vectors = {"crow": sv.crow_indices(), "col": sv.col_indices(),
                            "values": sv.values(), "shape": list(sv.shape)}
@@ -177,14 +184,19 @@ def svc_state(model) -> dict:
     def optional(values):
         return None if values is None else torch.from_numpy(np.asarray(values, np.float64))
 
-    return {"format": "torchfw.SVC", "version": 1, "params": params,
+    # Version 2: support vectors class by class, n_support per class (scikit-learn's layout);
+    # dual_coef and intercept hold one row per binary problem, as the model predicts with them.
+    return {"format": "torchfw.SVC", "version": 2, "params": params,
             "classes": model.classes_.tolist(), "gamma": float(model._gamma),
             "n_features_in": int(model.n_features_in_),
             "support": torch.from_numpy(np.asarray(model.support_, dtype=np.int64)),
             "n_support": torch.from_numpy(np.asarray(model.n_support_, dtype=np.int64)),
             "n_iter": torch.as_tensor(np.asarray(model.n_iter_)),
-            "support_vectors": support_vectors, "dual_coef": model.dual_coef_.cpu(),
-            "intercept": model.intercept_.cpu(),
+            "support_vectors": support_vectors, "dual_coef": model._coef.cpu(),
+            "intercept": model._bias.cpu(), "namespace": model._namespace,
+            "class_weight": optional(getattr(model, "class_weight_", None)),
+            "fit_status": int(getattr(model, "fit_status_", 0)),
+            "shape_fit": [int(n) for n in getattr(model, "shape_fit_", ())],
             "prob_a": optional(getattr(model, "probA_", None)),
             "prob_b": optional(getattr(model, "probB_", None)),
             "multi_class_": model._scheme()}
@@ -204,16 +216,65 @@ def restore_svc(model, state: dict, device=None) -> None:
     model.classes_ = np.asarray(state["classes"])
     model._gamma = float(state["gamma"])
     model.n_features_in_ = int(state["n_features_in"])
-    model.support_ = state["support"].numpy()
-    model.n_support_ = state["n_support"].numpy()
+    support = state["support"].numpy()
+    coef = state["dual_coef"]
     n_iter = state["n_iter"]
-    model.n_iter_ = n_iter.item() if n_iter.dim() == 0 else n_iter.numpy()
-    model.support_vectors_ = placed(sv)
-    model.dual_coef_ = placed(state["dual_coef"])
-    model.intercept_ = placed(state["intercept"])
+    model.n_iter_ = np.atleast_1d(n_iter.numpy()).astype(np.int32)
+    if state.get("version", 1) < 2:  # support vectors by index, n_support per problem
+        order, n_support = _class_order_v1(state, coef.to(torch.float64).numpy())
+        support = support[order]
+        index = torch.from_numpy(order)
+        sv = take_rows(sv, index) if sv.shape[0] else sv
+        coef = coef[:, index]
+    else:
+        n_support = state["n_support"].numpy()
+    model.support_ = support.astype(np.int32)
+    model.n_support_ = np.asarray(n_support, dtype=np.int32)
+    model._sv = placed(sv)
+    model._coef = placed(coef)
+    model._bias = placed(state["intercept"])
+    model._sv_objects = None
+    model._namespace = str(state.get("namespace", "numpy"))
+    if model._namespace not in NAMESPACES:
+        raise ValueError(f"SVC state: 'namespace' must be one of {NAMESPACES}, got "
+                         f"{model._namespace!r}")
     model.probA_ = None if state.get("prob_a") is None else state["prob_a"].numpy()
     model.probB_ = None if state.get("prob_b") is None else state["prob_b"].numpy()
     model.result_ = None
+    model.fit_status_ = int(state.get("fit_status", 0))
+    if state.get("shape_fit"):
+        model.shape_fit_ = tuple(int(n) for n in state["shape_fit"])
+    if state.get("class_weight") is not None:
+        model.class_weight_ = state["class_weight"].numpy()
+
+
+def _class_order_v1(state: dict, coef: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Class-by-class order and per-class counts of a version-1 state's support vectors.
+
+    Version 1 listed them by training index; each one's class follows from the signs of its
+    coefficients (binary: positive is class 1; a one-vs-one pair: positive is its first
+    class; one-vs-rest: positive in its own class's row).
+    """
+    from ._multiclass import class_pairs
+
+    k = len(state["classes"])
+    n_sv = coef.shape[1]
+    owner = np.full(n_sv, -1, dtype=np.int64)
+    if k == 2:
+        owner[:] = (coef[0] > 0).astype(np.int64)
+    elif coef.shape[0] == k * (k - 1) // 2 and state.get("multi_class_", "ovr") == "ovo":
+        for p, (i, j) in enumerate(class_pairs(k)):
+            owner[coef[p] > 0] = i
+            owner[coef[p] < 0] = j
+    else:
+        for c in range(k):
+            owner[coef[c] > 0] = c
+    if (owner < 0).any():
+        raise ValueError("SVC state (version 1, one-vs-rest): the class of a support vector "
+                         "cannot be told from its coefficients; refit and save the model again")
+    support = state["support"].numpy()
+    order = np.lexsort((support, owner))
+    return order, np.bincount(owner, minlength=k)
 
 
 def from_state(cls, state: dict, map_location=None):
@@ -232,10 +293,11 @@ def from_state(cls, state: dict, map_location=None):
     if "dtype" in params:
         params["dtype"] = _state_dtype(params["dtype"])
     model = cls(**params)
-    restore_svc(model, state, resolve_device(map_location)
-                if map_location is not None else None)
     # The scheme the model was trained with ("auto" resolved); absent before "auto" existed.
     model.multi_class_ = str(state.get("multi_class_", "ovr" if params.get(
         "multi_class", "ovr") == "auto" else params.get("multi_class", "ovr")))
+    restore_svc(model, state, resolve_device(map_location)
+                if map_location is not None else None)
     model._kernel = model._make_kernel()
+    publish(model)
     return model

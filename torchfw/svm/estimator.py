@@ -38,7 +38,7 @@ from torch import Tensor
 from .. import exceptions as _exceptions
 from ..sets.oracles import Simplex
 from ..solvers import make_solver, solver_names
-from ..utils.data import accuracy, as_labels, as_sample_weight, drop_zero_weight, take_rows
+from ..utils.data import accuracy, as_labels, drop_zero_weight, take_rows
 from ..utils.estimator import BaseEstimator, atomic_fit, check_is_fitted
 from ..utils.threads import few_threads
 from ..utils.validation import resolve_device
@@ -51,6 +51,7 @@ from . import _custom as _svc_custom
 from . import _dense as _svc_dense
 from . import _fit as _svc_fit
 from . import _kernel_range
+from ._attrs import publish
 from ._multiclass import (
     binary_problems,
     ovo_to_ovr,
@@ -60,6 +61,7 @@ from ._multiclass import (
     scatter,
 )
 from ._params import check_params
+from ._sklearn import SklearnSVCMixin, _class_weights, _svc_weights, _take, _take_object_rows
 from ._start import initial_alpha
 from ._state import available_if, from_state, svc_state
 from .kernels import KERNELS, CallableKernel, SVMDualOperator, make_kernel
@@ -104,8 +106,16 @@ SMALL_M, SMALL_TOL, TOL = 1000, 0.1, 0.3
 SOLVERS = solver_names("svc")
 
 
-class SVC(BaseEstimator):
+class SVC(SklearnSVCMixin, BaseEstimator):
     r"""Kernel SVM classifier (L2-SVM) trained by Frank-Wolfe methods.
+
+    A drop-in for scikit-learn's ``SVC``: the same parameters and fitted attributes, in the
+    same layouts. The fitted float arrays follow the input's namespace: NumPy float64 for
+    NumPy or SciPy input (SciPy CSR ``support_vectors_`` and ``dual_coef_`` for sparse input),
+    torch tensors on the input's device for torch input (:mod:`torchfw.svm._attrs`); the SVC
+    guide's "Coming from scikit-learn's SVC" lists what differs. ``dual_coef_``,
+    ``intercept_``, ``coef_``, ``problem_dual_coef_`` and ``problem_intercept_`` are
+    read-only properties, documented with the methods.
 
     Parameters
     ----------
@@ -158,8 +168,9 @@ class SVC(BaseEstimator):
         Precision of kernel values (default float32); solver state is float64.
     class_weight : dict or "balanced", optional
         Multiply C per class, as in scikit-learn.
-    random_state : int, optional
-        Seed of the initial subset and of sampling.
+    random_state : int, numpy RandomState or Generator, optional
+        Seed of the initial subset, sampling and probability folds. ``None`` is the fixed seed
+        0 (deterministic fits, as LIBSVM's); a ``RandomState`` draws one seed per fit.
     verbose : bool, default False
         Show a progress bar with the gap, on a terminal (elsewhere tqdm draws none).
     warm_start : bool, default False
@@ -208,25 +219,17 @@ class SVC(BaseEstimator):
         As in scikit-learn: with ``multi_class="ovo"`` and ``decision_function_shape="ovr"``,
         :meth:`predict` takes the argmax of :meth:`decision_function` (ties in votes broken by
         confidence) instead of LIBSVM's vote (ties to the lowest class index).
+    shrinking : bool, default True
+        Accepted, changes nothing: the Frank-Wolfe solvers keep no working set to shrink.
 
     Attributes
     ----------
-    classes_ : ndarray
-    support_ : ndarray of int
-        Indices of the support vectors (:math:`\alpha_i > 0`).
-    support_vectors_ : Tensor
-    dual_coef_ : Tensor of shape (n_problems, n_SV)
-        :math:`\alpha_i y_i / \rho` per binary problem (decision function on the margin-1
-        scale): one row for two classes, ``k`` for one-vs-rest, ``k(k-1)/2`` for one-vs-one
-        (pairs in the order (0, 1), (0, 2), ..., (k-2, k-1); zeros for examples outside a
-        pair). scikit-learn packs its one-vs-one coefficients as ``(k-1, n_SV)`` instead.
-    intercept_ : Tensor of shape (n_problems,)
-        :math:`b / \rho` per binary problem.
+    classes_, support_, support_vectors_, n_support_, class_weight_, fit_status_, shape_fit_
+        As scikit-learn's SVC (int32 ``support_``, class by class; ``n_support_`` per class).
     multi_class_ : str
         ``"ovr"`` or ``"ovo"``: the scheme used (``multi_class="auto"`` resolved).
-    n_iter_ : int or ndarray of int
-        Solver iterations (one per binary problem for several classes); a problem solved by
-        its start, the exact solution on the initial subset, counts 1.
+    n_iter_ : ndarray of int32
+        Solver iterations per binary problem (a problem solved by its start counts 1).
     result_ : Result
         The solver's result (gap history, status, step counts).
     """
@@ -242,7 +245,7 @@ class SVC(BaseEstimator):
                  dtype=None, class_weight=None, random_state=None, verbose=False,
                  warm_start=False, n_init=20, time_limit=None, average=True, dense="auto",
                  probability=False, multi_class="auto", decision_function_shape="ovr",
-                 break_ties=False):
+                 break_ties=False, shrinking=True):
         self.kernel = kernel
         self.C = C
         self.gamma = gamma
@@ -267,6 +270,7 @@ class SVC(BaseEstimator):
         self.multi_class = multi_class
         self.decision_function_shape = decision_function_shape
         self.break_ties = break_ties
+        self.shrinking = shrinking
 
     # -- validation ----------------------------------------------------------------------------
 
@@ -309,13 +313,19 @@ class SVC(BaseEstimator):
     def fit(self, X, y, sample_weight=None):
         """Fit the SVM on ``X`` (dense or sparse, ``(n_samples, n_features)``) and labels ``y``.
 
-        ``sample_weight`` (optional, ``(n_samples,)``, >= 0) multiplies each example's C, as
-        ``class_weight`` does per class (scikit-learn's meaning); examples of weight 0 are left
-        out of the problem (their dual variable would be 0).
+        ``sample_weight`` multiplies each example's C (scikit-learn's meaning); weights <= 0
+        leave the example out. A callable kernel takes any ``X`` (a list of strings) as given.
         """
         self._check_params()
         device = resolve_device(self.device)
         kdtype = self.dtype or torch.float32
+        self._begin_fit(X)
+        objects = None
+        if callable(self.kernel) and not _svc_custom.numeric(X):
+            # scikit-learn passes any X to a callable kernel (strings, graphs, ...): the
+            # function gives the Gram matrix, the rows stand in as their indices.
+            objects = X if isinstance(X, np.ndarray) else list(X)
+            X = torch.arange(len(objects), dtype=kdtype).reshape(-1, 1)
         # One torch thread for a small input from its validation on: converting a 1,257 x 64
         # array took 2 ms per copy on two threads with the other core busy, 0.05 ms on one.
         with few_threads(X, device=device):
@@ -324,17 +334,23 @@ class SVC(BaseEstimator):
                 raise ValueError(f"kernel='precomputed': fit takes the square (n_samples, "
                                  f"n_samples) Gram matrix of the training examples; got a "
                                  f"{X.shape[0]} x {X.shape[1]} matrix")
+            self.shape_fit_ = tuple(int(n) for n in X.shape) if objects is None else \
+                (len(objects),)
             with few_threads(X):
-                return self._fit(X, y, sample_weight, kdtype)
+                return self._fit(X, y, sample_weight, kdtype, objects)
 
-    def _fit(self, X: Tensor, y, sample_weight, kdtype) -> SVC:
+    def _fit(self, X: Tensor, y, sample_weight, kdtype, objects=None) -> SVC:
         y = as_labels(y, X.shape[0], estimator=type(self).__name__)
         n_columns = X.shape[1]
-        X, y, sample_weight, kept = drop_zero_weight(X, y, as_sample_weight(sample_weight,
-                                                                              X.shape[0]))
+        X, y, sample_weight, kept = drop_zero_weight(X, y, _svc_weights(sample_weight,
+                                                                         X.shape[0]))
         if kept is not None and self._precomputed():  # the Gram matrix of the kept examples
             index = torch.from_numpy(kept).to(X.device)
             X = (X.to_dense() if X.layout == torch.sparse_csr else X)[:, index].contiguous()
+        if objects is not None:
+            if kept is not None:
+                objects = _take(objects, kept)
+            X = torch.arange(len(objects), dtype=kdtype).reshape(-1, 1)
         classes, y_encoded = np.unique(y, return_inverse=True)
         if len(classes) < 2:
             raise ValueError(f"y has a single class ({classes[0]!r}), 1 class where SVC needs at "
@@ -343,10 +359,11 @@ class SVC(BaseEstimator):
         self._n_fit = X.shape[0]  # what tol="auto" reads
         self.classes_ = classes
         self.n_features_in_ = n_columns  # precomputed: the training examples K_test must list
-        self._gamma = self._resolve_gamma(X)
+        self._gamma = 1.0 if objects is not None else self._resolve_gamma(X)
         self._kernel = self._make_kernel()
         _kernel_range.check_kernel_range(self, X, kdtype)  # NaN kernels: one-class models
         C_examples = self._example_C(y_encoded, len(classes), sample_weight)
+        self.class_weight_ = _class_weights(self.class_weight, y_encoded, classes)
         self.multi_class_ = resolve_scheme(self.multi_class, X.shape[0], len(classes),
                                            self.decision_function_shape)
         problems = binary_problems(y_encoded, len(classes), self.multi_class_)
@@ -362,9 +379,11 @@ class SVC(BaseEstimator):
             getattr(self, "_batched_ovr", X.is_cuda)
         if self._custom_kernel():  # the compiled solve on the given m x m matrix, or an error
             _svc_custom.check_custom_kernel(self, X.shape[0], X.device)
+            gram = _svc_custom.train_gram(self._kernel, X, kdtype) if objects is None else \
+                _svc_custom.train_gram(None, torch.from_numpy(
+                    self._kernel.matrix(objects, objects)), kdtype)
             alphas, results = _svc_fit.fit_problems(
-                self, X, problems, C_examples, kdtype, previous, _solver_factory,
-                gram=_svc_custom.train_gram(self._kernel, X, kdtype))
+                self, X, problems, C_examples, kdtype, previous, _solver_factory, gram=gram)
         elif batched:
             from ._batched import fit_ovr_batched
 
@@ -382,18 +401,24 @@ class SVC(BaseEstimator):
                 alphas.append(scatter(alpha, problem.rows, X.shape[0]))
                 results.append(result)
         self._alphas = alphas
-        self._set_model(X, [p.labels_over(X.shape[0]) for p in problems], alphas, results)
+        self._check_hard_margin(results)
+        self._set_model(X, [p.labels_over(X.shape[0]) for p in problems], alphas, results,
+                        defer_publish=True)
         if self._precomputed():  # as scikit-learn: the kernel values stand for the vectors
-            self.support_vectors_ = torch.empty((0, 0), dtype=kdtype, device=X.device)
+            self._sv = torch.empty((0, 0), dtype=kdtype, device=X.device)
+        if objects is not None:  # the support vectors are the user's own rows
+            self._sv_objects = _take(objects, self.support_)
         if kept is not None:  # support_ indexes the rows given to fit
-            self.support_ = kept[self.support_]
+            self.support_ = kept[self.support_].astype(np.int32)
+        publish(self)
         self.probA_ = self.probB_ = None
         if self.probability:
             from ._probability import fit_platt
 
-            self.probA_, self.probB_ = fit_platt(self, X, y_encoded, take_rows,
-                                                 shape=self._scheme(),
-                                                 pairwise=self._precomputed())
+            self.probA_, self.probB_ = fit_platt(
+                self, X if objects is None else objects, y_encoded,
+                take_rows if objects is None else _take_object_rows, shape=self._scheme(),
+                pairwise=self._precomputed(), sample_weight=sample_weight)
         return self
 
     def _stop_tol(self) -> float:
@@ -443,26 +468,6 @@ class SVC(BaseEstimator):
         """The start of a lazy solve (:func:`torchfw.svm._start.initial_alpha`)."""
         return initial_alpha(operator, y_pm, self.n_init, seed)
 
-    def _set_model(self, X: Tensor, problems, alphas, results) -> None:
-        # All problems at once in NumPy (per-problem tensor ops: a fifth of a 100-example fit)
-        A = torch.stack(alphas).cpu().numpy()
-        positive = A > 0
-        support = np.flatnonzero(positive.any(0))
-        signed = A * np.stack(problems)
-        # rho = alpha' K~ alpha = 2 f at the alpha the model uses (the tail average if any)
-        rho = _kernel_range.finite_margins(A, results)
-        self.support_ = support
-        self.support_vectors_ = take_rows(X, torch.from_numpy(support).to(X.device))
-        self.dual_coef_ = torch.from_numpy(signed[:, support] / rho[:, None]).to(X.device)
-        self.intercept_ = torch.from_numpy(signed.sum(1) / rho).to(X.device)
-        self.n_support_ = positive.sum(1)
-        self.result_ = results[0] if len(results) == 1 else results
-        # A problem its start already solves (the exact solve on the initial subset) counts
-        # one iteration: that solve is the solver's work (scikit-learn's n_iter_ >= 1).
-        n_iter = np.array([max(1, r.n_iter) for r in results])
-        self.n_iter_ = int(n_iter[0]) if len(results) == 1 else n_iter
-        del self._X_train
-
     # -- prediction ----------------------------------------------------------------------------
 
     def decision_function(self, X) -> np.ndarray:
@@ -473,6 +478,7 @@ class SVC(BaseEstimator):
         column per pair :math:`(i, j)`, positive for class :math:`i` (see ``multi_class``).
         """
         scores = self._decision_values(X)
+        self._check_shape(scores)
         if scores.ndim == 2 and self._scheme() == "ovo" and \
                 self.decision_function_shape == "ovr":
             return ovo_to_ovr(scores, len(self.classes_))
@@ -480,10 +486,12 @@ class SVC(BaseEstimator):
 
     def _decision_values(self, X) -> np.ndarray:
         """One column per binary problem (a vector for two classes), on the margin-1 scale."""
-        check_is_fitted(self, "dual_coef_")
+        check_is_fitted(self, "_coef")
         if self._precomputed():
             return _kernel_range.finite_scores(_svc_custom.precomputed_scores(self, X), self)
-        sv = self.support_vectors_
+        if getattr(self, "_sv_objects", None) is not None:  # a callable kernel, non-numeric X
+            return _kernel_range.finite_scores(_svc_custom.object_scores(self, X), self)
+        sv = self._sv
         shape = getattr(X, "shape", None)
         work = shape[0] * shape[1] * sv.shape[0] if shape is not None and len(shape) == 2 \
             else None
@@ -493,7 +501,7 @@ class SVC(BaseEstimator):
     def _kernel_scores(self, X: Tensor, sv: Tensor) -> np.ndarray:
         out = []
         chunk = max(1, int(2**27 // (8 * max(1, sv.shape[0]))))  # ~128 MB kernel blocks
-        coef = self.dual_coef_.to(torch.float64)
+        coef = self._coef.to(torch.float64)
         for start in range(0, X.shape[0], chunk):
             rows = torch.arange(start, min(X.shape[0], start + chunk), device=X.device)
             block = take_rows(X, rows)
@@ -505,16 +513,15 @@ class SVC(BaseEstimator):
                 # check_methods_subset_invariance).
                 block = torch.cat([block, block[:1].expand(8 - n_rows, -1)])
             K = self._kernel.pairwise(block, sv)[:n_rows].to(torch.float64)
-            out.append(K @ coef.T + self.intercept_.to(torch.float64))
+            out.append(K @ coef.T + self._bias.to(torch.float64))
         scores = _kernel_range.finite_scores(torch.cat(out).cpu().numpy(), self)
         return scores[:, 0] if scores.shape[1] == 1 else scores
 
     def _check_predict_input(self, X) -> Tensor:
-        device = self.support_vectors_.device
-        return self._validate_X(X, reset=False, device=device,
-                                dtype=self.support_vectors_.dtype
-                                if self.support_vectors_.layout == torch.strided
-                                else self.support_vectors_.values().dtype)
+        sv = self._sv
+        return self._validate_X(X, reset=False, device=sv.device,
+                                dtype=sv.dtype if sv.layout == torch.strided
+                                else sv.values().dtype)
 
     def predict(self, X) -> np.ndarray:
         """Predicted class labels.
@@ -570,7 +577,7 @@ class SVC(BaseEstimator):
 
     def as_module(self) -> KernelSVMHead:
         """The decision function as an ``nn.Module`` on the support vectors (dense inputs)."""
-        check_is_fitted(self, "dual_coef_")
+        check_is_fitted(self, "_coef")
         if self._custom_kernel():
             raise ValueError(f"as_module: a KernelSVMHead evaluates one of the kernels "
                              f"{sorted(KERNELS)} on its support vectors; this SVC's kernel "
@@ -578,27 +585,20 @@ class SVC(BaseEstimator):
                              f"cannot be exported as a head")
         from ..heads import KernelSVMHead
 
-        return KernelSVMHead(self.support_vectors_, self.dual_coef_, self.intercept_,
+        return KernelSVMHead(self._sv, self._coef, self._bias,
                              kernel=self.kernel, gamma=self._gamma, degree=self.degree,
                              coef0=self.coef0, classes=self.classes_,
                              multi_class=self._scheme())
 
     def state_dict(self) -> dict:
         """The fitted model as tensors and plain values (loadable with ``weights_only=True``)."""
-        check_is_fitted(self, "dual_coef_")
+        check_is_fitted(self, "_coef")
         return svc_state(self)
 
     @classmethod
     def from_state_dict(cls, state: dict, map_location=None) -> SVC:
         """A fitted model from :meth:`state_dict`'s output, checked field by field first."""
         return from_state(cls, state, map_location)
-
-    def __sklearn_tags__(self):
-        # As scikit-learn's SVC: a precomputed kernel's X is pairwise, so that its
-        # cross-validation tools slice the test rows' columns by the training fold too.
-        tags = super().__sklearn_tags__()
-        tags.input_tags.pairwise = self._precomputed()
-        return tags
 
     @staticmethod
     def _n_samples(X) -> int:

@@ -32,7 +32,7 @@ from ..utils import kernel_formulas as _kernel_formulas
 from ..utils.column_cache import CachedColumnsMixin, ColumnCache
 from ..utils.data import csr_tensor
 from ..utils.data import take_rows as _take_rows
-from ..utils.validation import check_finite, check_nonnegative, check_positive
+from ..utils.validation import check_nonnegative, check_positive
 from . import _kernel_cpu
 
 __all__ = ["Kernel", "RBFKernel", "LinearKernel", "PolynomialKernel", "SigmoidKernel",
@@ -188,7 +188,7 @@ class CallableKernel:
     def matrix(self, A: Tensor, B: Tensor) -> np.ndarray:
         """``fn(A, B)`` as a float64 NumPy array, its shape and finiteness checked."""
         label = getattr(self.fn, "__name__", repr(self.fn))
-        out = self.fn(_host_array(A), _host_array(B))
+        out = self.fn(*(_host_array(Z) if isinstance(Z, Tensor) else Z for Z in (A, B)))
         if hasattr(out, "toarray"):  # a SciPy sparse result
             out = out.toarray()
         if isinstance(out, Tensor):
@@ -198,7 +198,7 @@ class CallableKernel:
         except (TypeError, ValueError) as exc:
             raise ValueError(f"kernel function {label} returned {type(out).__name__}, which is "
                              f"not an array of numbers ({exc})") from None
-        expected = (int(A.shape[0]), int(B.shape[0]))
+        expected = tuple(int(Z.shape[0]) if hasattr(Z, "shape") else len(Z) for Z in (A, B))
         if values.shape != expected:
             raise ValueError(f"kernel function {label} returned an array of shape "
                              f"{values.shape} for inputs of {expected[0]} and {expected[1]} rows;"
@@ -263,13 +263,12 @@ class SVMDualOperator(CachedColumnsMixin, ColumnOperator):
                 f"{column_bytes / 2**20:.3f} MB; the solvers need at least 2 "
                 f"(cache_size >= {2 * column_bytes / 2**20:.3f})")
         self.y = y.to(device=X.device, dtype=dtype).contiguous()
-        if isinstance(C, Tensor):
-            check_finite("C", C)
-            if C.shape != (m,) or bool((C <= 0).any()):
+        if isinstance(C, Tensor):  # C = inf (the hard margin): 1/C = 0
+            if C.shape != (m,) or bool(torch.isnan(C).any() | (C <= 0).any()):
                 raise ValueError("a per-example C must have shape (m,) and positive entries")
             self.inv_C = (1.0 / C.to(device=X.device, dtype=dtype)).contiguous()
         else:
-            self.inv_C = torch.full((m,), 1.0 / check_positive("C", C), dtype=dtype,
+            self.inv_C = torch.full((m,), 1 / check_positive("C", C, allow_inf=True), dtype=dtype,
                                     device=X.device)
         self._store_data(X)
         self.sq = _row_norms_sq(self.X).to(dtype).contiguous()

@@ -233,6 +233,9 @@ class SVMDualProblem:
                              f"gives rho > 0")
         y = torch.from_numpy(self.y).to(alpha.device)
         support = torch.nonzero(alpha > 0).squeeze(1)
+        # class by class (-1 first), by index within a class: SVC's (and LIBSVM's) order
+        negative_first = np.lexsort((support.cpu().numpy(), self.y[support.cpu().numpy()] > 0))
+        support = support[torch.from_numpy(negative_first).to(support.device)]
         signed = alpha * y
         classes = self.classes if self.classes is not None else np.array([-1, 1])
         index = support.cpu().numpy()

@@ -375,6 +375,14 @@ class WestonWatkinsSVC(BaseEstimator):
 
     # -- persistence ----------------------------------------------------------------------------
 
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        # random_state=None visits the blocks in fresh random orders: refits differ within
+        # the solver's tolerance. Attributes are torch tensors whatever the input (no array-API
+        # namespace rule), which the default array_api_support=False says.
+        tags.non_deterministic = self.random_state is None
+        return tags
+
     def state_dict(self) -> dict:
         """The fitted model as tensors and plain values (loadable with ``weights_only=True``)."""
         check_is_fitted(self, "coef_")

@@ -1,0 +1,259 @@
+"""The scikit-learn face of :class:`~torchfw.SVC`: its fitted attributes, seeds and tags.
+
+:class:`SklearnSVCMixin` turns the binary problems' dual solutions into the model (torch copies
+for prediction, public arrays in scikit-learn's layouts and the input's namespace, see
+:mod:`torchfw.svm._attrs`), draws each fit's seed (``random_state=None`` is a fixed seed: fits
+are deterministic, as LIBSVM's) and declares the estimator's tags. The helpers read
+``sample_weight`` (negative weights drop the example, as scikit-learn's SVC) and non-numeric
+``X`` for a callable kernel.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import torch
+from torch import Tensor
+
+from ..utils.data import as_sample_weight, take_rows
+from ..utils.estimator import check_is_fitted
+from ._attrs import class_order, example_class, namespace_of, not_one_vs_one, publish
+from ._kernel_range import finite_margins as _finite_margins
+from .problem import example_C
+
+__all__ = ["SklearnSVCMixin"]
+
+
+def _svc_weights(sample_weight, n_samples: int) -> np.ndarray | None:
+    """``sample_weight`` checked, negative weights set to 0 (the example left out).
+
+    As scikit-learn's SVC (LIBSVM drops the examples of weight <= 0): a negative weight is no
+    error, but all weights <= 0 are (nothing to fit).
+    """
+    if sample_weight is None:
+        return None
+    if isinstance(sample_weight, Tensor):
+        sample_weight = sample_weight.detach().cpu().numpy()
+    array = np.asarray(sample_weight)
+    if array.dtype.kind in "iuf":
+        array = np.where(array < 0, 0.0, array)  # NaN stays NaN: refused below
+    return as_sample_weight(array, n_samples)
+
+
+def _class_weights(class_weight, y_encoded: np.ndarray, classes) -> np.ndarray:
+    """``class_weight_``: each class's multiplier of C (1 without ``class_weight``)."""
+    per_example = example_C(1.0, class_weight, y_encoded, classes)
+    if isinstance(per_example, float):
+        return np.ones(len(classes))
+    first = np.array([np.flatnonzero(y_encoded == c)[0] for c in range(len(classes))])
+    return per_example.numpy()[first].astype(np.float64)
+
+
+def _take(objects, index):
+    """Rows ``index`` of non-numeric training input (an array, or a list kept as a list)."""
+    index = np.asarray(index, dtype=np.int64)
+    if isinstance(objects, np.ndarray):
+        return objects[index]
+    return [objects[int(i)] for i in index]
+
+
+def _take_object_rows(objects, index: Tensor):
+    """:func:`torchfw.utils.data.take_rows` for non-numeric input (the probability folds)."""
+    return _take(objects, index.cpu().numpy())
+
+
+def _zero_margin_message(C) -> str:
+    return ("the SVM's margin is 0: no boundary separates the classes at this C"
+            + (" (C=inf is the hard margin, which needs data the kernel separates: no "
+               "identical examples with different labels; use a finite C)"
+               if np.isinf(float(C)) else ""))
+
+
+class SklearnSVCMixin:
+    """What :class:`~torchfw.SVC` shares with scikit-learn's SVC (see the module docstring)."""
+
+    # Set by SVC (declared for the type checker)
+    random_state: Any
+    C: Any
+    kernel: Any
+    classes_: np.ndarray
+    _X_train: Any
+    _scheme: Any
+    _precomputed: Any
+
+    def _check_shape(self, scores: np.ndarray) -> None:
+        """``decision_function_shape="ovo"`` set (by set_params) on a one-vs-rest fit: an error,
+        not ``k`` columns where ``k(k-1)/2`` pair values were asked for."""
+        if scores.ndim == 2 and self._scheme() == "ovr" and \
+                getattr(self, "decision_function_shape", "ovr") == "ovo":
+            raise ValueError("decision_function_shape='ovo' asks for the k(k-1)/2 pair values "
+                             "of a one-vs-one model, but this SVC was fitted one-vs-rest "
+                             "(multi_class_='ovr'); refit with multi_class='ovo', or set "
+                             "decision_function_shape='ovr'")
+
+    def _check_hard_margin(self, results) -> None:
+        """C=inf converges only on data the kernel separates: a clear error otherwise."""
+        if np.isinf(float(self.C)) and not all(r.converged for r in results):
+            worst = max(r.n_iter for r in results)
+            raise ValueError(f"C=inf (the hard margin) did not converge in {worst} iterations: "
+                             f"the margin is near 0, so the data are not (or barely) separable "
+                             f"by this kernel (identical or near-identical examples of "
+                             f"different classes). Use a finite C, or a larger max_iter if the "
+                             f"data are separable")
+
+    def _begin_fit(self, X) -> None:
+        """What every fit records first: the input's namespace and the seed of its draws."""
+        self._namespace = namespace_of(X)
+        self._fit_seed = self._draw_seed()
+        self._sv_objects = None
+
+    def _draw_seed(self) -> int:
+        """The seed of this fit's random draws (initial subsets, sampling, probability folds).
+
+        ``random_state=None`` is a fixed seed, 0: as LIBSVM, whose fits are deterministic, two
+        fits of the same data give the same model. An int is the seed itself; a NumPy
+        ``RandomState`` or ``Generator`` gives one draw per fit (scikit-learn's convention:
+        refits differ).
+        """
+        rs = self.random_state
+        if rs is None:
+            return 0
+        if isinstance(rs, np.random.RandomState):
+            return int(rs.randint(np.iinfo(np.int32).max))
+        if isinstance(rs, np.random.Generator):
+            return int(rs.integers(np.iinfo(np.int32).max))
+        if isinstance(rs, (bool, np.bool_)) or not isinstance(rs, (int, np.integer)):
+            raise ValueError(f"random_state must be None, an int, a numpy RandomState or "
+                             f"Generator; got {rs!r}")
+        return int(rs)
+
+    def _problem_seed(self, k: int) -> int:
+        """The seed of binary problem ``k``'s draws (problems draw independently)."""
+        return getattr(self, "_fit_seed", 0) + k
+
+    def _set_model(self, X: Tensor, problems, alphas, results,
+                   defer_publish: bool = False) -> None:
+        """The fitted model from the problems' labels over ``X`` and their dual solutions.
+
+        Keeps the torch copies prediction uses (``_sv``, ``_coef``, ``_bias``; one row per
+        binary problem) and sets the public attributes in scikit-learn's layout
+        (:mod:`torchfw.svm._attrs`; ``defer_publish``: the caller publishes once it is done).
+        """
+        # All problems at once in NumPy (per-problem tensor ops: a fifth of a 100-example fit)
+        A = torch.stack(alphas).cpu().numpy()
+        labels = np.stack(problems)
+        positive = A > 0
+        support = np.flatnonzero(positive.any(0))
+        # Class by class, by index within a class: LIBSVM's and scikit-learn's order.
+        k = len(self.classes_)
+        sv_class = example_class(labels[:, support], k, self._scheme())
+        support = support[class_order(support, sv_class)]
+        signed = A * labels
+        # rho = alpha' K~ alpha = 2 f at the alpha the model uses (the tail average if any)
+        rho = np.array([2.0 * (r.value if r.average is None else r.average_value)
+                        for r in results])
+        if not np.isfinite(A).all() or not (np.isfinite(rho).all() or np.isinf(self.C)):
+            _finite_margins(A, results)  # raises: the kernel's values overflowed
+        if not (np.isfinite(rho).all() and (rho > 0).all()):
+            raise ValueError(_zero_margin_message(self.C))
+        self.support_ = support.astype(np.int32)
+        self.n_support_ = np.bincount(sv_class, minlength=k).astype(np.int32)
+        self._sv = take_rows(X, torch.from_numpy(support).to(X.device))
+        self._coef = torch.from_numpy(signed[:, support] / rho[:, None]).to(X.device)
+        self._bias = torch.from_numpy(signed.sum(1) / rho).to(X.device)
+        self.result_ = results[0] if len(results) == 1 else results
+        # A problem its start already solves (the exact solve on the initial subset) counts
+        # one iteration: that solve is the solver's work (scikit-learn's n_iter_ >= 1).
+        self.n_iter_ = np.array([max(1, r.n_iter) for r in results], dtype=np.int32)
+        # scikit-learn's fit_status_: 0 when every problem met its stopping rule, else 1.
+        self.fit_status_ = int(not all(r.converged for r in results))
+        del self._X_train
+        if not defer_publish:
+            publish(self)
+
+    # -- scikit-learn's attributes ---------------------------------------------------------------
+
+    @property
+    def dual_coef_(self):
+        r"""Dual coefficients in scikit-learn's layout: ``(1, n_SV)`` or ``(k - 1, n_SV)``.
+
+        :math:`\alpha_i y_i / \rho` on the margin-1 scale, support vectors class by class;
+        one-vs-one packs the pairs as LIBSVM (see :mod:`torchfw.svm._attrs`). A one-vs-rest
+        model raises AttributeError (its rows are ``problem_dual_coef_``).
+        """
+        check_is_fitted(self, "_coef")
+        if self._dual_coef_public is None:
+            raise not_one_vs_one("dual_coef_")
+        return self._dual_coef_public
+
+    @property
+    def intercept_(self):
+        """Intercepts ``(1,)`` or ``(k(k-1)/2,)`` (pairs (0, 1), (0, 2), ...), as scikit-learn.
+
+        A one-vs-rest model raises AttributeError (its ``k`` are ``problem_intercept_``).
+        """
+        check_is_fitted(self, "_coef")
+        if self._dual_coef_public is None:
+            raise not_one_vs_one("intercept_")
+        return self._problem_intercept_public
+
+    @property
+    def problem_dual_coef_(self):
+        """One row per binary problem ``(n_problems, n_SV)``: 1, ``k`` (one-vs-rest) or
+        ``k(k-1)/2`` (one-vs-one pairs, zeros outside a pair's classes)."""
+        check_is_fitted(self, "_coef")
+        return self._problem_dual_coef_public
+
+    @property
+    def problem_intercept_(self):
+        """One intercept per binary problem ``(n_problems,)``, as ``problem_dual_coef_``."""
+        check_is_fitted(self, "_coef")
+        return self._problem_intercept_public
+
+    @property
+    def coef_(self):
+        r"""Primal weights of a linear kernel, ``(1, d)`` or ``(k(k-1)/2, d)``, read-only.
+
+        :math:`w_p = \sum_s \beta_{ps} x_s` per binary problem (as scikit-learn's, so that
+        ``X @ coef_.T + intercept_`` is the pair values). Other kernels raise AttributeError.
+        """
+        check_is_fitted(self, "_coef")
+        if self.kernel != "linear":
+            raise AttributeError("coef_ is only available when using a linear kernel")
+        if self._dual_coef_public is None:
+            raise not_one_vs_one("coef_")
+        sv = self._sv.to_dense() if self._sv.layout == torch.sparse_csr else self._sv
+        w = self._coef @ sv.to(torch.float64)
+        if self._namespace == "torch":
+            return w
+        out = w.cpu().numpy()
+        if self._namespace == "scipy":
+            import scipy.sparse as sp
+
+            out = sp.csr_matrix(out)
+            out.data.flags.writeable = False
+        else:
+            out.flags.writeable = False
+        return out
+
+    def __sklearn_tags__(self):
+        # As scikit-learn's SVC: a precomputed kernel's X is pairwise, so that its
+        # cross-validation tools slice the test rows' columns by the training fold too.
+        tags = super().__sklearn_tags__()
+        tags.input_tags.pairwise = self._precomputed()
+        # The float attributes follow the input's namespace, but predict, decision_function and
+        # predict_proba return NumPy for any input, and the integer attributes are NumPy:
+        # scikit-learn's array-API support (check_array_api_input) asks for all of them in the
+        # input's namespace, so it is not claimed.
+        tags.array_api_support = False
+        # any X goes to a callable kernel, as scikit-learn's
+        tags.input_tags.sparse = not self._precomputed()
+        if callable(self.kernel):
+            tags.input_tags.string = True
+        # random_state=None is a fixed seed: fits are deterministic unless a RandomState
+        # instance draws a new seed per fit
+        tags.non_deterministic = isinstance(self.random_state,
+                                            (np.random.RandomState, np.random.Generator))
+        return tags
+
