@@ -392,7 +392,7 @@ def test_chunked_compiled_solve_is_the_one_call_solve(monkeypatch):
         for solver in ("swap", "partan"):
             m = SVC(solver=solver, tol=1e-5, multi_class="ovr", dense=True,
                     random_state=0).fit(X, y)
-            runs.append((m.dual_coef_.numpy(), m.n_iter_,
+            runs.append((np.asarray(m.problem_dual_coef_), m.n_iter_,
                          [list(r.history.gap) for r in m.result_]))
     for one, chunked in zip(runs[:2], runs[2:], strict=True):
         assert np.array_equal(one[0], chunked[0]) and np.array_equal(one[1], chunked[1])
@@ -721,7 +721,7 @@ def test_chunked_solve_keeps_the_corrective_window(monkeypatch):
         monkeypatch.setattr(dense, "FIRST_CHUNK", first)
         m = SVC(C=2e4, solver="fw", dense=True, random_state=0).fit(X, y)
         history = m.result_.history
-        runs.append((m.dual_coef_.numpy(), m.result_.n_iter, list(history.gap),
+        runs.append((np.asarray(m.dual_coef_), m.result_.n_iter, list(history.gap),
                      history.steps[-1].get("correct", 0)))
     one, chunked = runs
     assert np.array_equal(one[0], chunked[0]) and one[1] == chunked[1] and one[2] == chunked[2]

@@ -43,7 +43,7 @@ def check_custom_kernel(model, m: int, device) -> None:
     Those kernels have no columns on demand: their fit is the compiled whole solve on the
     given ``m x m`` Gram matrix, so it needs what that path needs (numba, the CPU, a solver it
     runs, no sampling, clock or progress bar) and the matrix within ``cache_size`` MB (the
-    same budget as :func:`torchfw.svm._dense.dense_budget_ok`). The message says which is
+    same budget as :func:`torchfw.svm._fit.dense_budget_ok`). The message says which is
     missing, and for the budget the ``cache_size`` that would do.
     """
     what = "kernel='precomputed'" if isinstance(model.kernel, str) else "a callable kernel"
@@ -77,7 +77,7 @@ def check_custom_kernel(model, m: int, device) -> None:
 def custom_matrix(gram: np.ndarray, C_all, kdtype) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     r"""``(P, diag, inv_c)`` of a given Gram matrix: :math:`K + 1`, :math:`K_{ii} + 1 + 1/C_i`.
 
-    The same quantities :func:`torchfw.svm._dense.fit_problems` takes from an
+    The same quantities :func:`torchfw.svm._fit.fit_problems` takes from an
     :class:`~torchfw.svm.kernels.SVMDualOperator` for the built-in kernels, rounded the same way:
     ``P`` and ``1/C`` in the kernel precision, the diagonal summed in it and then widened to
     float64.

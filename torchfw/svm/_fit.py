@@ -1,6 +1,6 @@
 r"""The binary problems of one :class:`~torchfw.SVC` fit on the compiled whole solve, on threads.
 
-:func:`torchfw.svm._dense.fit_problems` hands the problems here. One matrix :math:`K + 1`
+:func:`torchfw.svm._fit.fit_problems` hands the problems here. One matrix :math:`K + 1`
 (:mod:`torchfw.svm._matrix`) serves them all: each one-vs-rest problem and one-vs-one pair reads
 its signed rows from it and writes only its own vectors, so the problems are independent solves
 and the compiled code releases the GIL. They are prepared on the calling thread in problem order
@@ -44,8 +44,8 @@ __all__ = ["fit_problems", "dense_budget_ok", "stopping_rule", "fit_all", "PARAL
 
 
 def fit_all(model, X, problems, C_examples, kdtype, previous, rule, gram=None):
-    """:func:`torchfw.svm._dense.fit_problems` (which calls it on one torch thread); ``rule``
-    is the lazy path's ``(tol, rtol, check_every)`` (:func:`~torchfw.svm._dense.stopping_rule`)."""
+    """:func:`torchfw.svm._fit.fit_problems` (which calls it on one torch thread); ``rule``
+    is the lazy path's ``(tol, rtol, check_every)`` (:func:`~torchfw.svm._fit.stopping_rule`)."""
     from ._multiclass import restrict, scatter
     from .kernels import ORDERED_MATVEC_MAX
 
@@ -312,7 +312,7 @@ def _own_matrix_solve(variant, rule, on_pool, job):
     matrix.
 
     The matrix of ``job.op`` (on this thread alone when ``on_pool``: no pool inside the pool),
-    then :func:`torchfw.svm._dense.start_from` and the solve; the operator and the matrix are
+    then :func:`torchfw.svm._fit.start_from` and the solve; the operator and the matrix are
     let go as soon as done, except the row source when the start must come from an operator
     (``start`` None). A job without operator (``y`` None) is returned as is, for the lazy path.
     """

@@ -34,7 +34,7 @@ from ._params import iteration_budget
 from .kernels import SVMDualOperator
 
 if TYPE_CHECKING:  # the sampled storage loads with its first fit: every compiled fit reads
-    # LARGE_M here (torchfw.svm._dense.dense_budget_ok), and most never sample
+    # LARGE_M here (torchfw.svm._fit.dense_budget_ok), and most never sample
     from ..optimizers._kernel_rows import KernelRows
 
 __all__ = ["LARGE_M", "SAMPLED_SOLVERS", "uses_sampled", "fit_binary_sampled"]
