@@ -26,7 +26,8 @@ Usage::
 
 ``--coarse`` keeps every other grid value (log2 C -5, -1, 3, 7, 11, 15; log2 gamma 3, -1, -5,
 -9, -13: 30 points). Results go to ``benchmarks/results/svm_grid_<machine>.md`` and ``.json``
-(``--machine``, default ``xeon2``; ``--out`` overrides the stem).
+(``--machine``, default the CPU's tag and its core count, e.g. ``epyc2``; ``--out``
+overrides the stem).
 """
 
 from __future__ import annotations
@@ -44,7 +45,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _data import load_libsvm  # noqa: E402
-from _machine import cpu_model, machine_header  # noqa: E402
+from _machine import cpu_model, machine_header, machine_tag  # noqa: E402
 
 DATASETS = ("svmguide1-raw", "svmguide1-scaled", "a9a-5000")
 LOG2C = tuple(range(-5, 16, 2))
@@ -261,7 +262,7 @@ def main() -> None:
     parser.add_argument("--c", type=int, nargs="+", help="log2 C values (default: the grid)")
     parser.add_argument("--gamma", type=int, nargs="+",
                         help="log2 gamma values (default: the grid)")
-    parser.add_argument("--machine", default="xeon2")
+    parser.add_argument("--machine", default=machine_tag() + "2")
     parser.add_argument("--out", default=None, help="output stem under benchmarks/results")
     parser.add_argument("--table", action="store_true",
                         help="only the single fits of the cases that crawled "
