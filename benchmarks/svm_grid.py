@@ -262,7 +262,7 @@ def main() -> None:
     parser.add_argument("--c", type=int, nargs="+", help="log2 C values (default: the grid)")
     parser.add_argument("--gamma", type=int, nargs="+",
                         help="log2 gamma values (default: the grid)")
-    parser.add_argument("--machine", default=machine_tag() + "2")
+    parser.add_argument("--machine", default=f"{machine_tag()}{os.cpu_count()}")
     parser.add_argument("--out", default=None, help="output stem under benchmarks/results")
     parser.add_argument("--table", action="store_true",
                         help="only the single fits of the cases that crawled "
