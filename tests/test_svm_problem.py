@@ -103,7 +103,7 @@ def test_a_core_solve_gives_svcs_model(solver):
     problem = svm_dual_problem(X, y, C=2.0, gamma=0.4, random_state=3)
     # SVC's own optimizer options (svm._solver_factory): the same iterates.
     opt = make_solver(solver, problem.lmo, estimator="svc", tol=1e-300, rtol=2 * tol,
-                      max_iter=100 * X.shape[0], random_state=3)
+                      max_iter=100 * X.shape[0], random_state=3, corrective=True)
     result = opt.minimize(problem.objective, problem.x0)
     assert result.n_iter == svc.n_iter_[0]
     assert torch.equal(result.x, svc.result_.x)

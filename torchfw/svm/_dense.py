@@ -49,6 +49,8 @@ MAX_CHECKS = 100_000
 
 # Status codes returned by the compiled loop.
 _CONVERGED, _MAX_ITER, _NONFINITE = 0, 1, 2
+#: A chunk of a solve ended at a check at or past its ``pause_at`` (:func:`solve` resumes it).
+_PAUSED = 3
 
 
 # ---------------------------------------------------------------------------------------------
@@ -56,7 +58,7 @@ _CONVERGED, _MAX_ITER, _NONFINITE = 0, 1, 2
 # ---------------------------------------------------------------------------------------------
 
 def _solve(variant, P, cache, rows, y, inv_c, diag, w, s, wp, sp, support, state, max_iter, tol,
-           rtol, check_every, zero_tol, counts, hist, hist_counts, correct):
+           rtol, check_every, zero_tol, counts, hist, hist_counts, correct, pause_at):
     """Run the whole solve; returns ``(iterations, status, number of history entries)``.
 
     The vertex gradient of atom ``k`` is the problem's signed row ``k`` of :math:`K + 1` from
@@ -124,6 +126,11 @@ def _solve(variant, P, cache, rows, y, inv_c, diag, w, s, wp, sp, support, state
             break
         if k >= max_iter:
             status = _MAX_ITER
+            break
+        if k >= pause_at:
+            # Between two checks of the one-call solve, before this check's corrective
+            # decision: the resumed call repeats this check and goes on as one call would.
+            status = _PAUSED
             break
         if correct:
             if gap < win_min:
@@ -558,7 +565,11 @@ def solve(variant: int, src: tuple, rows: np.ndarray, y: np.ndarray, inv_c: np.n
     while True:
         if stop is not None and stop.is_set():
             raise SolveCancelled
+        # The chunk pauses at its first check at or past ``chunk`` iterations: checks fall
+        # where one call makes them (a corrective step moves them off the multiples of
+        # check_every), and the budget stays the whole solve's.
         this = max_iter - done if CHUNK_SECONDS is None else min(max_iter - done, chunk)
+        pause_at = max_iter - done if CHUNK_SECONDS is None else chunk
         # A check per block, one more after each corrective step (at most one per window).
         n_checks = min(this // check_every + this // _face.MIN_WINDOW + 3, MAX_CHECKS)
         hist = np.empty((n_checks, 3), dtype=np.float64)
@@ -566,8 +577,8 @@ def solve(variant: int, src: tuple, rows: np.ndarray, y: np.ndarray, inv_c: np.n
         t0 = time.perf_counter()
         k, status, n_hist = solve_compiled(
             variant, src[0], src[1], rows, y, inv_c, diag, start.w, start.s, start.wp,
-            start.sp, start.support, start.state, this, tol, rtol, check_every, ZERO_TOL,
-            counts, hist, hist_counts, bool(correct))
+            start.sp, start.support, start.state, max_iter - done, tol, rtol, check_every,
+            ZERO_TOL, counts, hist, hist_counts, bool(correct), pause_at)
         elapsed = time.perf_counter() - t0
         first = 1 if hists else 0  # a resumed chunk's first check is the last chunk's last
         hist = hist[first:n_hist]
@@ -575,7 +586,7 @@ def solve(variant: int, src: tuple, rows: np.ndarray, y: np.ndarray, inv_c: np.n
         hists.append(hist)
         hist_counts_list.append(hist_counts[first:n_hist])
         done += int(k)
-        if status != _MAX_ITER or done >= max_iter or CHUNK_SECONDS is None:
+        if status != _PAUSED:
             break
         # The next chunk: as many iterations as CHUNK_SECONDS at this chunk's pace, a multiple
         # of check_every, growing at most 8-fold at a time (the pace of the first iterations,
