@@ -357,7 +357,7 @@ def test_graph_execution_matches_host_on_cuda():
     x0[0] = 1.0
     # PARTAN has no away steps: like plain FW it converges sublinearly once the optimum lies on
     # a face, and here needs 3,550 iterations for gap 1e-4 but 49,250 for 1e-5 (on the CPU's host
-    # loop); at 1e-7 it never converged within max_iter (found on a lent H100, 2026-11-27).
+    # loop); at 1e-7 it does not converge within max_iter, on CUDA or on the CPU.
     for cls, tol in ((tf.SwapFrankWolfe, 1e-7), (tf.PartanFrankWolfe, 1e-4),
                      (tf.AwayStepFrankWolfe, 1e-7)):
         ref = cls(tf.Simplex(), tol=tol, max_iter=50_000, execution="host",
