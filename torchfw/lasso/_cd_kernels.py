@@ -19,6 +19,15 @@ from ..utils.jit import njit
 __all__: list[str] = []
 
 
+
+def _soft_threshold(z, t):
+    """The Lasso's coordinate minimizer: :math:`\operatorname{sign}(z) \max(|z| - t, 0)`."""
+    if z > t:
+        return z - t
+    if z < -t:
+        return z + t
+    return 0.0
+
 def _col_dot(sparse, Xd, indptr, indices, vals, j, R0):
     """:math:`Z_j^\\top R_0` for column ``j`` of the stored (uncentred if sparse) design."""
     s = 0.0
@@ -208,14 +217,7 @@ def _gram_phase(sparse, Xd, indptr, indices, vals, means, y, w, feats, R0, c, S,
             if G[k, k] <= 0.0:
                 continue
             old = wa[k]
-            z = old + gk / G[k, k]
-            t = lam / G[k, k]
-            if z > t:
-                new = z - t
-            elif z < -t:
-                new = z + t
-            else:
-                new = 0.0
+            new = _soft_threshold(old + gk / G[k, k], lam / G[k, k])
             if new != old:
                 d = new - old
                 wa[k] = new
@@ -340,6 +342,7 @@ def _csr_to_csc(indptr, indices, values, p):
     return ccol, rows, out
 
 
+_soft_threshold = njit(_soft_threshold, fallback=True)
 _col_dot = njit(_col_dot, fastmath=True, fallback=True)
 _col_axpy = njit(_col_axpy, fastmath=True, fallback=True)
 _residual = njit(_residual, fallback=True)

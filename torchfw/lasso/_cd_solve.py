@@ -20,6 +20,7 @@ from ._cd_kernels import (
     _gap,
     _gram_phase,
     _residual,
+    _soft_threshold,
     _solve_small,
     _stats,
 )
@@ -206,14 +207,7 @@ def _cd_solve(sparse, Xd, indptr, indices, vals, means, v, norms2, y, xty, w, la
                 if abs(g) > dn:
                     dn = abs(g)
                 old = w[j]
-                z = old + g / wsn[k]
-                t = lam / wsn[k]
-                if z > t:
-                    new = z - t
-                elif z < -t:
-                    new = z + t
-                else:
-                    new = 0.0
+                new = _soft_threshold(old + g / wsn[k], lam / wsn[k])
                 if new != old:
                     d = new - old
                     w[j] = new
