@@ -365,37 +365,24 @@ def _face_atoms_py(w, s, p, max_face):
     """
     n = w.shape[0]
     k = 0
-    n_viol = 0
     for r in range(n):
         if w[r] > 0.0:
             k += 1
-        elif s[r] < p:
-            n_viol += 1
     if k > max_face:  # beyond what the plain steps paid for: no face
         return np.empty(0, dtype=np.int64), 0
     room = max_face - k
     n_add = _face_growth(k)
-    if n_add > n_viol:
-        n_add = n_viol
     if n_add > room:
-        n_add = room if room > 0 else 0
-    viol = np.empty(n_viol, dtype=np.int64)
-    score = np.empty(n_viol)
-    q = 0
-    for r in range(n):
-        if not w[r] > 0.0 and s[r] < p:
-            viol[q] = r
-            score[q] = s[r]
-            q += 1
-    order = np.argsort(score, kind="mergesort")
-    idx = np.empty(k + n_add, dtype=np.int64)
+        n_add = room
+    extra = violators(w, s, p, n_add)
+    idx = np.empty(k + extra.shape[0], dtype=np.int64)
     q = 0
     for r in range(n):
         if w[r] > 0.0:
             idx[q] = r
             q += 1
-    for a in range(n_add):
-        idx[k + a] = viol[order[a]]
+    for a in range(extra.shape[0]):
+        idx[k + a] = extra[a]
     return idx, k
 
 
