@@ -21,7 +21,7 @@ __all__: list[str] = []
 
 
 def _soft_threshold(z, t):
-    """The Lasso's coordinate minimizer: :math:`\operatorname{sign}(z) \max(|z| - t, 0)`."""
+    r"""The Lasso's coordinate minimizer: :math:`\operatorname{sign}(z) \max(|z| - t, 0)`."""
     if z > t:
         return z - t
     if z < -t:
