@@ -30,18 +30,19 @@ from _data import load_libsvm  # noqa: E402
 from svm_vs_libsvm import machine  # noqa: E402
 
 from torchfw import SVC, Status  # noqa: E402
-from torchfw.svm import ConvergenceWarning  # noqa: E402
+from torchfw.exceptions import ConvergenceWarning  # noqa: E402
+from torchfw.svm._plan import fit_planned  # noqa: E402
 
 
 def fit(X, y, Xt, yt, *, batched: bool, solver: str, C: float, tol: float, device: str):
     model = SVC(solver=solver, C=C, tol=tol, device=device, random_state=0)
-    model._batched_ovr = batched  # force the path (SVC chooses by device otherwise)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
         if device.startswith("cuda"):
             torch.cuda.synchronize()
         start = time.perf_counter()
-        model.fit(X, y)
+        # Force the path through the plan (SVC chooses by device otherwise).
+        fit_planned(model, X, y, batched=batched)
         if device.startswith("cuda"):
             torch.cuda.synchronize()
         elapsed = time.perf_counter() - start

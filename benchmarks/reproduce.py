@@ -28,7 +28,6 @@ instead, so a smoke run never touches the report). Data: ``../shared/data`` or `
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import os
 import platform
@@ -53,7 +52,7 @@ from lasso_svm_equivalence import gap_curve, load_leukemia  # noqa: E402
 
 from torchfw import SVC, WestonWatkinsSVC  # noqa: E402
 from torchfw.lasso import LassoData  # noqa: E402
-from torchfw.svm import estimator as svm_module  # noqa: E402
+from torchfw.svm._plan import fit_planned  # noqa: E402
 from torchfw.utils.data import take_rows  # noqa: E402
 
 DOCS = ROOT / "docs"
@@ -154,31 +153,13 @@ def binary_data(name: str, quick: bool, standardize: bool = True):
 
 # -- absolute tolerance on the dual ------------------------------------------------------------
 
-@contextlib.contextmanager
-def absolute_gap(eps: float):
-    """Make SVC stop on the absolute Frank-Wolfe gap ``<= eps`` of ``1/2 a'Ka`` (seed 002).
-
-    SVC's own ``tol`` is relative to the margin; everything else of SVC (kernel, CVM-form K,
-    initial 20-point subset, model recovery) is kept by swapping only the solver factory.
-    """
-    base = svm_module._solver_factory
-
-    def factory(name):
-        make = base(name)
-
-        def build(**kw):
-            kw["tol"], kw["rtol"] = eps, 0.0
-            return make(**kw)
-        return build
-
-    svm_module._solver_factory = factory
-    try:
-        yield
-    finally:
-        svm_module._solver_factory = base
-
-
 def fit_svc(X, y, *, eps=None, **params):
+    """Fit ``SVC(**params)``; with ``eps``, stopping on the absolute Frank-Wolfe gap ``<= eps``
+    of ``1/2 a'Ka`` (seed 002) instead of SVC's ``tol``, which is relative to the margin.
+
+    Everything else of SVC (kernel, CVM-form K, initial 20-point subset, model recovery) is
+    kept: only the stopping numbers of the fit's plan are replaced (``gap_tol=eps, rtol=0``).
+    """
     clf = SVC(**params)
     c0, w0 = time.process_time(), time.perf_counter()
     with warnings.catch_warnings():
@@ -186,8 +167,7 @@ def fit_svc(X, y, *, eps=None, **params):
         if eps is None:
             clf.fit(X, y)
         else:
-            with absolute_gap(eps):
-                clf.fit(X, y)
+            fit_planned(clf, X, y, gap_tol=eps, rtol=0.0)
     return clf, time.perf_counter() - w0, time.process_time() - c0
 
 

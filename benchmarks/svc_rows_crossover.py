@@ -69,6 +69,7 @@ def matrices(repeats: int) -> list[str]:
 
     import torchfw
     from torchfw.svm._matrix import plain_kernel_matrix, plain_operator
+    from torchfw.svm._plan import resolve_plan
 
     lines = ["", f"The whole matrix alone (RBF, float32), {repeats} computations per thread "
              "count, each in ms, sorted:", "", "| m (train) | one thread | two threads |",
@@ -78,8 +79,9 @@ def matrices(repeats: int) -> list[str]:
         X = torch.from_numpy(Xtr.astype(np.float32))
         model = torchfw.SVC()
         model._gamma = model._resolve_gamma(X)
-        model._kernel = model._make_kernel()
-        op = plain_operator(model, X, model.C, torch.float32)
+        plan = resolve_plan(model, n_examples=X.shape[0], kernel=model._make_kernel(),
+                            dtype=torch.float32, device=X.device)
+        op = plain_operator(plan, X, model.C)
         cells = []
         for threads in (1, 2):
             plain_kernel_matrix(op, threads=threads)

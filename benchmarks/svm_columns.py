@@ -32,7 +32,8 @@ from _machine import cpu_model  # benchmarks/ is sys.path[0] for these scripts
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _data import load_libsvm  # noqa: E402
 
-from torchfw.svm import SVC, ConvergenceWarning  # noqa: E402
+from torchfw.exceptions import ConvergenceWarning  # noqa: E402
+from torchfw.svm import SVC  # noqa: E402
 from torchfw.svm.kernels import SVMDualOperator, make_kernel  # noqa: E402
 from torchfw.utils.column_cache import ColumnCache  # noqa: E402
 

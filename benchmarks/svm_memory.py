@@ -46,7 +46,7 @@ def child(m: int, d: int, iterations: int, cache_size: float, solver: str) -> No
     sys.path.insert(0, str(ROOT))
     from torchfw import SVC
     from torchfw.datasets import make_large_classification
-    from torchfw.svm import ConvergenceWarning
+    from torchfw.exceptions import ConvergenceWarning
 
     torch.set_num_threads(2)
     # Compile the CPU kernels on a tiny problem first: numba's own memory is not the fit's.

@@ -450,7 +450,7 @@ def c_sweep(splits: int) -> str:
     from sklearn.svm import SVC as SkSVC
 
     from torchfw import SVC
-    from torchfw.svm import SMALL_M, SMALL_TOL
+    from torchfw.svm._plan import SMALL_M, SMALL_TOL
 
     default_c = SVC().C
     lines = [f"# torchfw SVC(C) accuracy against scikit-learn SVC() ({cpu_model()})", "",

@@ -30,7 +30,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _data import load_libsvm  # noqa: E402
 
 from torchfw.datasets import to_scipy_csr  # noqa: E402
-from torchfw.svm import SVC, ConvergenceWarning  # noqa: E402
+from torchfw.exceptions import ConvergenceWarning  # noqa: E402
+from torchfw.svm import SVC  # noqa: E402
 from torchfw.utils.data import take_rows  # noqa: E402
 
 ALL_SOLVERS = ["fw", "away", "pairwise", "swap", "swap2", "partan", "sfw", "msfw"]

@@ -168,7 +168,7 @@ def main(argv=None):
     ww = torchfw.WestonWatkinsSVC(C=args.ww_C, max_iter=ww_max_iter, random_state=args.seed)
     with warnings.catch_warnings():
         if args.quick:  # the capped run may stop before the gap rule
-            warnings.simplefilter("ignore", torchfw.ww.estimator.ConvergenceWarning)
+            warnings.simplefilter("ignore", torchfw.exceptions.ConvergenceWarning)
         ww.fit(features, labels.numpy())
     ww_head = ww.as_module()  # a LinearHead with the fitted coef_ and intercept_
     ww_time = time.perf_counter() - start

@@ -40,7 +40,7 @@ import torch
 
 import torchfw
 from torchfw.datasets import load_svmlight_files
-from torchfw.svm import ConvergenceWarning
+from torchfw.exceptions import ConvergenceWarning
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_OUT = ROOT / "examples" / "output" / "svm_solvers.png"

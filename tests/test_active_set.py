@@ -64,14 +64,14 @@ def test_bad_input(B, match):
 
 def test_svc_initial_subset_is_solved_exactly():
     from torchfw.datasets import make_classification_blobs
+    from torchfw.svm._start import initial_alpha
     from torchfw.svm.kernels import SVMDualOperator, make_kernel
 
     X, y = make_classification_blobs(500, 2, n_classes=2, pattern="rings", random_state=0)
-    model = tf.SVC(gamma=1.0, random_state=3, n_init=30)
     y_pm = np.where(np.asarray(y) == 1, 1.0, -1.0)
     op = SVMDualOperator(torch.as_tensor(X, dtype=torch.float64), torch.as_tensor(y_pm),
                          make_kernel("rbf", 1.0, 3, 0.0), 1.0, dtype=torch.float64)
-    alpha = model._initial_alpha(op, y_pm, 3)
+    alpha = initial_alpha(op, y_pm, 30, 3)  # SVC(n_init=30)'s start, seed 3
     support = torch.nonzero(alpha).squeeze(1)
     assert 0 < len(support) <= 30 and abs(float(alpha.sum()) - 1.0) < 1e-12
     # Optimal on the face of its support: equal gradients there (to rounding).

@@ -16,7 +16,7 @@ from conftest import data_path, requires_cuda
 from torchfw import Lasso, lasso_path
 from torchfw.datasets import load_svmlight
 from torchfw.lasso import LassoData
-from torchfw.svm import ConvergenceWarning
+from torchfw.exceptions import ConvergenceWarning
 
 sklearn_lm = pytest.importorskip("sklearn.linear_model")
 scipy_sparse = pytest.importorskip("scipy.sparse")

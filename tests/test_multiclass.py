@@ -10,9 +10,10 @@ import torch
 from conftest import data_path
 
 from torchfw import BlockCoordinateDescent, WestonWatkinsSVC
+from torchfw.exceptions import ConvergenceWarning
 from torchfw.optimizers.bcd import BoxQuadraticProblem
 from torchfw.utils.estimator import NotFittedError
-from torchfw.ww.estimator import ConvergenceWarning, WWDualProblem, _as_csr
+from torchfw.ww.estimator import WWDualProblem, _as_csr
 
 
 def blobs(n=240, d=6, k=4, seed=0, sep=2.5):

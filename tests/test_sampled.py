@@ -305,20 +305,22 @@ def test_bad_inputs():
         KernelRows(torch.ones(5, 2), torch.ones(4), make_kernel("rbf", 1.0), 1.0)
 
 
-def test_svc_switches_to_the_sampled_storage(monkeypatch):
-    from torchfw.svm import _large as _svc_large
+def test_svc_switches_to_the_sampled_storage():
+    from torchfw.svm._plan import fit_planned
 
     X, y = _blobs(1500)
     assert tf.SVC(sample_size=50, random_state=0).fit(X, y).result_.info["engine"] == \
         "SampledEngine"
-    assert tf.SVC(random_state=0).fit(X, y).result_.info["engine"] != "SampledEngine"
-    monkeypatch.setattr(_svc_large, "LARGE_M", 1000)  # above the size threshold: sampled
-    model = tf.SVC(random_state=0, dense=False).fit(X, y)  # (small data: no compiled solve)
+    assert tf.SVC(random_state=0, dense=False).fit(X, y).result_.info["engine"] != \
+        "SampledEngine"
+    # The plan's threshold below the data's size: sampled (small data: no compiled solve).
+    model = fit_planned(tf.SVC(random_state=0, dense=False), X, y, large_m=1000)
     assert model.result_.info["engine"] == "SampledEngine"
     assert model.score(X, y) > 0.9
     # fc and the streaming solvers have no sampled form
-    assert tf.SVC(solver="fc", random_state=0).fit(X, y).result_.info["engine"] != \
-        "SampledEngine"
+    for solver in ("fc", "sfw"):
+        other = fit_planned(tf.SVC(solver=solver, random_state=0), X, y, large_m=1000)
+        assert other.result_.info["engine"] != "SampledEngine"
 
 
 def test_svc_anytime_model_is_the_better_of_iterate_and_subset(monkeypatch):

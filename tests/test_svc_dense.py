@@ -158,16 +158,18 @@ def test_every_iteration_matches_the_host_engine(solver):
     from torchfw.objectives import Quadratic
     from torchfw.optimizers._engine import QuadraticEngine
     from torchfw.sets.oracles import Simplex
-    from torchfw.svm.estimator import _solver_factory
+    from torchfw.solvers import make_solver
+    from torchfw.svm._start import initial_alpha
     from torchfw.utils.scalars import HOST
 
     X, y = _data(m=70, seed=4)
     y_pm = np.where(y == 1, 1.0, -1.0)
     Xt = torch.tensor(X, dtype=torch.float32)
     op = SVMDualOperator(Xt, torch.from_numpy(y_pm), make_kernel("rbf", 0.2), 1.0)
-    x0 = tf.SVC(random_state=0)._initial_alpha(op, y_pm, 0)
-    ref = _solver_factory(solver)(tol=1e-300, rtol=1e-6, max_iter=300, check_every=1).minimize(
-        Quadratic(op), x0)
+    x0 = initial_alpha(op, y_pm, tf.SVC().n_init, 0)
+    # SVC's optimizer (torchfw.svm._plan.FitPlan.optimizer: the corrective step on).
+    ref = make_solver(solver, Simplex(), estimator="svc", corrective=True, tol=1e-300,
+                      rtol=1e-6, max_iter=300, check_every=1).minimize(Quadratic(op), x0)
     ones = torch.ones(70, dtype=torch.float64)
     plain = SVMDualOperator(Xt, ones, make_kernel("rbf", 0.2), 1.0)
     P = D.full_source(D.plain_kernel_matrix(plain))
@@ -268,27 +270,24 @@ def test_row_cache_policy_is_the_column_cache():
     assert reference.misses == M.cache_stats(cache)["misses"] > 16 * 5  # frequencies halved
 
 
-def test_a_wrapped_solver_factory_stops_both_paths(monkeypatch):
-    # benchmarks/reproduce.py stops SVC on an absolute gap by wrapping svm._solver_factory;
-    # the compiled path takes its tol, rtol and check_every from that factory too (it used to
-    # keep SVC's relative rule, silently, on every problem that took it).
-    import torchfw.svm.estimator as svm_module
-
-    base = svm_module._solver_factory
-
-    def absolute(name):
-        make = base(name)
-        return lambda **kw: make(**{**kw, "tol": 1e-3, "rtol": 0.0})
+def test_a_replaced_stopping_rule_stops_both_paths():
+    # benchmarks/reproduce.py stops SVC on an absolute gap by replacing the plan's stopping
+    # numbers (gap_tol, rtol); the compiled path reads them from the plan as the lazy path's
+    # optimizer does (it used to keep SVC's relative rule, silently, on every problem that
+    # took it).
+    from torchfw.svm._plan import fit_planned
 
     X, y = _data(m=120, seed=9)
     kw = dict(solver="swap", random_state=0)
     default = tf.SVC(**kw).fit(X, y)
-    monkeypatch.setattr(svm_module, "_solver_factory", absolute)
+    absolute = {"gap_tol": 1e-3, "rtol": 0.0}
     for cache in (200, _rows_budget(120, 15)):  # the whole matrix, and a cache of rows
-        compiled = tf.SVC(cache_size=cache, **kw).fit(X, y)
+        compiled = fit_planned(tf.SVC(cache_size=cache, **kw), X, y, **absolute)
         assert compiled.result_.gap <= 1e-3 < compiled.result_.history.gap[-2]
         assert compiled.result_.n_iter != default.result_.n_iter
-        _assert_same_fit(compiled, tf.SVC(dense=False, cache_size=cache, **kw).fit(X, y))
+        _assert_same_fit(compiled,
+                         fit_planned(tf.SVC(dense=False, cache_size=cache, **kw), X, y,
+                                     **absolute))
 
 
 def test_switch_follows_the_byte_budget():

@@ -260,41 +260,40 @@ def test_svc_multiclass_one_vs_rest_on_shared_data():
     assert clf.score(Xd[test], y[test]) > 0.9
 
 
-@pytest.mark.filterwarnings("ignore::torchfw.svm.ConvergenceWarning")
+@pytest.mark.filterwarnings("ignore::torchfw.exceptions.ConvergenceWarning")
 @pytest.mark.parametrize("solver", ["swap", "partan", "away"])
 def test_batched_one_vs_rest_matches_per_class_fits(solver):
     from torchfw.datasets import make_classification_blobs
+    from torchfw.svm._plan import fit_planned
 
     X, y = make_classification_blobs(240, 2, n_classes=3, pattern="rings", random_state=0)
     # PARTAN converges sublinearly: a fixed budget, compared through the certified gaps.
     kw = {"gamma": 1.0, "C": 5.0, "tol": 1e-6, "solver": solver, "random_state": 0,
           "dtype": torch.float64, "max_iter": 3000 if solver == "partan" else None,
           "multi_class": "ovr"}
-    sequential = SVC(**kw)
-    sequential._batched_ovr = False
-    sequential.fit(X, y)
-    batched = SVC(**kw)
-    batched._batched_ovr = True  # the CUDA path, forced on the CPU (device scalars, eager)
-    batched.fit(X, y)
+    sequential = SVC(**kw).fit(X, y)  # on the CPU: one problem after the other
+    # The CUDA path, forced on the CPU (device scalars, eager) through the resolved plan.
+    batched = fit_planned(SVC(**kw), X, y, batched=True)
     for seq, bat in zip(sequential.result_, batched.result_, strict=True):
+        assert seq.info["engine"] != "BatchedQuadraticEngine"
         assert bat.info["engine"] == "BatchedQuadraticEngine"
         assert abs(seq.value - bat.value) <= seq.gap + bat.gap
     assert (sequential.predict(X) == batched.predict(X)).mean() > 0.99
 
 
-@pytest.mark.filterwarnings("ignore::torchfw.svm.ConvergenceWarning")
+@pytest.mark.filterwarnings("ignore::torchfw.exceptions.ConvergenceWarning")
 @pytest.mark.parametrize("option", [{"sample_size": 40}, {"time_limit": 30.0}])
 def test_one_vs_rest_options_the_batched_engine_lacks_solve_one_by_one(option, capsys):
     from torchfw.datasets import make_classification_blobs
+    from torchfw.svm._plan import fit_planned
 
     X, y = make_classification_blobs(150, 2, n_classes=3, random_state=0)
-    model = SVC(gamma=1.0, random_state=0, multi_class="ovr", **option)
-    model._batched_ovr = True  # as on CUDA
-    model.fit(X, y)
+    # batched=True: as on CUDA
+    model = fit_planned(SVC(gamma=1.0, random_state=0, multi_class="ovr", **option), X, y,
+                        batched=True)
     assert all(r.info.get("engine") != "BatchedQuadraticEngine" for r in model.result_)
-    plain = SVC(gamma=1.0, random_state=0, verbose=True, multi_class="ovr")
-    plain._batched_ovr = True
-    plain.fit(X, y)
+    plain = fit_planned(SVC(gamma=1.0, random_state=0, verbose=True, multi_class="ovr"), X, y,
+                        batched=True)
     assert all(r.info["engine"] == "BatchedQuadraticEngine" for r in plain.result_)
     assert "3 problems solved together" in capsys.readouterr().out
 

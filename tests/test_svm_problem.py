@@ -19,6 +19,7 @@ from sklearn.metrics.pairwise import polynomial_kernel, rbf_kernel
 import torchfw as tf
 from torchfw.solvers import make_solver
 from torchfw.svm import _lazy as _svc_lazy
+from torchfw.svm._start import initial_alpha
 from torchfw.svm.problem import SVMDualProblem, example_C, svm_dual_problem
 
 
@@ -85,7 +86,7 @@ def test_the_start_is_svcs():
     x0 = problem.x0
     assert x0.dtype == torch.float64 and float(x0.sum()) == pytest.approx(1.0)
     assert 1 < int((x0 > 0).sum()) <= 10
-    svc_start = tf.SVC(random_state=0, n_init=10)._initial_alpha(problem.operator, problem.y, 7)
+    svc_start = initial_alpha(problem.operator, problem.y, 10, 7)  # SVC(n_init=10)'s, seed 7
     assert torch.equal(x0, svc_start)
     vertex = svm_dual_problem(X, y, gamma=0.5, start="vertex", random_state=7).x0
     assert int((vertex > 0).sum()) == 1 and float(vertex.sum()) == 1.0
@@ -101,7 +102,7 @@ def test_a_core_solve_gives_svcs_model(solver):
     svc = tf.SVC(C=2.0, gamma=0.4, solver=solver, tol=tol, dense=False, random_state=3)
     svc.fit(X, y)
     problem = svm_dual_problem(X, y, C=2.0, gamma=0.4, random_state=3)
-    # SVC's own optimizer options (svm._solver_factory): the same iterates.
+    # SVC's own optimizer options (torchfw.svm._plan.FitPlan.optimizer): the same iterates.
     opt = make_solver(solver, problem.lmo, estimator="svc", tol=1e-300, rtol=2 * tol,
                       max_iter=100 * X.shape[0], random_state=3, corrective=True)
     result = opt.minimize(problem.objective, problem.x0)

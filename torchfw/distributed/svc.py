@@ -13,10 +13,10 @@ from torch import Tensor
 
 from ..optimizers.active_set import simplex_qp
 from ..result import Status
-from ..sets.oracles import Simplex
-from ..solvers import make_solver, solver_names
+from ..solvers import solver_names
+from ..svm._plan import FitPlan, kernel_dtype, resolve_plan
 from ..svm._start import draw_positions
-from ..svm.estimator import SVC, ConvergenceWarning
+from ..svm.estimator import SVC
 from ..svm.kernels import KERNELS, SVMDualOperator, make_kernel
 from ..utils.data import as_labels, take_rows, to_csr
 from ..utils.estimator import fit_atomically
@@ -106,7 +106,7 @@ class DistributedSVC(SVC):
         self._check_params()
         comm = Communicator(self.group)
         device = resolve_device(self.device)
-        kdtype = self.dtype or torch.float32
+        kdtype = kernel_dtype(self.dtype)
         self._begin_fit(X)  # the namespace of the attributes, the seed (every rank's the same)
         X = self._validate_X(X, reset=True, device=device, dtype=kdtype)  # SVC's checks
         y = as_labels(y, X.shape[0], estimator=type(self).__name__)
@@ -132,10 +132,18 @@ class DistributedSVC(SVC):
                        and previous[0].shape[0] == X.shape[0])
         if comm.all_reduce(np.array([usable]), "min", op="setup")[0] < 1.0:
             previous = None  # warm start only if every rank can
+        # tol="auto" reads the number of examples over all ranks (one more exchange, only then).
+        n_examples = X.shape[0] if not isinstance(self.tol, str) else \
+            int(comm.sum([X.shape[0]], op="setup")[0])
+        # The plan of the fit, as SVC resolves it, stopping and seeding every rank alike; the
+        # sharded runs read it, not the estimator.
+        plan = resolve_plan(self, n_examples=n_examples, kernel=self._kernel, dtype=kdtype,
+                            device=X.device, solvers="distributed", corrective=False)
         alphas, results = [], []
         for k, y_pm in enumerate(problems):
-            alpha, result = self._fit_shard(X, y_pm, C_examples, kdtype, comm,
-                                            None if previous is None else previous[k], k)
+            alpha, result = fit_shard(plan, X, y_pm, C_examples, comm,
+                                      None if previous is None else previous[k], k,
+                                      self.exchange)
             alphas.append(alpha)
             results.append(result)
         self._alphas = alphas
@@ -172,75 +180,6 @@ class DistributedSVC(SVC):
                           op="setup")
         weights = counts.sum() / (n_classes * counts)
         return torch.from_numpy(self.C * weights[y_encoded])
-
-    def _fit_shard(self, X, y_pm, C_examples, kdtype, comm, alpha0, k):
-        y_t = torch.from_numpy(y_pm).to(X.device)
-        C_local = C_examples if isinstance(C_examples, float) else C_examples.to(X.device)
-        op = ShardedSVMDualOperator(X, y_t, self._kernel, C_local, comm=comm, dtype=kdtype)
-        m = op.shape[0]
-        seed = self._problem_seed(k)
-        if alpha0 is not None:
-            w0 = alpha0
-        else:
-            w0 = self._initial_shard(op, X, y_pm, C_examples, seed)
-        max_iter = self.max_iter if self.max_iter is not None else 100 * m
-        solver = make_solver(
-            self.solver, Simplex(), estimator="distributed", tol=1e-300,
-            rtol=2.0 * float(self.tol), max_iter=max_iter, random_state=seed,
-            verbose=bool(self.verbose), time_limit=self.time_limit)
-        result = minimize(solver, op, w0, exchange=self.exchange, cache_size=self.cache_size)
-        if result.status in (Status.MAX_ITER, Status.TIME_LIMIT):
-            import warnings
-
-            warnings.warn(f"DistributedSVC solver {self.solver!r} stopped on {result.status} "
-                          f"after {result.n_iter} iterations with relative gap "
-                          f"{result.gap / max(2 * result.value, 1e-300):.3g} > tol={self.tol}",
-                          ConvergenceWarning, stacklevel=3)
-        return result.x, result
-
-    def _initial_shard(self, op: ShardedSVMDualOperator, X: Tensor, y_pm: np.ndarray,
-                       C_examples, seed) -> Tensor:
-        """This rank's slice of SVC's initial point: the same random subset, solved exactly.
-
-        Reproduces :meth:`SVC._initial_alpha` on the global data: the subset is drawn as
-        positions among all positives and all negatives (ranks in order), the owners send the
-        drawn examples (``n_init`` rows), and every rank solves the same small problem.
-        """
-        comm = op.comm
-        pos, neg = np.flatnonzero(y_pm > 0), np.flatnonzero(y_pm < 0)
-        counts = comm.all_gather(np.array([pos.size, neg.size], dtype=np.int64), op="setup")
-        n_pos_all, n_neg_all = int(counts[:, 0].sum()), int(counts[:, 1].sum())
-        # Positions among all ranks' positives and negatives, drawn as SVC draws them.
-        picks = draw_positions(n_pos_all, n_neg_all, self.n_init, seed)
-        mine: list[int] = []
-        for column, local_members, drawn in ((0, pos, picks[0]), (1, neg, picks[1])):
-            start = int(counts[:comm.rank, column].sum())
-            own = drawn[(drawn >= start) & (drawn < start + local_members.size)]
-            mine.extend(int(local_members[q - start]) for q in own)
-        mine.sort()
-        width = 3 + op.n_features
-        rows = np.zeros((len(mine), width))
-        C_host = None if isinstance(C_examples, float) else C_examples.double().cpu().numpy()
-        for q, li in enumerate(mine):
-            rows[q, 0] = li + op.offset
-            rows[q, 1] = y_pm[li]
-            rows[q, 2] = C_examples if C_host is None else C_host[li]
-            feats = np.zeros(3 + op.n_features)
-            op.write_features(li, feats)
-            rows[q, 3:] = feats[3:]
-        subset = comm.gather_rows(rows, op="setup")  # global index order (ranks in order)
-        X_sub = torch.from_numpy(subset[:, 3:]).to(dtype=op.dtype, device=op.device)
-        C_sub = (float(C_examples) if C_host is None
-                 else torch.from_numpy(subset[:, 2].copy()).to(op.device))
-        small_op = SVMDualOperator(X_sub, torch.from_numpy(subset[:, 1].copy()).to(op.device),
-                                   self._kernel, C_sub, dtype=op.dtype)
-        # The block as SVC._initial_alpha reads it (host columns on the CPU): the same start.
-        w, _ = simplex_qp(small_op.start_block(np.arange(subset.shape[0])))
-        w0 = torch.zeros(op.n_local, dtype=torch.float64)
-        for q, k in enumerate(subset[:, 0].astype(np.int64)):
-            if op.owns(int(k)):
-                w0[int(k) - op.offset] = float(w[q])
-        return w0.to(op.device)
 
     def _set_global_model(self, X, problems, alphas, results, comm) -> None:
         """Gather the support vectors from all ranks, then SVC's own model-setting code."""
@@ -285,6 +224,75 @@ class DistributedSVC(SVC):
         keep = set(SVC._get_param_names())
         state["params"] = {k: v for k, v in state["params"].items() if k in keep}
         return state
+
+
+def fit_shard(plan: FitPlan, X: Tensor, y_pm: np.ndarray, C_examples, comm: Communicator,
+              alpha0, k: int, exchange: str):
+    """One binary problem ``k`` of the fit ``plan``, sharded over the ranks of ``comm``;
+    ``(this rank's slice of the dual, Result)``.
+
+    ``X``, ``y_pm`` (labels in {-1, +1}) and ``C_examples`` are this rank's rows; ``alpha0``
+    is a warm start (this rank's slice) or None: :func:`initial_shard`.
+    """
+    y_t = torch.from_numpy(y_pm).to(X.device)
+    C_local = C_examples if isinstance(C_examples, float) else C_examples.to(X.device)
+    op = ShardedSVMDualOperator(X, y_t, plan.kernel, C_local, comm=comm, dtype=plan.dtype)
+    m = op.shape[0]
+    seed = plan.problem_seed(k)
+    w0 = alpha0 if alpha0 is not None else initial_shard(plan, op, y_pm, C_examples, seed)
+    solver = plan.optimizer(max_iter=plan.budget(m), random_state=seed, verbose=plan.verbose,
+                            time_limit=plan.time_limit)
+    result = minimize(solver, op, w0, exchange=exchange, cache_size=plan.cache_size)
+    if result.status in (Status.MAX_ITER, Status.TIME_LIMIT):
+        plan.warn_unconverged(result.status, result.n_iter, result.gap, result.value,
+                              stacklevel=3)
+    return result.x, result
+
+
+def initial_shard(plan: FitPlan, op: ShardedSVMDualOperator, y_pm: np.ndarray, C_examples,
+                  seed: int) -> Tensor:
+    """This rank's slice of SVC's initial point: the same random subset, solved exactly.
+
+    Reproduces :func:`torchfw.svm._start.initial_alpha` on the global data: the subset of
+    ``plan.n_init`` examples is drawn as positions among all positives and all negatives (ranks
+    in order), the owners send the drawn examples, and every rank solves the same small
+    problem.
+    """
+    comm = op.comm
+    pos, neg = np.flatnonzero(y_pm > 0), np.flatnonzero(y_pm < 0)
+    counts = comm.all_gather(np.array([pos.size, neg.size], dtype=np.int64), op="setup")
+    n_pos_all, n_neg_all = int(counts[:, 0].sum()), int(counts[:, 1].sum())
+    # Positions among all ranks' positives and negatives, drawn as SVC draws them.
+    picks = draw_positions(n_pos_all, n_neg_all, plan.n_init, seed)
+    mine: list[int] = []
+    for column, local_members, drawn in ((0, pos, picks[0]), (1, neg, picks[1])):
+        start = int(counts[:comm.rank, column].sum())
+        own = drawn[(drawn >= start) & (drawn < start + local_members.size)]
+        mine.extend(int(local_members[q - start]) for q in own)
+    mine.sort()
+    width = 3 + op.n_features
+    rows = np.zeros((len(mine), width))
+    C_host = None if isinstance(C_examples, float) else C_examples.double().cpu().numpy()
+    for q, li in enumerate(mine):
+        rows[q, 0] = li + op.offset
+        rows[q, 1] = y_pm[li]
+        rows[q, 2] = C_examples if C_host is None else C_host[li]
+        feats = np.zeros(3 + op.n_features)
+        op.write_features(li, feats)
+        rows[q, 3:] = feats[3:]
+    subset = comm.gather_rows(rows, op="setup")  # global index order (ranks in order)
+    X_sub = torch.from_numpy(subset[:, 3:]).to(dtype=op.dtype, device=op.device)
+    C_sub = (float(C_examples) if C_host is None
+             else torch.from_numpy(subset[:, 2].copy()).to(op.device))
+    small_op = SVMDualOperator(X_sub, torch.from_numpy(subset[:, 1].copy()).to(op.device),
+                               plan.kernel, C_sub, dtype=op.dtype)
+    # The block as initial_alpha reads it (host columns on the CPU): the same start.
+    w, _ = simplex_qp(small_op.start_block(np.arange(subset.shape[0])))
+    w0 = torch.zeros(op.n_local, dtype=torch.float64)
+    for q, k in enumerate(subset[:, 0].astype(np.int64)):
+        if op.owns(int(k)):
+            w0[int(k) - op.offset] = float(w[q])
+    return w0.to(op.device)
 
 
 def fit_svc(X, y, **params) -> DistributedSVC:

@@ -8,7 +8,9 @@ Where to find what (one purpose per module):
 ``kernels``                 kernels as lazy, chunked column operators (the signed kernel rows)
 ``_kernel_cpu``             compiled kernel rows on the CPU
 ``_params``                 parameter checks
+``_plan``                   the plan of a fit: solver, stopping numbers, budget, seeds, path
 ``_fit``, ``_dense``        the fit paths: the compiled whole solve of small problems
+``_binary``                 one binary problem off the compiled path: sampled or lazy
 ``_lazy``, ``_large``       lazy columns; seed 002's sampled solve of large problems
 ``_matrix``, ``_custom``    whole kernel matrices, row caches; precomputed and callable kernels
 ``_batched``                batched one-vs-rest on a GPU
@@ -25,11 +27,3 @@ from .problem import svm_dual_problem
 
 __all__ = ["SVC", "SOLVERS", "svm_dual_problem"]
 
-
-def __getattr__(name: str):
-    # The shared warning class of torchfw.exceptions, built on first use.
-    if name == "ConvergenceWarning":
-        from .. import exceptions
-
-        return exceptions.ConvergenceWarning
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -8,44 +8,42 @@ one. On the CPU the compiled per-class loops are faster (measured) and are used 
 
 from __future__ import annotations
 
-import warnings
-
 import numpy as np
 import torch
 from torch import Tensor
 
-from .. import exceptions as _exceptions
 from ..optimizers.batched import minimize_batched
 from ..result import History, Result, Status
-from ._params import iteration_budget
+from ._plan import FitPlan
+from ._start import initial_alpha
 from .kernels import OneVsRestOperator, SVMDualOperator
 
 __all__ = ["fit_ovr_batched"]
 
 
-def fit_ovr_batched(model, X: Tensor, problems, C_examples, kdtype, previous, factory):
-    """Solve the one-vs-rest ``problems`` (label vectors) of ``model`` together.
+def fit_ovr_batched(plan: FitPlan, X: Tensor, problems, C_examples, previous):
+    """Solve the one-vs-rest ``problems`` (label vectors) of the fit ``plan`` together.
 
-    ``factory(name)`` builds the solver; returns ``(alphas, results)`` as the per-problem fits.
+    Returns ``(alphas, results)`` as the per-problem fits.
     """
     Y = torch.from_numpy(np.stack(problems)).to(X.device)
     C = C_examples if isinstance(C_examples, float) else C_examples.to(X.device)
-    operator = OneVsRestOperator(X, Y, model._kernel, C, dtype=kdtype)
+    operator = OneVsRestOperator(X, Y, plan.kernel, C, dtype=plan.dtype)
     m = X.shape[0]
     if previous is not None:
         w0 = torch.stack([p.to(X.device) for p in previous])
     else:
-        w0 = torch.stack([model._initial_alpha(
-            SVMDualOperator(X, Y[k], model._kernel, C if isinstance(C, float) else C,
-                            dtype=kdtype, cache_size=model.cache_size),
-            problems[k], model._problem_seed(k))
+        w0 = torch.stack([initial_alpha(
+            SVMDualOperator(X, Y[k], plan.kernel, C if isinstance(C, float) else C,
+                            dtype=plan.dtype, cache_size=plan.cache_size),
+            problems[k], plan.n_init, plan.problem_seed(k))
             for k in range(len(problems))])
-    solver = factory(model.solver)(tol=1e-300, rtol=2.0 * model._stop_tol(),
-                                           max_iter=iteration_budget(model, m))
-    batch = minimize_batched(solver, operator, w0, tol=1e-300, rtol=2.0 * model._stop_tol(),
-                             max_iter=iteration_budget(model, m),
+    max_iter = plan.budget(m)
+    solver = plan.optimizer(max_iter=max_iter)
+    gap_tol, rtol, _ = plan.stopping()
+    batch = minimize_batched(solver, operator, w0, tol=gap_tol, rtol=rtol, max_iter=max_iter,
                              use_graph=X.is_cuda)
-    if model.verbose:
+    if plan.verbose:
         print(f"one-vs-rest: {len(problems)} problems solved together, "
               f"{int(batch.n_iter.max())} iterations, {int(batch.converged.sum())} converged")
     alphas, results = [], []
@@ -58,7 +56,7 @@ def fit_ovr_batched(model, X: Tensor, problems, C_examples, kdtype, previous, fa
                               info={"engine": "BatchedQuadraticEngine"}))
         alphas.append(batch.x[k].clone())
         if not converged:
-            warnings.warn(f"one-vs-rest problem {k} stopped on max_iter with relative gap "
-                          f"{float(batch.gap[k]) / float(2 * batch.value[k]):.3g}",
-                          _exceptions.ConvergenceWarning, stacklevel=4)
+            plan.warn_unconverged(status, int(batch.n_iter[k]), float(batch.gap[k]),
+                                  float(batch.value[k]),
+                                  where=f" (one-vs-rest problem {k}, batched)", stacklevel=4)
     return alphas, results

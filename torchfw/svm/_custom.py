@@ -27,7 +27,8 @@ import torch
 from torch import Tensor
 
 from ..optimizers._kernels import HAVE_NUMBA
-from ._dense import VARIANTS, shows_bar
+from ._dense import VARIANTS
+from ._plan import FitPlan
 
 __all__ = ["check_custom_kernel", "custom_matrix", "train_gram", "precomputed_scores", "numeric",
            "object_scores"]
@@ -37,8 +38,9 @@ __all__ = ["check_custom_kernel", "custom_matrix", "train_gram", "precomputed_sc
 SYMMETRY_RTOL = 1e-4
 
 
-def check_custom_kernel(model, m: int, device) -> None:
-    """Raise ValueError unless a precomputed or callable kernel's fit of ``m`` examples can run.
+def check_custom_kernel(plan: FitPlan, m: int, device) -> None:
+    """Raise ValueError unless a precomputed or callable kernel's fit of ``m`` examples with
+    the plan ``plan`` can run.
 
     Those kernels have no columns on demand: their fit is the compiled whole solve on the
     given ``m x m`` Gram matrix, so it needs what that path needs (numba, the CPU, a solver it
@@ -46,30 +48,30 @@ def check_custom_kernel(model, m: int, device) -> None:
     same budget as :func:`torchfw.svm._fit.dense_budget_ok`). The message says which is
     missing, and for the budget the ``cache_size`` that would do.
     """
-    what = "kernel='precomputed'" if isinstance(model.kernel, str) else "a callable kernel"
+    what = "kernel='precomputed'" if isinstance(plan.kernel_param, str) else "a callable kernel"
     missing = []
     if not HAVE_NUMBA:
         missing.append("numba is not installed")
     if device.type != "cpu":
         missing.append(f"the data is on {device}, not the CPU")
-    if model.solver not in VARIANTS:
-        missing.append(f"solver={model.solver!r} is not one of {tuple(VARIANTS)}")
+    if plan.solver not in VARIANTS:
+        missing.append(f"solver={plan.solver!r} is not one of {tuple(VARIANTS)}")
     for name in ("sample_size", "time_limit"):
-        if getattr(model, name) is not None:
+        if getattr(plan, name) is not None:
             missing.append(f"{name} is set")
-    if shows_bar(model):
+    if plan.progress:
         missing.append("verbose=True on a terminal (the compiled solve has no progress bar)")
-    if model.dense is False or model.dense is np.False_:
+    if plan.dense is False or plan.dense is np.False_:
         missing.append("dense=False")
     if missing:
         raise ValueError(f"SVC with {what} trains on the m x m kernel matrix by the compiled "
                          f"CPU solve, which cannot run here: {'; '.join(missing)}")
-    itemsize = 8 if model.dtype == torch.float64 else 4
+    itemsize = 8 if plan.dtype == torch.float64 else 4
     need = m * m * itemsize / 2**20
-    if need > float(model.cache_size):
+    if need > float(plan.cache_size):
         raise ValueError(f"SVC with {what} needs the {m} x {m} kernel matrix in memory: "
                          f"{need:.1f} MB in {'float64' if itemsize == 8 else 'float32'}, more "
-                         f"than cache_size={model.cache_size} MB; set cache_size >= "
+                         f"than cache_size={plan.cache_size} MB; set cache_size >= "
                          f"{math.ceil(need)} (precomputed and callable kernels have no lazy "
                          f"column path)")
 

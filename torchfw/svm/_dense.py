@@ -597,12 +597,3 @@ def solve(variant: int, src: tuple, rows: np.ndarray, y: np.ndarray, inv_c: np.n
     if len(hists) == 1:
         return done, int(status), hists[0], hist_counts_list[0]
     return done, int(status), np.concatenate(hists), np.concatenate(hist_counts_list)
-
-
-def shows_bar(model) -> bool:
-    """Whether ``model.verbose`` would draw a progress bar (stderr is a terminal), which only
-    the lazy path has. Without a terminal the bar is not drawn, and the compiled path loses
-    nothing (``python -m torchfw train``, verbose by default, writing to a log)."""
-    from ..utils.progress import bar_shown
-
-    return bool(model.verbose) and bar_shown()

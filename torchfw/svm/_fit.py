@@ -24,36 +24,35 @@ import functools
 import math
 import threading
 import time
-import warnings
 
 import numpy as np
 import torch
 
-from .. import exceptions
 from ..optimizers import _kernels as K
 from ..result import History
 from ..utils.threads import one_thread, parallel_map, workers
-from ._dense import _CONVERGED, _NONFINITE, COUNTERS, VARIANTS, Start, shows_bar, solve
-from ._large import LARGE_M
+from ._binary import fit_binary
+from ._dense import _CONVERGED, _NONFINITE, COUNTERS, VARIANTS, Start, solve
 from ._matrix import cache_slots, full_source, plain_kernel_matrix, plain_operator, plain_problem
-from ._params import iteration_budget
+from ._plan import FitPlan
 from ._start import initial_subset
 from ._start import start as start_compiled
 
-__all__ = ["fit_problems", "dense_budget_ok", "stopping_rule", "fit_all", "PARALLEL_WORK"]
+__all__ = ["fit_problems", "dense_budget_ok", "takes_compiled", "fit_all", "PARALLEL_WORK"]
 
 
-def fit_all(model, X, problems, C_examples, kdtype, previous, rule, gram=None):
-    """:func:`torchfw.svm._fit.fit_problems` (which calls it on one torch thread); ``rule``
-    is the lazy path's ``(tol, rtol, check_every)`` (:func:`~torchfw.svm._fit.stopping_rule`)."""
+def fit_all(plan: FitPlan, X, problems, C_examples, previous, gram=None):
+    """:func:`torchfw.svm._fit.fit_problems` (which calls it on one torch thread)."""
     from ._multiclass import restrict, scatter
     from .kernels import ORDERED_MATVEC_MAX
 
-    variant = VARIANTS[model.solver]
+    variant = VARIANTS[plan.solver]
+    rule = plan.stopping()
+    kdtype = plan.dtype
     m = X.shape[0]
     C_all = C_examples if isinstance(C_examples, float) else C_examples.to(X.device)
     # One-vs-one pairs whose matrices fit when all examples' does not: one matrix per pair.
-    per_problem = gram is None and not _fits(model, m) and \
+    per_problem = gram is None and not _fits(plan, m) and \
         all(p.rows is not None for p in problems)
     max_atoms = ORDERED_MATVEC_MAX
     if per_problem:
@@ -63,7 +62,7 @@ def fit_all(model, X, problems, C_examples, kdtype, previous, rule, gram=None):
         # and signs per problem), its diagonal K_ii + 1 + 1/C_i too (labels square away). The
         # rows come from the full matrix or, over cache_size (or for one large binary
         # problem: ROWS_FROM), from a cache of them.
-        src, diag_np, inv_c_all = plain_problem(model, X, C_all, kdtype, len(problems) == 1)
+        src, diag_np, inv_c_all = plain_problem(plan, X, C_all, len(problems) == 1)
     else:  # a precomputed or callable kernel: its Gram matrix is all there is
         from ._custom import custom_matrix
 
@@ -72,8 +71,9 @@ def fit_all(model, X, problems, C_examples, kdtype, previous, rule, gram=None):
         # No operator to build a large warm start from: sum it from the rows of P.
         max_atoms = m
     if per_problem or src is None:
-        return _fit_one_by_one(model, X, problems, C_examples, kdtype, previous, variant, rule,
+        return _fit_one_by_one(plan, X, problems, C_examples, previous, variant, rule,
                                per_problem)
+    assert diag_np is not None and inv_c_all is not None  # a row source comes with both
     # Every problem reads the shared rows: prepared here in problem order (the random start
     # subsets drawn as on one thread), started and solved on the pool (_start_and_solve: only
     # compiled code and private vectors), finished here in problem order (fallbacks through
@@ -84,14 +84,12 @@ def fit_all(model, X, problems, C_examples, kdtype, previous, rule, gram=None):
         prev = None if previous is None else previous[k]
         alpha0 = prev if rows is None or prev is None else prev[torch.from_numpy(rows)]
         y = problem.y.astype(src[0].dtype)
-        seed = model._problem_seed(k)
         jobs.append(_Job(
             k, problem, alpha0, _NO_ROWS if rows is None else rows, y,
             inv_c_all if rows is None else inv_c_all[rows],
             diag_np if rows is None else diag_np[rows],
-            # The lazy path's budget: 100 iterations per example of the problem (a pair's).
-            iteration_budget(model, y.shape[0]), model.n_init,
-            seed))
+            # The lazy path's budget, over the problem's examples (a pair's).
+            plan.budget(y.shape[0]), plan.n_init, plan.problem_seed(k)))
     # A cache of rows is written as rows arrive: its problems run one after the other (and
     # share the rows they have in common, labels aside).
     threads = 1 if src[1] is not None else \
@@ -105,7 +103,7 @@ def fit_all(model, X, problems, C_examples, kdtype, previous, rule, gram=None):
         sub = functools.partial(restrict, X, C_examples, None, rows)
         if start is None:  # a start of many atoms: through an operator, as the lazy path
             t0 = time.perf_counter()
-            start = _operator_start(model, X, sub, job, kdtype, variant)
+            start = _operator_start(plan, X, sub, job, variant)
             outcome = _solve_job(src, variant, rule, job, start)
             elapsed = time.perf_counter() - t0
         if outcome[1] == _NONFINITE and gram is not None:
@@ -114,9 +112,9 @@ def fit_all(model, X, problems, C_examples, kdtype, previous, rule, gram=None):
                              f"a reasonable scale")
         if outcome[1] == _NONFINITE:  # the lazy path restores the last finite iterate: use it
             Xk, Ck, _ = sub()
-            alpha, result = model._fit_binary(Xk, problem.y, Ck, kdtype, job.alpha0, k)
+            alpha, result = fit_binary(plan, Xk, problem.y, Ck, job.alpha0, k)
         else:
-            alpha, result = _result(model, start, outcome, elapsed, _matrix_info(src))
+            alpha, result = _result(plan, start, outcome, elapsed, _matrix_info(src))
         alphas.append(scatter(alpha, rows, m))
         results.append(result)
     return alphas, results
@@ -189,7 +187,7 @@ def _start_and_solve(src, variant, rule, max_atoms, job):
     return start, outcome, time.perf_counter() - t0
 
 
-def _operator_start(model, X, sub, job, kdtype, variant) -> Start:
+def _operator_start(plan: FitPlan, X, sub, job, variant) -> Start:
     """The start of a job built by the host engine on an operator of the problem's examples
     (``sub()``: their rows and C), as the lazy path builds it (a warm start of many atoms)."""
     from ..objectives import Quadratic
@@ -199,9 +197,9 @@ def _operator_start(model, X, sub, job, kdtype, variant) -> Start:
     from .kernels import SVMDualOperator
 
     Xk, Ck, _ = sub()
-    op = SVMDualOperator(Xk, torch.from_numpy(job.problem.y), model._kernel,
+    op = SVMDualOperator(Xk, torch.from_numpy(job.problem.y), plan.kernel,
                          Ck if isinstance(Ck, float) else Ck.to(X.device),
-                         dtype=kdtype, cache_size=model.cache_size)
+                         dtype=plan.dtype, cache_size=plan.cache_size)
     engine = QuadraticEngine(Quadratic(op), Simplex(), job.alpha0.detach(), ops=HOST,
                              keep_previous=variant == 5, pair_columns=variant in (2, 3, 4))
     return Start.of_engine(engine)
@@ -218,9 +216,9 @@ def _solve_job(src, variant, rule, job, start):
     return n_iter, status, hist.copy(), hist_counts.copy()
 
 
-def _result(model, start, outcome, elapsed, matrix_info):
+def _result(plan: FitPlan, start, outcome, elapsed, matrix_info):
     """The dual vector and :class:`~torchfw.result.Result` of a finite compiled solve; warns
-    (:class:`~torchfw.svm.ConvergenceWarning`) when it stopped at ``max_iter``."""
+    (:meth:`~torchfw.svm._plan.FitPlan.warn_unconverged`) when it stopped at ``max_iter``."""
     from ..result import Result, Status
 
     n_iter, status, hist, hist_counts = outcome
@@ -233,14 +231,11 @@ def _result(model, start, outcome, elapsed, matrix_info):
                     info={"engine": "compiled whole solve", "execution": "dense",
                           **matrix_info})
     if result.status == Status.MAX_ITER:
-        warnings.warn(f"SVC solver {model.solver!r} stopped on {result.status} after "
-                      f"{n_iter} iterations with relative gap "
-                      f"{gap / max(2 * value, 1e-300):.3g} > tol={model._stop_tol()}",
-                      exceptions.ConvergenceWarning, stacklevel=5)
+        plan.warn_unconverged(result.status, n_iter, gap, value, stacklevel=5)
     return result.x, result
 
 
-def _fit_one_by_one(model, X, problems, C_examples, kdtype, previous, variant, rule,
+def _fit_one_by_one(plan: FitPlan, X, problems, C_examples, previous, variant, rule,
                     own_matrix):
     """The problems each with its own matrix (``own_matrix``: one-vs-one pairs whose matrices
     fit ``cache_size`` when all examples' does not), else -- or where an operator has no host
@@ -256,9 +251,9 @@ def _fit_one_by_one(model, X, problems, C_examples, kdtype, previous, variant, r
     threads = 1
     if own_matrix:
         sizes = [float(p.rows.shape[0]) for p in problems]
-        matrix_bytes = max(sizes) ** 2 * (8 if kdtype == torch.float64 else 4)
+        matrix_bytes = max(sizes) ** 2 * (8 if plan.dtype == torch.float64 else 4)
         threads = min(workers(len(problems), sum(n * n for n in sizes), PARALLEL_WORK),
-                      max(1, int(float(model.cache_size) * 2**20 // matrix_bytes)))
+                      max(1, int(float(plan.cache_size) * 2**20 // matrix_bytes)))
 
     def prepared():  # on the calling thread, in problem order
         for k, problem in enumerate(problems):
@@ -268,16 +263,14 @@ def _fit_one_by_one(model, X, problems, C_examples, kdtype, previous, variant, r
             op = None
             if own_matrix:
                 Xk, Ck, _ = restrict(X, C_examples, None, rows)
-                op = plain_operator(model, Xk, Ck, kdtype)
+                op = plain_operator(plan, Xk, Ck)
             if op is None:  # the lazy path, below
                 yield _Job(k, problem, alpha0, None, None, None, None, None, None, None)
                 continue
             y = problem.y.astype(op._np_dtype)
-            seed = model._problem_seed(k)
             job = _Job(k, problem, alpha0, _NO_ROWS, y, op._inv_c_np,
                        op.diagonal().to(torch.float64).numpy(),
-                       iteration_budget(model, y.shape[0]),
-                       model.n_init, seed)
+                       plan.budget(y.shape[0]), plan.n_init, plan.problem_seed(k))
             job.op = op
             yield job
 
@@ -290,18 +283,18 @@ def _fit_one_by_one(model, X, problems, C_examples, kdtype, previous, variant, r
         sub = functools.partial(restrict, X, C_examples, None, rows)
         if job.y is None:  # no host storage: the lazy path
             Xk, Ck, _ = sub()
-            alpha, result = model._fit_binary(Xk, problem.y, Ck, kdtype, job.alpha0, k)
+            alpha, result = fit_binary(plan, Xk, problem.y, Ck, job.alpha0, k)
         else:
             if start is None:  # a start of many atoms: through an operator, as the lazy path
                 t0 = time.perf_counter()
-                start = _operator_start(model, X, sub, job, kdtype, variant)
+                start = _operator_start(plan, X, sub, job, variant)
                 outcome = _solve_job(src, variant, rule, job, start)
                 elapsed += time.perf_counter() - t0
             if outcome[1] == _NONFINITE:  # the lazy path restores the last finite iterate
                 Xk, Ck, _ = sub()
-                alpha, result = model._fit_binary(Xk, problem.y, Ck, kdtype, job.alpha0, k)
+                alpha, result = fit_binary(plan, Xk, problem.y, Ck, job.alpha0, k)
             else:
-                alpha, result = _result(model, start, outcome, elapsed, matrix_info)
+                alpha, result = _result(plan, start, outcome, elapsed, matrix_info)
         alphas.append(scatter(alpha, rows, m))
         results.append(result)
     return alphas, results
@@ -368,21 +361,33 @@ class _ChecksHistory(History):
 
 
 # ---------------------------------------------------------------------------------------------
-# When the compiled path applies, its stopping rule and the starts of its problems.
+# When the compiled path applies, and the starts of its problems.
 # ---------------------------------------------------------------------------------------------
 
-#: Iterations between two checks of the gap: the host path's default, so that both paths stop
-#: at the same iteration.
-CHECK_EVERY = 10
+
+def takes_compiled(plan: FitPlan, X, problems=None) -> bool:
+    """Whether the fit takes the compiled whole-solve path (see :mod:`torchfw.svm._dense`):
+    ``dense=False`` never, ``"auto"`` when :func:`dense_budget_ok`, ``True`` always -- or a
+    ValueError saying what it lacks."""
+    if plan.dense is False or plan.dense is np.False_:
+        return False
+    if plan.dense == "auto":
+        return dense_budget_ok(plan, X, problems)
+    if not (K.HAVE_NUMBA and X.device.type == "cpu" and plan.solver in VARIANTS
+            and plan.sample_size is None and plan.time_limit is None and not plan.progress):
+        raise ValueError(f"dense=True runs the compiled CPU solve: it needs numba, CPU data, "
+                         f"a solver among {tuple(VARIANTS)} and no sample_size, "
+                         f"time_limit or progress bar (verbose on a terminal)")
+    return True
 
 
-def dense_budget_ok(model, X, problems=None) -> bool:
+def dense_budget_ok(plan: FitPlan, X, problems=None) -> bool:
     """Whether ``SVC(dense="auto")`` takes the compiled path on ``X``.
 
     It does on the CPU, with numba, for the solvers above (no candidate sampling, clock or
     progress bar, which the compiled loop does not have: ``verbose`` counts only where a bar
-    would be drawn, :func:`torchfw.utils.progress.bar_shown`), below
-    :data:`torchfw.svm._large.LARGE_M` examples (the sampled storage's domain). Its rows of
+    would be drawn, the plan's ``progress``), below the plan's ``large_m`` examples (the
+    sampled storage's domain, :data:`torchfw.svm._plan.LARGE_M`). Its rows of
     :math:`K + 1` come from the full matrix when it fits ``cache_size`` MB -- the memory the
     lazy path's column cache may use anyway (LIBSVM's default, 200 MB: m <= 7,240 in float32,
     5,120 in float64) -- and otherwise from a cache of ``cache_size`` MB of rows (at least two),
@@ -391,34 +396,34 @@ def dense_budget_ok(model, X, problems=None) -> bool:
     exponential is NumPy's). One-vs-one ``problems`` need the largest pair's matrix to fit (10
     classes of 14,000 examples: pairs of 2,800).
     """
-    if not K.HAVE_NUMBA or X.device.type != "cpu" or model.solver not in VARIANTS:
+    if not K.HAVE_NUMBA or X.device.type != "cpu" or plan.solver not in VARIANTS:
         return False
-    if model.sample_size is not None or model.time_limit is not None or shows_bar(model):
+    if plan.sample_size is not None or plan.time_limit is not None or plan.progress:
         return False
     n = X.shape[0]
     if problems and all(p.rows is not None for p in problems):
-        return _fits(model, max(p.rows.shape[0] for p in problems))
-    if _fits(model, n):
+        return _fits(plan, max(p.rows.shape[0] for p in problems))
+    if _fits(plan, n):
         return True
-    f64 = model.dtype == torch.float64
-    return n < LARGE_M and not (model.kernel == "rbf" and f64) and \
-        cache_slots(model, n, np.float64 if f64 else np.float32) >= 2
+    f64 = plan.dtype == torch.float64
+    return n < plan.large_m and not (plan.kernel_param == "rbf" and f64) and \
+        cache_slots(plan, n, np.float64 if f64 else np.float32) >= 2
 
 
-def _fits(model, n: int) -> bool:
-    """Whether an ``n x n`` matrix in the model's precision fits its ``cache_size``."""
-    return cache_slots(model, n, np.float64 if model.dtype == torch.float64 else np.float32) >= n
+def _fits(plan: FitPlan, n: int) -> bool:
+    """Whether an ``n x n`` matrix in the plan's precision fits its ``cache_size``."""
+    return cache_slots(plan, n, np.float64 if plan.dtype == torch.float64 else np.float32) >= n
 
 
-def fit_problems(model, X, problems, C_examples, kdtype, previous, factory, gram=None):
-    """Solve the binary problems of ``model`` on the compiled path; ``(alphas, results)``.
+def fit_problems(plan: FitPlan, X, problems, C_examples, previous, gram=None):
+    """Solve the binary problems of the fit ``plan`` on the compiled path; ``(alphas, results)``.
 
-    ``factory(name)(**options)`` builds the lazy path's optimizer (``svm._solver_factory``):
-    the compiled loop stops on that optimizer's ``tol``, ``rtol`` and ``check_every``, so that
-    a wrapped factory (``benchmarks/reproduce.py``'s absolute gap) means the same on both paths.
+    The compiled loop stops on the plan's numbers (:meth:`~torchfw.svm._plan.FitPlan.stopping`),
+    those the lazy path's optimizer stops on, so that a replaced rule (``benchmarks/
+    reproduce.py``'s absolute gap) means the same on both paths.
 
     ``gram`` is the ``m x m`` kernel matrix of a precomputed or callable kernel (see
-    :mod:`torchfw.svm._custom`), else None: the matrix of ``model._kernel`` on ``X``.
+    :mod:`torchfw.svm._custom`), else None: the matrix of the plan's kernel on ``X``.
 
     One matrix :math:`K + 1` serves every problem, each reading its signed rows from it
     (:func:`_row_py`; a one-vs-one pair its examples' entries) -- or, for one-vs-one when the
@@ -431,15 +436,7 @@ def fit_problems(model, X, problems, C_examples, kdtype, previous, factory, gram
     results bit for bit.
     """
     with one_thread():
-        return fit_all(model, X, problems, C_examples, kdtype, previous,
-                       stopping_rule(model, factory), gram)
-
-
-def stopping_rule(model, factory) -> tuple[float, float, int]:
-    """``(tol, rtol, check_every)`` of the optimizer the lazy path builds for ``model``."""
-    optimizer = factory(model.solver)(tol=1e-300, rtol=2.0 * model._stop_tol())
-    every = optimizer.check_every
-    return float(optimizer.tol), float(optimizer.rtol), CHECK_EVERY if every is None else every
+        return fit_all(plan, X, problems, C_examples, previous, gram)
 
 
 _NO_ROWS = np.zeros(0, dtype=np.int64)

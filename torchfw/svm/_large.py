@@ -1,6 +1,6 @@
 r"""Large-scale :class:`~torchfw.SVC` training on the sampled storage (seed 002 §4.2).
 
-Above :data:`LARGE_M` examples, or whenever ``sample_size`` is set, the binary problems of
+Above :data:`~torchfw.svm._plan.LARGE_M` examples, or whenever ``sample_size`` is set, the binary problems of
 ``SVC(solver in {"fw", "away", "pairwise", "swap", "swap2", "partan"})`` are solved by the
 randomized Frank-Wolfe of :mod:`torchfw.optimizers._sampled`: an iteration costs
 :math:`O(|\mathcal S|\,|I|\,d)` kernel work whatever ``m`` is, and the state is ``O(|I|)``.
@@ -19,7 +19,6 @@ subset.
 from __future__ import annotations
 
 import time
-import warnings
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -30,31 +29,19 @@ from ..objectives import Quadratic
 from ..result import Status
 from ..utils.data import take_rows
 from ..utils.threads import one_thread
-from ._params import iteration_budget
+from ._plan import FitPlan
+from ._start import initial_alpha
 from .kernels import SVMDualOperator
 
-if TYPE_CHECKING:  # the sampled storage loads with its first fit: every compiled fit reads
-    # LARGE_M here (torchfw.svm._fit.dense_budget_ok), and most never sample
+if TYPE_CHECKING:  # the sampled storage loads with a fit that samples (most never do)
     from ..optimizers._kernel_rows import KernelRows
 
-__all__ = ["LARGE_M", "SAMPLED_SOLVERS", "uses_sampled", "fit_binary_sampled"]
+__all__ = ["fit_binary_sampled"]
 
-#: From this many training examples on, SVC uses the sampled storage by default (see the
-#: crossover measured by ``benchmarks/svm_large.py --crossover``, in docs/svc.md).
-LARGE_M = 200_000
-#: Solvers that have a sampled form.
-SAMPLED_SOLVERS = ("fw", "away", "pairwise", "swap", "swap2", "partan")
 #: Size of the warm-start subset.
 WARM_SUBSET = 3000
 #: Held-out training examples scoring the iterate against the subset model.
 VALIDATION = 4000
-
-
-def uses_sampled(svc, m: int) -> bool:
-    """Whether ``svc`` trains its binary problems of ``m`` examples on the sampled storage."""
-    if svc.solver not in SAMPLED_SOLVERS:
-        return False
-    return svc.sample_size is not None or m >= LARGE_M
 
 
 def _subset(y_pm: np.ndarray, size: int, rng) -> np.ndarray:
@@ -75,9 +62,9 @@ def _scores(storage: KernelRows, support: Tensor, weights: Tensor, rows: Tensor)
     return storage.matvec(A, sq_a, B, sq_b, u) + u.sum()
 
 
-def fit_binary_sampled(svc, X: Tensor, y_pm: np.ndarray, C_examples, kdtype, alpha0, k,
-                       factory):
-    """Solve one binary SVM dual on the sampled storage; returns ``(alpha, Result)``.
+def fit_binary_sampled(plan: FitPlan, X: Tensor, y_pm: np.ndarray, C_examples, alpha0, k: int):
+    """Solve binary problem ``k`` of the fit ``plan`` on the sampled storage; returns
+    ``(alpha, Result)``.
 
     Runs torch on one intra-op thread on the CPU whatever ``m`` is: every operation of the
     run is of size ``|S| x |I|`` (or the 3,000-example warm start), above torch's 32k-value
@@ -85,38 +72,37 @@ def fit_binary_sampled(svc, X: Tensor, y_pm: np.ndarray, C_examples, kdtype, alp
     1,000,000 examples, 100 iterations: 8.3 s on two threads, 0.16 s on one.
     """
     with one_thread(X.device.type == "cpu"):
-        return _fit_binary_sampled(svc, X, y_pm, C_examples, kdtype, alpha0, k, factory)
+        return _fit_binary_sampled(plan, X, y_pm, C_examples, alpha0, k)
 
 
-def _fit_binary_sampled(svc, X: Tensor, y_pm: np.ndarray, C_examples, kdtype, alpha0, k,
-                        factory):
-    from ..exceptions import ConvergenceWarning
+def _fit_binary_sampled(plan: FitPlan, X: Tensor, y_pm: np.ndarray, C_examples, alpha0,
+                        k: int):
     from ..optimizers._kernel_rows import KernelRows
     from ..optimizers._sampled import DEFAULT_SAMPLE_SIZE
     from ..optimizers._sampled_run import minimize_sampled
 
     start = time.perf_counter()
     m = X.shape[0]
-    seed = svc._problem_seed(k)
+    seed = plan.problem_seed(k)
     rng = np.random.default_rng(seed)
     y_t = torch.from_numpy(y_pm).to(X.device)
     C = C_examples if isinstance(C_examples, float) else C_examples.to(X.device)
-    storage = KernelRows(X, y_t, svc._kernel, C, dtype=kdtype)
-    time_limit = svc.time_limit
-    rtol = 2.0 * svc._stop_tol()
+    storage = KernelRows(X, y_t, plan.kernel, C, dtype=plan.dtype)
+    time_limit = plan.time_limit
     subset = None
     if alpha0 is not None:
         support = torch.nonzero(alpha0 > 0).squeeze(1).to(X.device)
         weights = alpha0.to(X.device)[support]
     else:
-        size = min(m, max(int(svc.n_init), WARM_SUBSET))
+        size = min(m, max(int(plan.n_init), WARM_SUBSET))
         subset = torch.from_numpy(_subset(y_pm, size, rng)).to(X.device)
-        op = SVMDualOperator(take_rows(X, subset), y_t[subset], svc._kernel,
-                             C if isinstance(C, float) else C[subset], dtype=kdtype,
-                             cache_size=svc.cache_size)
-        x0 = svc._initial_alpha(op, y_pm[subset.cpu().numpy()], seed)
-        solver = factory(svc.solver)(
-            tol=1e-300, rtol=rtol, max_iter=100 * size, random_state=seed,
+        op = SVMDualOperator(take_rows(X, subset), y_t[subset], plan.kernel,
+                             C if isinstance(C, float) else C[subset], dtype=plan.dtype,
+                             cache_size=plan.cache_size)
+        x0 = initial_alpha(op, y_pm[subset.cpu().numpy()], plan.n_init, seed)
+        # The subset's solve has the default budget whatever max_iter is: it is the start.
+        solver = plan.optimizer(
+            max_iter=plan.default_budget(size), random_state=seed,
             time_limit=None if time_limit is None else 0.25 * time_limit)
         sub = solver.minimize(Quadratic(op), x0)
         keep = torch.nonzero(sub.x > 0).squeeze(1)
@@ -128,15 +114,14 @@ def _fit_binary_sampled(svc, X: Tensor, y_pm: np.ndarray, C_examples, kdtype, al
     # the clock without the reserve.
     remaining = None if time_limit is None else \
         max(1e-3, 0.9 * time_limit - (time.perf_counter() - start))
-    # The stopping rule is the factory's (an absolute eps where a benchmark swaps it in).
-    optimizer = factory(svc.solver)(tol=1e-300, rtol=rtol)
-    max_iter = iteration_budget(svc, m)
+    # The stopping rule is the plan's (an absolute gap where a benchmark replaces it).
+    optimizer = plan.optimizer()
     result = minimize_sampled(
         optimizer, storage, support, weights,
-        sample_size=svc.sample_size or DEFAULT_SAMPLE_SIZE, tol=optimizer.tol,
+        sample_size=plan.sample_size or DEFAULT_SAMPLE_SIZE, tol=optimizer.tol,
         rtol=optimizer.rtol,
-        max_iter=max_iter, time_limit=remaining, random_state=rng.integers(2**31),
-        cache_size=svc.cache_size)
+        max_iter=plan.budget(m), time_limit=remaining, random_state=rng.integers(2**31),
+        cache_size=plan.cache_size)
     result.info["model"] = "iterate"
     if subset is not None and m > subset.numel():
         # The anytime floor: score both models on training examples outside the subset.
@@ -163,10 +148,9 @@ def _fit_binary_sampled(svc, X: Tensor, y_pm: np.ndarray, C_examples, kdtype, al
                                           / _inv(storage, sub_support)).sum())
             result.info["model"] = "subset"
     if result.status in (Status.MAX_ITER, Status.TIME_LIMIT):
-        warnings.warn(f"SVC solver {svc.solver!r} (sampled storage) stopped on {result.status} "
-                      f"after {result.n_iter} iterations with sampled relative gap "
-                      f"{result.info['sampled_gap'] / max(2 * result.value, 1e-300):.3g} > "
-                      f"tol={svc._stop_tol()}", ConvergenceWarning, stacklevel=4)
+        plan.warn_unconverged(result.status, result.n_iter, result.info["sampled_gap"],
+                              result.value, where=" (sampled storage)",
+                              gap_name="sampled relative gap", stacklevel=4)
     result.info["cache"] = {"block_cached": result.info["block_cached"]}
     result.info["total_time"] = time.perf_counter() - start
     return result.x, result

@@ -282,23 +282,23 @@ def cache_stats(src) -> dict:
             "misses": int(cache[2][1])}
 
 
-def plain_problem(model, X, C_examples, kdtype, one_problem=False):
+def plain_problem(plan, X, C_examples, one_problem=False):
     """``(row source of K + 1, diagonal K_ii + 1 + 1/C_i, 1/C)`` of the examples ``X``, or Nones.
 
     From :func:`plain_operator`; its rows are the lazy path's columns up to signs. The full
-    matrix when it fits ``cache_size`` (or ``dense=True`` asks for it), else a cache of
+    matrix when it fits the plan's ``cache_size`` (or ``dense=True`` asks for it), else a cache of
     ``cache_size`` MB of its rows (:func:`cached_source`); for ``one_problem`` (a binary fit)
     of :data:`ROWS_FROM` examples or more, a cache even when the full matrix fits.
     ``(None, None, None)`` when the operator has no host storage (``memory_budget``): the
     caller takes the lazy path.
     """
-    op = plain_operator(model, X, C_examples, kdtype)
+    op = plain_operator(plan, X, C_examples)
     if op is None:
         return None, None, None
     m = op.shape[0]
-    slots = cache_slots(model, m, op._np_dtype)
+    slots = cache_slots(plan, m, op._np_dtype)
     rows_first = one_problem and m >= ROWS_FROM
-    if model.dense is True or not row_source_ok(op) or (slots >= m and not rows_first):
+    if plan.dense is True or not row_source_ok(op) or (slots >= m and not rows_first):
         src = full_source(plain_kernel_matrix(op))
     else:
         src = cached_source(op, min(slots, m))
@@ -317,18 +317,20 @@ def plain_problem(model, X, C_examples, kdtype, one_problem=False):
 ROWS_FROM = 1000
 
 
-def cache_slots(model, m: int, dtype) -> int:
-    """Rows of ``m`` values of ``dtype`` that ``model.cache_size`` MB hold."""
-    return int(float(model.cache_size) * 2**20 // (m * np.dtype(dtype).itemsize))
+def cache_slots(plan, m: int, dtype) -> int:
+    """Rows of ``m`` values of ``dtype`` that the plan's ``cache_size`` MB hold (``plan``: a
+    :class:`~torchfw.svm._plan.FitPlan`)."""
+    return int(float(plan.cache_size) * 2**20 // (m * np.dtype(dtype).itemsize))
 
 
-def plain_operator(model, X, C_examples, kdtype):
+def plain_operator(plan, X, C_examples):
     """The operator with labels 1 on the examples ``X`` (labels square away on the diagonal)
-    whose matrix is ``K + 1``, or None without host storage. Built with torch: on the calling
-    thread, before :func:`plain_kernel_matrix` (compiled code only) may run on another."""
+    whose matrix is ``K + 1`` -- the plan's kernel in its dtype -- or None without host
+    storage. Built with torch: on the calling thread, before :func:`plain_kernel_matrix`
+    (compiled code only) may run on another."""
     C_x = C_examples if isinstance(C_examples, float) else C_examples.to(X.device)
-    op = SVMDualOperator(X, torch.ones(X.shape[0], dtype=torch.float64), model._kernel, C_x,
-                         dtype=kdtype, cache_size=model.cache_size)
+    op = SVMDualOperator(X, torch.ones(X.shape[0], dtype=torch.float64), plan.kernel, C_x,
+                         dtype=plan.dtype, cache_size=plan.cache_size)
     return op if op._host_ok else None
 
 

@@ -16,30 +16,7 @@ from ..utils.validation import check_int_at_least, check_positive
 from ._multiclass import MULTI_CLASS
 from .kernels import KERNELS
 
-__all__ = ["check_params", "iteration_budget", "NO_LIMIT", "ITERATIONS_PER_EXAMPLE"]
-
-#: ``max_iter=-1`` (scikit-learn's "no limit"): a budget no run reaches.
-NO_LIMIT = 2**62
-#: The default budget, per example of a binary problem: a safety net. Since the corrective
-#: step (:mod:`torchfw.optimizers._face`) no converging fit measured came near it (the grid of
-#: ``benchmarks/svm_grid.py``: raw svmguide1 at C = 2^16 stops after 5 iterations per
-#: example).
-ITERATIONS_PER_EXAMPLE = 100
-
-
-def iteration_budget(model, m: int) -> int:
-    """The iteration budget of one binary problem of ``m`` examples of ``model`` (an SVC).
-
-    ``max_iter=None``: :data:`ITERATIONS_PER_EXAMPLE` per example (one epoch, ``m``, for the
-    streaming solvers ``"sfw"``/``"msfw"``, seed 001's setting); ``-1``: no limit
-    (:data:`NO_LIMIT`); else ``max_iter``.
-    """
-    if model.max_iter is None:
-        return m if model.solver in ("sfw", "msfw") else ITERATIONS_PER_EXAMPLE * m
-    if model.max_iter == -1:
-        return NO_LIMIT
-    return int(model.max_iter)
-
+__all__ = ["check_params"]
 
 def _is_minus_one(value) -> bool:
     """Whether ``value`` is the integer -1 (scikit-learn's "no limit"; not a bool or float)."""

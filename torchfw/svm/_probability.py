@@ -45,7 +45,8 @@ def _columns(scores: np.ndarray) -> np.ndarray:
 
 def fit_platt(estimator, X, y_encoded: np.ndarray, take_rows, shape: str = "ovr",
               n_folds: int = 5, pairwise: bool = False,
-              sample_weight: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+              sample_weight: np.ndarray | None = None, *, tol: float,
+              seed: int) -> tuple[np.ndarray, np.ndarray]:
     """Sigmoid parameters ``(A, B)``, one pair per decision column of ``estimator``.
 
     Parameters
@@ -68,6 +69,11 @@ def fit_platt(estimator, X, y_encoded: np.ndarray, take_rows, shape: str = "ovr"
         The final fit's weights: each fold's fit sees its rows' weights, so that the sigmoids
         are fitted to the model the weights define (``C=10`` and ``C=2`` with weights 5 are
         one model, and get one set of probabilities).
+    tol : float
+        The ``tol`` the final fit stopped at (its plan's, :attr:`torchfw.svm._plan.FitPlan.tol`):
+        the folds stop there too.
+    seed : int
+        The final fit's seed: the folds and the fold fits draw from it.
 
     Notes
     -----
@@ -81,17 +87,18 @@ def fit_platt(estimator, X, y_encoded: np.ndarray, take_rows, shape: str = "ovr"
     counts = np.bincount(y_encoded)
     n_folds = int(min(n_folds, len(y_encoded)))
     params = estimator.get_params(deep=False)
-    # The folds stop where the final fit does (SVC._stop_tol: tighter with probabilities),
-    # and draw from this fit's seed (an int: a RandomState would be shared by the clones).
-    params.update(probability=False, verbose=False, warm_start=False,
-                  tol=estimator._stop_tol(), random_state=estimator._fit_seed)
+    # The folds stop where the final fit does (``tol``, the plan's: tighter with
+    # probabilities), and draw from this fit's seed (an int: a RandomState would be shared by
+    # the clones).
+    params.update(probability=False, verbose=False, warm_start=False, tol=tol,
+                  random_state=seed)
     if "multi_class" in params:  # the final model's scheme, not one "auto" picks for a fold
         params["multi_class"] = shape
     n_classes = len(counts)
     problems = _problems(shape, n_classes)
     decision = np.full((len(y_encoded), len(problems)), np.nan)
     classes = estimator.classes_
-    for fold in stratified_folds(y_encoded, n_folds, estimator._fit_seed):
+    for fold in stratified_folds(y_encoded, n_folds, seed):
         train = np.setdiff1d(np.arange(len(y_encoded)), fold)
         present = np.unique(y_encoded[train])
         values = np.zeros((len(fold), len(problems)))

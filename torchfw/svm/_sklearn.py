@@ -128,10 +128,6 @@ class SklearnSVCMixin:
                              f"Generator; got {rs!r}")
         return int(rs)
 
-    def _problem_seed(self, k: int) -> int:
-        """The seed of binary problem ``k``'s draws (problems draw independently)."""
-        return getattr(self, "_fit_seed", 0) + k
-
     def _set_model(self, X: Tensor, problems, alphas, results,
                    defer_publish: bool = False) -> None:
         """The fitted model from the problems' labels over ``X`` and their dual solutions.

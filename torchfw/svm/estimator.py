@@ -36,8 +36,7 @@ import torch
 from torch import Tensor
 
 from .. import exceptions as _exceptions
-from ..sets.oracles import Simplex
-from ..solvers import make_solver, solver_names
+from ..solvers import solver_names
 from ..utils.data import accuracy, as_labels, drop_zero_weight, take_rows
 from ..utils.estimator import BaseEstimator, atomic_fit, check_is_fitted
 from ..utils.threads import few_threads
@@ -48,10 +47,10 @@ from ..utils.validation import resolve_device
 # the nn.Module head) are imported where used: a fresh process that fits on the compiled path
 # then does not load them (issue 16's cold-start budget; tests/test_cold_start.py).
 from . import _custom as _svc_custom
-from . import _dense as _svc_dense
 from . import _fit as _svc_fit
 from . import _kernel_range
 from ._attrs import publish
+from ._binary import fit_binary
 from ._multiclass import (
     binary_problems,
     ovo_to_ovr,
@@ -61,46 +60,16 @@ from ._multiclass import (
     scatter,
 )
 from ._params import check_params
+from ._plan import kernel_dtype, resolve_plan
 from ._sklearn import SklearnSVCMixin, _class_weights, _svc_weights, _take, _take_object_rows
-from ._start import initial_alpha
 from ._state import available_if, from_state, svc_state
-from .kernels import KERNELS, CallableKernel, SVMDualOperator, make_kernel
+from .kernels import KERNELS, CallableKernel, make_kernel
 from .problem import example_C, resolve_gamma
 
 if TYPE_CHECKING:
     from ..heads import KernelSVMHead
 
-__all__ = ["SVC", "SOLVERS", "ConvergenceWarning"]  # noqa: F822 (built on first use)
-
-
-def __getattr__(name: str):
-    # torchfw.svm.ConvergenceWarning is the shared class of torchfw.exceptions (built on first
-    # use, as a subclass of scikit-learn's when it is installed).
-    if name == "ConvergenceWarning":
-        return _exceptions.ConvergenceWarning
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
-def _solver_factory(name: str):
-    # The optimizer of a solver name over the dual's simplex (the registry: torchfw.solvers);
-    # a module-level function so that benchmarks/reproduce.py can wrap it.
-    # Every SVC solve takes the active-set corrective step where plain steps stall (issue:
-    # large C, polynomial kernels on raw features): the compiled path has it built in.
-    return lambda **kw: make_solver(name, Simplex(), estimator="svc",
-                                    **{"corrective": True, **kw})
-
-
-#: The largest ``tol`` of the fits behind ``probability=True``: Platt's sigmoids need decision
-#: values nearer the optimum than accuracy does (one-vs-one digits, C=10, gamma=0.05: test
-#: log-loss 0.106 at tol 0.3, 0.083 at 0.05, as LIBSVM's 0.083; accuracy equal).
-PROBABILITY_TOL = 0.05
-
-#: ``tol="auto"``: ``SMALL_TOL`` below ``SMALL_M`` examples, else ``TOL``. With few examples each
-#: support vector weighs on the boundary: at C=2 over 100 splits of the small sets, 3 random
-#: starts each (``benchmarks/svm_small.py --c-sweep``), tol 0.2 is 0.42 points below
-#: scikit-learn on iris and 0.1 0.30, for 4-8% more time; from 1,257 examples on 0.3 is within
-#: 0.25 points and 0.1 costs 10-20% more time (a9a, w8a: 1.5-2x the iterations for <= 0.1 point).
-SMALL_M, SMALL_TOL, TOL = 1000, 0.1, 0.3
+__all__ = ["SVC", "SOLVERS"]
 
 #: Solver names accepted by :class:`SVC` (from :data:`torchfw.solvers.SOLVERS`).
 SOLVERS = solver_names("svc")
@@ -150,9 +119,10 @@ class SVC(SklearnSVCMixin, BaseEstimator):
         :class:`torchfw.optim.StochasticFrankWolfe`).
     tol : float or "auto", default "auto"
         Stop when the dual gap is at most ``tol`` times the margin :math:`\rho` (see the module
-        docstring). ``"auto"``: 0.1 below 1,000 training examples (:data:`SMALL_M`: as accurate
-        as LIBSVM there), 0.3 above (test accuracy has saturated). Ignored by the streaming
-        solvers, which run ``max_iter`` samples.
+        docstring). ``"auto"``: 0.1 below 1,000 training examples
+        (:data:`torchfw.svm._plan.SMALL_M`: as accurate as LIBSVM there), 0.3 above (test
+        accuracy has saturated). Ignored by the streaming solvers, which run ``max_iter``
+        samples.
     max_iter : int, optional
         Iteration budget per binary problem; default ``100 * n_samples`` (one epoch for
         ``"sfw"``/``"msfw"``), a safety net that converging fits do not reach (see "Convergence
@@ -200,7 +170,7 @@ class SVC(SklearnSVCMixin, BaseEstimator):
         cross-validation, five extra fits, as LIBSVM's ``-b 1``) so that :meth:`predict_proba`
         is available; several classes couple their pairwise probabilities (one-vs-one, Wu, Lin
         & Weng 2004, as LIBSVM) or normalize their one-vs-rest ones (:mod:`torchfw.svm.calibration`).
-        The fits then stop at ``min(tol, 0.05)`` (:data:`PROBABILITY_TOL`).
+        The fits then stop at ``min(tol, 0.05)`` (:data:`torchfw.svm._plan.PROBABILITY_TOL`).
     multi_class : {"auto", "ovr", "ovo"}, default "auto"
         How more than two classes are trained (:mod:`torchfw.svm._multiclass`): ``"ovr"``, one
         problem per class against all others, predicting by the largest decision value;
@@ -316,9 +286,14 @@ class SVC(SklearnSVCMixin, BaseEstimator):
         ``sample_weight`` multiplies each example's C (scikit-learn's meaning); weights <= 0
         leave the example out. A callable kernel takes any ``X`` (a list of strings) as given.
         """
+        return self._fit_input(X, y, sample_weight, {})
+
+    def _fit_input(self, X, y, sample_weight, overrides: dict) -> SVC:
+        """:meth:`fit`, with ``overrides`` replacing fields of the resolved plan
+        (:func:`torchfw.svm._plan.fit_planned`; empty for :meth:`fit`)."""
         self._check_params()
         device = resolve_device(self.device)
-        kdtype = self.dtype or torch.float32
+        kdtype = kernel_dtype(self.dtype)
         self._begin_fit(X)
         objects = None
         if callable(self.kernel) and not _svc_custom.numeric(X):
@@ -337,9 +312,9 @@ class SVC(SklearnSVCMixin, BaseEstimator):
             self.shape_fit_ = tuple(int(n) for n in X.shape) if objects is None else \
                 (len(objects),)
             with few_threads(X):
-                return self._fit(X, y, sample_weight, kdtype, objects)
+                return self._fit(X, y, sample_weight, kdtype, objects, overrides)
 
-    def _fit(self, X: Tensor, y, sample_weight, kdtype, objects=None) -> SVC:
+    def _fit(self, X: Tensor, y, sample_weight, kdtype, objects, overrides) -> SVC:
         y = as_labels(y, X.shape[0], estimator=type(self).__name__)
         n_columns = X.shape[1]
         X, y, sample_weight, kept = drop_zero_weight(X, y, _svc_weights(sample_weight,
@@ -356,7 +331,6 @@ class SVC(SklearnSVCMixin, BaseEstimator):
             raise ValueError(f"y has a single class ({classes[0]!r}), 1 class where SVC needs at "
                              f"least two")
         previous = getattr(self, "_alphas", None) if self.warm_start else None
-        self._n_fit = X.shape[0]  # what tol="auto" reads
         self.classes_ = classes
         self.n_features_in_ = n_columns  # precomputed: the training examples K_test must list
         self._gamma = 1.0 if objects is not None else self._resolve_gamma(X)
@@ -371,33 +345,30 @@ class SVC(SklearnSVCMixin, BaseEstimator):
                                      or previous[0].shape[0] != X.shape[0]):
             previous = None
         self._X_train = X
-        # The batched engine has no candidate sampling and no clock: with either option set the
-        # problems are solved one by one, so that the option means what it says.
-        batched = len(problems) > 1 and problems[0].rows is None and \
-            self.solver not in ("sfw", "msfw", "swap2", "fc") and \
-            self.sample_size is None and self.time_limit is None and \
-            getattr(self, "_batched_ovr", X.is_cuda)
-        if self._custom_kernel():  # the compiled solve on the given m x m matrix, or an error
-            _svc_custom.check_custom_kernel(self, X.shape[0], X.device)
-            gram = _svc_custom.train_gram(self._kernel, X, kdtype) if objects is None else \
+        # Every choice and number of the solves, resolved once (torchfw.svm._plan): the paths
+        # below read the plan, never the estimator.
+        plan = resolve_plan(self, n_examples=X.shape[0], kernel=self._kernel, dtype=kdtype,
+                            device=X.device, **overrides)
+        if plan.custom_kernel:  # the compiled solve on the given m x m matrix, or an error
+            _svc_custom.check_custom_kernel(plan, X.shape[0], X.device)
+            gram = _svc_custom.train_gram(plan.kernel, X, kdtype) if objects is None else \
                 _svc_custom.train_gram(None, torch.from_numpy(
-                    self._kernel.matrix(objects, objects)), kdtype)
-            alphas, results = _svc_fit.fit_problems(
-                self, X, problems, C_examples, kdtype, previous, _solver_factory, gram=gram)
-        elif batched:
+                    plan.kernel.matrix(objects, objects)), kdtype)
+            alphas, results = _svc_fit.fit_problems(plan, X, problems, C_examples, previous,
+                                                    gram=gram)
+        elif plan.batches(problems):
             from ._batched import fit_ovr_batched
 
-            alphas, results = fit_ovr_batched(self, X, [p.y for p in problems], C_examples,
-                                              kdtype, previous, _solver_factory)
-        elif self._dense_path(X, problems):
-            alphas, results = _svc_fit.fit_problems(self, X, problems, C_examples, kdtype,
-                                                      previous, _solver_factory)
+            alphas, results = fit_ovr_batched(plan, X, [p.y for p in problems], C_examples,
+                                              previous)
+        elif _svc_fit.takes_compiled(plan, X, problems):
+            alphas, results = _svc_fit.fit_problems(plan, X, problems, C_examples, previous)
         else:
             alphas, results = [], []
             for k, problem in enumerate(problems):
                 Xk, Ck, alpha0 = restrict(X, C_examples, None if previous is None
                                           else previous[k], problem.rows)
-                alpha, result = self._fit_binary(Xk, problem.y, Ck, kdtype, alpha0, k)
+                alpha, result = fit_binary(plan, Xk, problem.y, Ck, alpha0, k)
                 alphas.append(scatter(alpha, problem.rows, X.shape[0]))
                 results.append(result)
         self._alphas = alphas
@@ -418,55 +389,14 @@ class SVC(SklearnSVCMixin, BaseEstimator):
             self.probA_, self.probB_ = fit_platt(
                 self, X if objects is None else objects, y_encoded,
                 take_rows if objects is None else _take_object_rows, shape=self._scheme(),
-                pairwise=self._precomputed(), sample_weight=sample_weight)
+                pairwise=self._precomputed(), sample_weight=sample_weight, tol=plan.tol,
+                seed=plan.seed)
         return self
-
-    def _stop_tol(self) -> float:
-        """The ``tol`` the solves stop at: at most :data:`PROBABILITY_TOL` with probabilities.
-
-        ``"auto"`` reads the number of examples of the fit in progress (or the last fit).
-        """
-        tol = self.tol
-        if isinstance(tol, str):
-            tol = SMALL_TOL if getattr(self, "_n_fit", SMALL_M) < SMALL_M else TOL
-        return min(float(tol), PROBABILITY_TOL) if self.probability else float(tol)
 
     def _scheme(self) -> str:
         """``"ovo"`` or ``"ovr"``: how the decision columns of a multiclass model were trained."""
         return getattr(self, "multi_class_", "ovr" if self.multi_class == "auto"
                        else self.multi_class)
-
-    def _dense_path(self, X: Tensor, problems=None) -> bool:
-        """Whether this fit takes the compiled whole-solve path (see :mod:`torchfw.svm._dense`)."""
-        if self.dense is False or self.dense is np.False_:
-            return False
-        if self.dense == "auto":
-            return _svc_fit.dense_budget_ok(self, X, problems)
-        if not (_svc_dense.K.HAVE_NUMBA and X.device.type == "cpu"
-                and self.solver in _svc_dense.VARIANTS and self.sample_size is None
-                and self.time_limit is None and not _svc_dense.shows_bar(self)):
-            raise ValueError(f"dense=True runs the compiled CPU solve: it needs numba, CPU data, "
-                             f"a solver among {tuple(_svc_dense.VARIANTS)} and no sample_size, "
-                             f"time_limit or progress bar (verbose on a terminal)")
-        return True
-
-    def _fit_binary(self, X: Tensor, y_pm: np.ndarray, C_examples, kdtype, alpha0, k):
-        """One binary problem on the sampled storage (large m) or the lazy host path."""
-        if self._custom_kernel():  # its X is not features: only the compiled solve applies
-            raise ValueError("SVC with a precomputed or callable kernel has no lazy column "
-                             "path (see torchfw.svm._custom)")
-        from . import _large as _svc_large
-        from . import _lazy as _svc_lazy
-
-        if _svc_large.uses_sampled(self, X.shape[0]):  # seed 002's randomized FW, O(|S||I|)
-            return _svc_large.fit_binary_sampled(self, X, y_pm, C_examples, kdtype, alpha0, k,
-                                                 _solver_factory)
-        return _svc_lazy.fit_binary(self, X, y_pm, C_examples, kdtype, alpha0, k,
-                                    _solver_factory)
-
-    def _initial_alpha(self, operator: SVMDualOperator, y_pm: np.ndarray, seed) -> Tensor:
-        """The start of a lazy solve (:func:`torchfw.svm._start.initial_alpha`)."""
-        return initial_alpha(operator, y_pm, self.n_init, seed)
 
     # -- prediction ----------------------------------------------------------------------------
 

@@ -15,11 +15,3 @@ from .subproblem import walrus, walrus_batched
 
 __all__ = ["WestonWatkinsSVC", "WWProblem", "ww_problem", "walrus", "walrus_batched"]
 
-
-def __getattr__(name: str):
-    # The shared warning class of torchfw.exceptions, built on first use.
-    if name == "ConvergenceWarning":
-        from .. import exceptions
-
-        return exceptions.ConvergenceWarning
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

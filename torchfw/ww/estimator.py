@@ -59,19 +59,10 @@ from ._problem import (  # noqa: F401 (the dual and its shrinking constants, re-
     WWDualProblem,
 )
 
-__all__ = ["WestonWatkinsSVC", "WWProblem", "ww_problem",
-           "ConvergenceWarning"]  # noqa: F822 (built on first use)
+__all__ = ["WestonWatkinsSVC", "WWProblem", "ww_problem"]
 
 _SUBPROBLEMS = ("walrus", "iterative", "fw")
 _warned_no_numba = False
-
-
-def __getattr__(name: str):
-    # torchfw.ww.estimator.ConvergenceWarning is the shared class of torchfw.exceptions (built on
-    # first use, as a subclass of scikit-learn's when it is installed).
-    if name == "ConvergenceWarning":
-        return exceptions.ConvergenceWarning
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def _labels(y, n: int) -> np.ndarray:
