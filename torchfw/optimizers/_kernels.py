@@ -26,7 +26,6 @@ from ._moves import pair_curvature, toward_curvature
 
 __all__ = ["HAVE_NUMBA", "update", "select", "active_argmin", "extrapolation_bounds",
            "extrapolation_bounds_on", "shift_update_on",
-           "dense_block", "DENSE_FW", "DENSE_AWAY", "DENSE_PAIRWISE",
            "second_order_partner", "torch_update", "torch_active_argmin",
            "torch_extrapolation_bounds", "torch_second_order_partner"]
 
@@ -310,10 +309,6 @@ def _second_order_partner_py(w, s, h, diag, ct, has_ct, i, si, dii):
     return best
 
 
-#: Variant codes of :func:`dense_block`.
-DENSE_FW, DENSE_AWAY, DENSE_PAIRWISE = 0, 1, 2
-
-
 def _exact_step(slope, curvature, gamma_max):
     r""":class:`~torchfw.ExactLineSearch` on host floats, branch for branch.
 
@@ -340,72 +335,6 @@ def _away_step_max(w_j):
     return w_j / (1.0 - w_j if 1.0 - w_j > 1e-300 else 1e-300) if w_j < 1.0 else 0.0
 
 
-def _dense_block_py(variant, n_iter, H, diag, ct, has_ct, w, s, zero_tol, counts):
-    r"""``n_iter`` iterations of FW, away-step FW or pairwise FW on a dense quadratic.
-
-    ``H[k]`` is the vertex gradient of atom ``k`` (row ``k`` of :math:`\tilde Q` plus
-    :math:`\tilde c`), so a move costs one or two row reads and no operator call. ``counts``
-    accumulates ``[fw, away, drop, pairwise]``.
-
-    A declared second implementation (:mod:`torchfw.utils.twins`) of
-    :class:`~torchfw.optimizers._engine.QuadraticEngine` with :class:`~torchfw.ExactLineSearch`
-    under :class:`~torchfw.FrankWolfe`, :class:`~torchfw.AwayStepFrankWolfe` and
-    :class:`~torchfw.PairwiseFrankWolfe`: the same choice of move (away when its slope
-    :math:`p - s_j` is below the FW slope :math:`s_i - p`), the same curvatures (the shared
-    :func:`~torchfw.optimizers._moves.toward_curvature` and
-    :func:`~torchfw.optimizers._moves.pair_curvature`, compiled), the same maximal steps, step
-    sizes, update kernel, snapping and step counts. What it writes out itself is the loop, the
-    variants' decisions and the two host-float twins :func:`_exact_step` and
-    :func:`_away_step_max`; ``tests/test_engine_parity.py`` (storage ``dense``) checks that it
-    takes the host engine's steps.
-    """
-    ct_i = 0.0
-    ct_j = 0.0
-    for _ in range(n_iter):
-        i, si, j, sj, p, t = _select_kernel(w, s, ct, has_ct)
-        wj = 0.0
-        q = p - t
-        if has_ct:
-            ct_i = ct[i]
-            ct_j = ct[j] if j >= 0 else 0.0
-        if variant == 2:  # pairwise: mass from the away atom j to the FW atom i
-            if j < 0:
-                j = i
-                sj = si
-                ct_j = ct_i
-            gamma_max = w[j]
-            curvature = _pair_curvature_kernel(diag[i], diag[j], H[i, j] - ct_j)
-            gamma = _step_kernel(si - sj, curvature, gamma_max)
-            # The host engine's update call for a pairwise move, rows of H for the columns.
-            _update_kernel(w, s, 1.0, gamma, i, H[i], -gamma, j, H[j], 0.0, w, s, False,
-                           zero_tol)
-            counts[3] += 1
-            if gamma >= gamma_max and gamma > 0.0:
-                counts[2] += 1
-            continue
-        use_fw = True
-        if variant == 1:
-            wj = w[j]
-            use_fw = si - p <= p - sj
-        if use_fw:
-            gamma = _step_kernel(si - p, _toward_curvature_kernel(diag[i], si - ct_i, q), 1.0)
-            a = 1.0 - gamma
-            b = gamma
-            k = i
-            counts[0] += 1
-        else:
-            gamma_max = _away_max_kernel(wj)
-            gamma = _step_kernel(p - sj, _toward_curvature_kernel(diag[j], sj - ct_j, q),
-                                 gamma_max)
-            a = 1.0 + gamma
-            b = -gamma
-            k = j
-            counts[1] += 1
-            if gamma >= gamma_max and gamma_max > 0.0:
-                counts[2] += 1
-        _update_kernel(w, s, a, b, k, H[k], 0.0, k, H[k], 0.0, w, s, False, zero_tol)
-
-
 update = _njit(_update_py)
 shift_update_on = _njit(_shift_update_on_py)
 dot = _njit(_dot_py)
@@ -422,10 +351,9 @@ _update_kernel = update if HAVE_NUMBA else _update_py
 _select_kernel = select if HAVE_NUMBA else _select_py
 _step_kernel = _njit(_exact_step) if HAVE_NUMBA else _exact_step
 _away_max_kernel = _njit(_away_step_max) if HAVE_NUMBA else _away_step_max
-# The scalar algebra of _moves, compiled for the dense block (one formula for both).
+# The scalar algebra of _moves, compiled for the compiled loop (one formula for both).
 _toward_curvature_kernel = _njit(toward_curvature) if HAVE_NUMBA else toward_curvature
 _pair_curvature_kernel = _njit(pair_curvature) if HAVE_NUMBA else pair_curvature
-dense_block = _njit(_dense_block_py)
 
 
 # --------------------------------------------------------------------------------------------
