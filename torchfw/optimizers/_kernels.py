@@ -42,15 +42,8 @@ def _update_py(w, s, a, b, i0, h0, c, i1, h1, d, w_prev, s_prev, shift, zero_tol
     n = w.shape[0]
     if shift:
         for r in range(n):
-            wo = w[r]
-            so = s[r]
-            wn = a * wo + d * w_prev[r]
-            # An extrapolation clipped at its feasibility bound lands some weights on zero up to
-            # rounding: snap them (branch-free select).
-            w[r] = wn if wn > zero_tol else 0.0
-            s[r] = a * so + b * h0[r] + c * h1[r] + d * s_prev[r]
-            w_prev[r] = wo
-            s_prev[r] = so
+            _shift_score_kernel(s, s_prev, h0, h1, r, a, b, c, d)
+            _shift_weight_kernel(w, w_prev, r, a, d, zero_tol)
     elif c != 0.0:
         for r in range(n):
             s[r] = a * s[r] + b * h0[r] + c * h1[r]
@@ -63,13 +56,7 @@ def _update_py(w, s, a, b, i0, h0, c, i1, h1, d, w_prev, s_prev, shift, zero_tol
         if a != 1.0:
             for r in range(n):
                 w[r] = a * w[r]
-    w[i0] += b
-    if w[i0] <= zero_tol:
-        w[i0] = 0.0  # away step to its maximum: a drop
-    if c != 0.0:
-        w[i1] += c
-        if w[i1] <= zero_tol:
-            w[i1] = 0.0  # pairwise step to its maximum: a drop
+    _add_atoms_kernel(w, b, i0, c, i1, zero_tol)
 
 
 def _shift_update_on_py(w, s, a, b, i0, h0, c, i1, h1, d, w_prev, s_prev, support, n_support,
@@ -78,18 +65,38 @@ def _shift_update_on_py(w, s, a, b, i0, h0, c, i1, h1, d, w_prev, s_prev, suppor
 
     The gradients change everywhere, but ``w`` and ``w_prev`` are zero off the support (which
     must hold every atom that ever had weight, ``i0`` and ``i1`` included), where the update
-    leaves them zero: only the two gradient arrays are read in full.
+    leaves them zero: only the two gradient arrays are read in full. The entries' arithmetic is
+    :func:`update`'s (the same helpers).
     """
     for r in range(s.shape[0]):
-        so = s[r]
-        s[r] = a * so + b * h0[r] + c * h1[r] + d * s_prev[r]
-        s_prev[r] = so
+        _shift_score_kernel(s, s_prev, h0, h1, r, a, b, c, d)
     for k in range(n_support):
-        r = support[k]
-        wo = w[r]
-        wn = a * wo + d * w_prev[r]
-        w[r] = wn if wn > zero_tol else 0.0
-        w_prev[r] = wo
+        _shift_weight_kernel(w, w_prev, support[k], a, d, zero_tol)
+    _add_atoms_kernel(w, b, i0, c, i1, zero_tol)
+
+
+def _shift_score(s, s_prev, h0, h1, r, a, b, c, d):
+    """Entry ``r`` of the shifted gradient update: ``s <- a s + b h0 + c h1 + d s_prev``, the
+    old ``s`` into ``s_prev`` (PARTAN)."""
+    so = s[r]
+    s[r] = a * so + b * h0[r] + c * h1[r] + d * s_prev[r]
+    s_prev[r] = so
+
+
+def _shift_weight(w, w_prev, r, a, d, zero_tol):
+    """Entry ``r`` of the shifted weight update ``w <- a w + d w_prev`` (the atoms' terms come
+    after, :func:`_add_atoms`), the old ``w`` into ``w_prev``. An extrapolation clipped at its
+    feasibility bound lands some weights on zero up to rounding: they are snapped (a
+    branch-free select)."""
+    wo = w[r]
+    wn = a * wo + d * w_prev[r]
+    w[r] = wn if wn > zero_tol else 0.0
+    w_prev[r] = wo
+
+
+def _add_atoms(w, b, i0, c, i1, zero_tol):
+    """``w <- w + b e_i0 + c e_i1`` (``c`` only when nonzero), a weight at or below
+    ``zero_tol`` snapped to zero: an away or pairwise step to its maximum drops its atom."""
     w[i0] += b
     if w[i0] <= zero_tol:
         w[i0] = 0.0
@@ -242,11 +249,17 @@ def _extrapolation_bounds_py(w, w_prev, lam, i):
     hi = _INF
     lo = -_INF
     for r in range(w.shape[0]):
-        wt = (1.0 - lam) * w[r]
-        if r == i:
-            wt += lam
-        lo, hi = _tighten_kernel(wt, wt - w_prev[r], lo, hi)
+        lo, hi = _entry_bound_kernel(w, w_prev, lam, i, r, lo, hi)
     return lo, hi
+
+
+def _entry_bound(w, w_prev, lam, i, r, lo, hi):
+    """Entry ``r``'s constraint on mu applied to ``[lo, hi]``: ``w~_r + mu (w~_r - w_prev_r)
+    >= 0`` with ``w~ = (1-lam) w + lam e_i`` (:func:`_tighten`)."""
+    wt = (1.0 - lam) * w[r]
+    if r == i:
+        wt += lam
+    return _tighten_kernel(wt, wt - w_prev[r], lo, hi)
 
 
 def _tighten(wt, delta, lo, hi):
@@ -279,11 +292,7 @@ def _extrapolation_bounds_on_py(w, w_prev, lam, i, support, n_support):
     hi = _INF
     lo = -_INF
     for k in range(n_support):
-        r = support[k]
-        wt = (1.0 - lam) * w[r]
-        if r == i:
-            wt += lam
-        lo, hi = _tighten_kernel(wt, wt - w_prev[r], lo, hi)
+        lo, hi = _entry_bound_kernel(w, w_prev, lam, i, support[k], lo, hi)
     return lo, hi
 
 
@@ -347,6 +356,10 @@ extrapolation_bounds_on = _njit(_extrapolation_bounds_on_py)
 second_order_partner = _njit(_second_order_partner_py)
 # These kernels call helpers through their global names: compiled ones when numba is there.
 _tighten_kernel = _njit(_tighten) if HAVE_NUMBA else _tighten
+_entry_bound_kernel = _njit(_entry_bound) if HAVE_NUMBA else _entry_bound
+_shift_score_kernel = _njit(_shift_score) if HAVE_NUMBA else _shift_score
+_shift_weight_kernel = _njit(_shift_weight) if HAVE_NUMBA else _shift_weight
+_add_atoms_kernel = _njit(_add_atoms) if HAVE_NUMBA else _add_atoms
 _update_kernel = update if HAVE_NUMBA else _update_py
 _select_kernel = select if HAVE_NUMBA else _select_py
 _step_kernel = _njit(_exact_step) if HAVE_NUMBA else _exact_step
