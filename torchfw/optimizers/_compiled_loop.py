@@ -1,4 +1,4 @@
-r"""The one compiled quadratic loop: every variant's iterations, checks and stopping over a row source.
+r"""The one compiled quadratic loop: every variant's iterations and checks over a row source.
 
 One concern: running :class:`~torchfw.optimizers._engine.QuadraticEngine`'s iterations -- FW,
 away, pairwise, SWAP, SWAP-2o and PARTAN (seed 000, seed 002), with

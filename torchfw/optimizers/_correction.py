@@ -29,8 +29,8 @@ __all__ = ["FaceCorrection", "correct_face"]
 def correct_face(eng, max_face: int | None = None) -> int:
     """Take the corrective step on ``eng``'s face; the number of atoms of the new face, or -1.
 
-    The rounds of :func:`torchfw.optimizers._compiled_loop._correct_py`, on the engine's vertex gradients:
-    the face (the support and the atoms that violate optimality most,
+    The rounds of :func:`torchfw.optimizers._compiled_loop._correct_py`, on the engine's vertex
+    gradients: the face (the support and the atoms that violate optimality most,
     :func:`~torchfw.optimizers._face.face_atoms`; then the kept atoms and the new worst
     violators) has its factor extended by the new atoms, Wolfe's minor cycle runs, and the
     result is kept if it lowers the objective; rounds go on while each at least halves the
