@@ -113,6 +113,7 @@ def test_face_minimize_is_the_kkt_solution_when_interior():
 def test_compiled_and_engine_storages_take_the_same_correction():
     # The same SVM dual and the same iterate: the compiled driver on the rows of K + 1 and the
     # engine's on the lazy operator's columns give the same weights and gradient, bit for bit.
+    from torchfw.optimizers._compiled_loop import correct
     from torchfw.optimizers._engine import QuadraticEngine
     from torchfw.svm import _dense as dense
     from torchfw.svm.kernels import SVMDualOperator, make_kernel
@@ -132,8 +133,10 @@ def test_compiled_and_engine_storages_take_the_same_correction():
     w0 /= w0.sum()
     eng = QuadraticEngine(tf.Quadratic(op), tf.Simplex(), w0, ops=HOST)
     w, s = eng._w_np.copy(), eng._s_np.copy()
-    kept = dense._correct(P, None, np.zeros(0, dtype=np.int64), y.numpy().astype(P.dtype),
-                          plain._inv_c_np, w, s, np.empty(60, dtype=P.dtype), float(eng.p), 60)
+    src = dense.row_source(dense.full_source(P), np.zeros(0, dtype=np.int64),
+                           y.numpy().astype(P.dtype), plain._inv_c_np)
+    kept = correct(src, np.zeros(1), False, w, s, np.empty(60, dtype=P.dtype), float(eng.p),
+                   0.0, 60)
     assert kept >= 1
     assert eng.correct_face() == kept
     np.testing.assert_array_equal(eng._w_np, w)

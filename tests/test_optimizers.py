@@ -1131,3 +1131,32 @@ def test_a_step_that_fails_to_compile_runs_eagerly_and_is_not_captured(monkeypat
     blocks.run(8)
     assert blocks.step is not None and not blocks.step.fused and blocks.graph is None
     assert engine.iteration() == 24
+
+
+def test_bcd_first_gap_rule():
+    # BCD's epoch-level rule: the target is relative to the first gap and reaches the problem;
+    # the callback sees the last epoch before the budget stops the run.
+    from torchfw.optimizers._stopping import FirstGapStop
+    from torchfw.result import Status
+
+    class Problem:
+        target = None
+
+        def set_gap_target(self, target):
+            self.target = target
+
+        def point(self):
+            return torch.zeros(1)
+
+    seen = []
+    rule = FirstGapStop(tol=1e-3, rtol=0.1, max_iter=5,
+                        callback=lambda info: seen.append(info.iteration))
+    problem = Problem()
+    assert rule(problem, 1, 0.0, 2.0, 0.0, {}) is None
+    assert problem.target == rule.target(123.0) == 0.2  # rtol x the first gap, not |value|
+    assert rule(problem, 3, 0.0, 0.3, 0.0, {}) is None
+    assert rule(problem, 5, 0.0, 0.3, 0.0, {}) is Status.MAX_ITER and seen == [1, 3, 5]
+    assert rule(problem, 4, 0.0, 0.2, 0.0, {}) is Status.CONVERGED
+    stop = FirstGapStop(tol=0.0, rtol=0.0, max_iter=9, callback=lambda info: info.iteration >= 2)
+    assert stop(problem, 1, 0.0, 1.0, 0.0, {}) is None
+    assert stop(problem, 2, 0.0, 1.0, 0.0, {}) is Status.CALLBACK

@@ -140,15 +140,19 @@ def test_away_step_max_is_the_moves_one():
             assert _bits(kernel(float(w))) == _bits(ref), (kernel, w)
 
 
-def test_dense_block_curvatures_are_the_shared_ones():
-    """The dense block calls the compiled ``_moves`` curvatures: no formula of its own."""
+def test_compiled_loop_formulas_are_the_shared_ones():
+    """The compiled loop calls the compiled ``_moves`` formulas: no formula of its own."""
+    from torchfw.optimizers import _compiled_loop as L
     from torchfw.optimizers import _moves
 
     assert _python_function(K._toward_curvature_kernel) is _moves.toward_curvature
     assert _python_function(K._pair_curvature_kernel) is _moves.pair_curvature
-    source = ast.unparse(ast.parse(Path(K.__file__).read_text()))
-    body = source[source.index("def _dense_block_py"):source.index("update = ")]
-    assert "2.0 *" not in body, "a curvature written out again in the dense block"
+    assert _python_function(L._partan_scalars) is _moves.partan_scalars
+    assert _python_function(L._cross_after) is _moves.cross_after_scalars
+    source = ast.unparse(ast.parse(Path(L.__file__).read_text()))
+    body = source[source.index("def _run_loop"):source.index("def _n_positive_py")]
+    assert "2.0 *" not in body, "a curvature written out again in the compiled loop"
+    assert "1e-11" not in body and "lam * lam" not in body, "PARTAN's line written out again"
 
 
 # ---------------------------------------------------------------------------------------------

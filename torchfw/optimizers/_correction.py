@@ -4,8 +4,9 @@ One concern: applying :mod:`torchfw.optimizers._face` (Wolfe's minor cycle on th
 iterate) to a :class:`~torchfw.optimizers._engine.QuadraticEngine`, whatever its operator (the
 lazy kernel columns of the SVM dual, a dense matrix, an L1 ball's signed columns), with host or
 device scalars, and deciding at the run loop's checks when to take it (:class:`FaceCorrection`).
-The compiled SVC solve (:mod:`torchfw.svm._dense`) runs the same kernels, the same trigger and
-the same summation orders on its rows, so both paths take the same corrections
+The compiled quadratic loop (:mod:`torchfw.optimizers._compiled_loop`, SVC's compiled solve) runs
+the same kernels, the same trigger and the same summation orders on its rows, so both paths take
+the same corrections
 (``tests/test_face_correction.py``).
 
 The face's matrix comes from the vertex gradients of its atoms,
@@ -28,8 +29,8 @@ __all__ = ["FaceCorrection", "correct_face"]
 def correct_face(eng, max_face: int | None = None) -> int:
     """Take the corrective step on ``eng``'s face; the number of atoms of the new face, or -1.
 
-    The rounds of :func:`torchfw.svm._dense._correct_py`, on the engine's vertex gradients:
-    the face (the support and the atoms that violate optimality most,
+    The rounds of :func:`torchfw.optimizers._compiled_loop._correct_py`, on the engine's vertex
+    gradients: the face (the support and the atoms that violate optimality most,
     :func:`~torchfw.optimizers._face.face_atoms`; then the kept atoms and the new worst
     violators) has its factor extended by the new atoms, Wolfe's minor cycle runs, and the
     result is kept if it lowers the objective; rounds go on while each at least halves the

@@ -5,9 +5,9 @@ of arithmetic wrapped in tens of microseconds of interpreter work (building the 
 search, the update call, the bookkeeping): the Lasso path on the 72 x 7,129 leukemia data spends
 most of its time there. This engine forms the dense matrix of vertex gradients
 :math:`H_{k\cdot} = \nabla F(e_k)` once (:math:`N^2` numbers, the operator's columns in one call)
-and runs each block of iterations between two checks in one compiled call
-(:func:`torchfw.optimizers._kernels.dense_block`): the same moves, step sizes, snapping and step
-counts as :class:`~torchfw.optimizers._engine.QuadraticEngine` with
+and runs each block of iterations between two checks in one call of the compiled quadratic
+loop (:mod:`torchfw.optimizers._compiled_loop`, its rows read in place): the same moves, step
+sizes, snapping and step counts as :class:`~torchfw.optimizers._engine.QuadraticEngine` with
 :class:`~torchfw.ExactLineSearch`, for Frank-Wolfe, away steps and pairwise steps. It is for
 small problems only: forming :math:`H` is the whole matrix, which the lazy operators exist to
 avoid at scale (kernel SVMs never use it).
@@ -21,6 +21,7 @@ import torch
 from ..objectives import Quadratic
 from ..sets.oracles import AtomicLMO
 from ..utils.scalars import HOST
+from . import _compiled_loop as L
 from . import _kernels as K
 from ._engine import ZERO_TOL, QuadraticEngine
 
@@ -28,9 +29,6 @@ __all__ = ["DenseQuadraticEngine", "MAX_DENSE_ATOMS"]
 
 #: Largest number of atoms for the dense engine: H takes 8 N^2 bytes (128 MiB here).
 MAX_DENSE_ATOMS = 4096
-
-_COUNTERS = ("fw", "away", "drop", "pairwise")
-
 
 def vertex_gradient_rows(objective: Quadratic, lmo: AtomicLMO, dtype) -> torch.Tensor:
     r"""The ``(N, N)`` matrix whose row ``k`` is :math:`A^\top (Q a_k + c)`, from one
@@ -78,12 +76,26 @@ class DenseQuadraticEngine(QuadraticEngine):
         return torch.from_numpy(self._H[int(k)])
 
     def run_block(self, variant: int, n: int) -> None:
-        """``n`` iterations of ``variant`` (:data:`~torchfw.optimizers._kernels.DENSE_FW`, ...)."""
-        counts = np.zeros(len(_COUNTERS), dtype=np.int64)
-        K.dense_block(variant, n, self._H, self._diag_np, self._ct_np, self.ct is not None,
-                      self._w_np, self._s_np, ZERO_TOL, counts)
+        """``n`` iterations of ``variant`` (a code of :mod:`~torchfw.optimizers._compiled_loop`)
+        in one call of the compiled loop over the rows of ``H``, read in place.
+
+        The run loop's rule decides at its checks, so the call never converges on its own
+        (``tol = rtol =`` :data:`~torchfw.optimizers._compiled_loop.NEVER`) and takes no
+        corrective step: it runs exactly ``n`` iterations from the engine's selection.
+        """
+        counts = np.zeros(len(L.COUNTERS), dtype=np.int64)
+        state = np.array([self.p, self.t, self.s_min, self.i_min, self.s_max, self.j_max,
+                          0.0, 0.0, 0.0, 0.0], dtype=np.float64)
+        hist = np.empty((2, 3), dtype=np.float64)
+        hist_counts = np.empty((2, len(L.COUNTERS)), dtype=np.int64)
+        no_rows = np.empty((2, 0), dtype=self._H.dtype)  # rows read in place: no buffers
+        no_support = np.zeros(1, dtype=np.int64)  # PARTAN's support, unused here
+        L.run_loop(variant, self._H, no_rows, self._diag_np, self._ct_np,
+                   self.ct is not None, float(self.constant), self._w_np, self._s_np,
+                   self._w_np, self._s_np, no_support, state, n, L.NEVER, L.NEVER, n,
+                   ZERO_TOL, counts, hist, hist_counts, False, n)
         self.k += n
-        for name, count in zip(_COUNTERS, counts.tolist(), strict=True):
+        for name, count in zip(L.COUNTERS, counts.tolist(), strict=True):
             if count:
                 self._counts[name] = self._counts.get(name, 0) + count
         self._reselect()

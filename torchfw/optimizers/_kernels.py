@@ -26,7 +26,6 @@ from ._moves import pair_curvature, toward_curvature
 
 __all__ = ["HAVE_NUMBA", "update", "select", "active_argmin", "extrapolation_bounds",
            "extrapolation_bounds_on", "shift_update_on",
-           "dense_block", "DENSE_FW", "DENSE_AWAY", "DENSE_PAIRWISE",
            "second_order_partner", "torch_update", "torch_active_argmin",
            "torch_extrapolation_bounds", "torch_second_order_partner"]
 
@@ -43,15 +42,8 @@ def _update_py(w, s, a, b, i0, h0, c, i1, h1, d, w_prev, s_prev, shift, zero_tol
     n = w.shape[0]
     if shift:
         for r in range(n):
-            wo = w[r]
-            so = s[r]
-            wn = a * wo + d * w_prev[r]
-            # An extrapolation clipped at its feasibility bound lands some weights on zero up to
-            # rounding: snap them (branch-free select).
-            w[r] = wn if wn > zero_tol else 0.0
-            s[r] = a * so + b * h0[r] + c * h1[r] + d * s_prev[r]
-            w_prev[r] = wo
-            s_prev[r] = so
+            _shift_score_kernel(s, s_prev, h0, h1, r, a, b, c, d)
+            _shift_weight_kernel(w, w_prev, r, a, d, zero_tol)
     elif c != 0.0:
         for r in range(n):
             s[r] = a * s[r] + b * h0[r] + c * h1[r]
@@ -64,13 +56,7 @@ def _update_py(w, s, a, b, i0, h0, c, i1, h1, d, w_prev, s_prev, shift, zero_tol
         if a != 1.0:
             for r in range(n):
                 w[r] = a * w[r]
-    w[i0] += b
-    if w[i0] <= zero_tol:
-        w[i0] = 0.0  # away step to its maximum: a drop
-    if c != 0.0:
-        w[i1] += c
-        if w[i1] <= zero_tol:
-            w[i1] = 0.0  # pairwise step to its maximum: a drop
+    _add_atoms_kernel(w, b, i0, c, i1, zero_tol)
 
 
 def _shift_update_on_py(w, s, a, b, i0, h0, c, i1, h1, d, w_prev, s_prev, support, n_support,
@@ -79,18 +65,38 @@ def _shift_update_on_py(w, s, a, b, i0, h0, c, i1, h1, d, w_prev, s_prev, suppor
 
     The gradients change everywhere, but ``w`` and ``w_prev`` are zero off the support (which
     must hold every atom that ever had weight, ``i0`` and ``i1`` included), where the update
-    leaves them zero: only the two gradient arrays are read in full.
+    leaves them zero: only the two gradient arrays are read in full. The entries' arithmetic is
+    :func:`update`'s (the same helpers).
     """
     for r in range(s.shape[0]):
-        so = s[r]
-        s[r] = a * so + b * h0[r] + c * h1[r] + d * s_prev[r]
-        s_prev[r] = so
+        _shift_score_kernel(s, s_prev, h0, h1, r, a, b, c, d)
     for k in range(n_support):
-        r = support[k]
-        wo = w[r]
-        wn = a * wo + d * w_prev[r]
-        w[r] = wn if wn > zero_tol else 0.0
-        w_prev[r] = wo
+        _shift_weight_kernel(w, w_prev, support[k], a, d, zero_tol)
+    _add_atoms_kernel(w, b, i0, c, i1, zero_tol)
+
+
+def _shift_score(s, s_prev, h0, h1, r, a, b, c, d):
+    """Entry ``r`` of the shifted gradient update: ``s <- a s + b h0 + c h1 + d s_prev``, the
+    old ``s`` into ``s_prev`` (PARTAN)."""
+    so = s[r]
+    s[r] = a * so + b * h0[r] + c * h1[r] + d * s_prev[r]
+    s_prev[r] = so
+
+
+def _shift_weight(w, w_prev, r, a, d, zero_tol):
+    """Entry ``r`` of the shifted weight update ``w <- a w + d w_prev`` (the atoms' terms come
+    after, :func:`_add_atoms`), the old ``w`` into ``w_prev``. An extrapolation clipped at its
+    feasibility bound lands some weights on zero up to rounding: they are snapped (a
+    branch-free select)."""
+    wo = w[r]
+    wn = a * wo + d * w_prev[r]
+    w[r] = wn if wn > zero_tol else 0.0
+    w_prev[r] = wo
+
+
+def _add_atoms(w, b, i0, c, i1, zero_tol):
+    """``w <- w + b e_i0 + c e_i1`` (``c`` only when nonzero), a weight at or below
+    ``zero_tol`` snapped to zero: an away or pairwise step to its maximum drops its atom."""
     w[i0] += b
     if w[i0] <= zero_tol:
         w[i0] = 0.0
@@ -243,11 +249,17 @@ def _extrapolation_bounds_py(w, w_prev, lam, i):
     hi = _INF
     lo = -_INF
     for r in range(w.shape[0]):
-        wt = (1.0 - lam) * w[r]
-        if r == i:
-            wt += lam
-        lo, hi = _tighten_kernel(wt, wt - w_prev[r], lo, hi)
+        lo, hi = _entry_bound_kernel(w, w_prev, lam, i, r, lo, hi)
     return lo, hi
+
+
+def _entry_bound(w, w_prev, lam, i, r, lo, hi):
+    """Entry ``r``'s constraint on mu applied to ``[lo, hi]``: ``w~_r + mu (w~_r - w_prev_r)
+    >= 0`` with ``w~ = (1-lam) w + lam e_i`` (:func:`_tighten`)."""
+    wt = (1.0 - lam) * w[r]
+    if r == i:
+        wt += lam
+    return _tighten_kernel(wt, wt - w_prev[r], lo, hi)
 
 
 def _tighten(wt, delta, lo, hi):
@@ -280,11 +292,7 @@ def _extrapolation_bounds_on_py(w, w_prev, lam, i, support, n_support):
     hi = _INF
     lo = -_INF
     for k in range(n_support):
-        r = support[k]
-        wt = (1.0 - lam) * w[r]
-        if r == i:
-            wt += lam
-        lo, hi = _tighten_kernel(wt, wt - w_prev[r], lo, hi)
+        lo, hi = _entry_bound_kernel(w, w_prev, lam, i, support[k], lo, hi)
     return lo, hi
 
 
@@ -308,10 +316,6 @@ def _second_order_partner_py(w, s, h, diag, ct, has_ct, i, si, dii):
                 best_gain = gain
                 best = r
     return best
-
-
-#: Variant codes of :func:`dense_block`.
-DENSE_FW, DENSE_AWAY, DENSE_PAIRWISE = 0, 1, 2
 
 
 def _exact_step(slope, curvature, gamma_max):
@@ -340,72 +344,6 @@ def _away_step_max(w_j):
     return w_j / (1.0 - w_j if 1.0 - w_j > 1e-300 else 1e-300) if w_j < 1.0 else 0.0
 
 
-def _dense_block_py(variant, n_iter, H, diag, ct, has_ct, w, s, zero_tol, counts):
-    r"""``n_iter`` iterations of FW, away-step FW or pairwise FW on a dense quadratic.
-
-    ``H[k]`` is the vertex gradient of atom ``k`` (row ``k`` of :math:`\tilde Q` plus
-    :math:`\tilde c`), so a move costs one or two row reads and no operator call. ``counts``
-    accumulates ``[fw, away, drop, pairwise]``.
-
-    A declared second implementation (:mod:`torchfw.utils.twins`) of
-    :class:`~torchfw.optimizers._engine.QuadraticEngine` with :class:`~torchfw.ExactLineSearch`
-    under :class:`~torchfw.FrankWolfe`, :class:`~torchfw.AwayStepFrankWolfe` and
-    :class:`~torchfw.PairwiseFrankWolfe`: the same choice of move (away when its slope
-    :math:`p - s_j` is below the FW slope :math:`s_i - p`), the same curvatures (the shared
-    :func:`~torchfw.optimizers._moves.toward_curvature` and
-    :func:`~torchfw.optimizers._moves.pair_curvature`, compiled), the same maximal steps, step
-    sizes, update kernel, snapping and step counts. What it writes out itself is the loop, the
-    variants' decisions and the two host-float twins :func:`_exact_step` and
-    :func:`_away_step_max`; ``tests/test_engine_parity.py`` (storage ``dense``) checks that it
-    takes the host engine's steps.
-    """
-    ct_i = 0.0
-    ct_j = 0.0
-    for _ in range(n_iter):
-        i, si, j, sj, p, t = _select_kernel(w, s, ct, has_ct)
-        wj = 0.0
-        q = p - t
-        if has_ct:
-            ct_i = ct[i]
-            ct_j = ct[j] if j >= 0 else 0.0
-        if variant == 2:  # pairwise: mass from the away atom j to the FW atom i
-            if j < 0:
-                j = i
-                sj = si
-                ct_j = ct_i
-            gamma_max = w[j]
-            curvature = _pair_curvature_kernel(diag[i], diag[j], H[i, j] - ct_j)
-            gamma = _step_kernel(si - sj, curvature, gamma_max)
-            # The host engine's update call for a pairwise move, rows of H for the columns.
-            _update_kernel(w, s, 1.0, gamma, i, H[i], -gamma, j, H[j], 0.0, w, s, False,
-                           zero_tol)
-            counts[3] += 1
-            if gamma >= gamma_max and gamma > 0.0:
-                counts[2] += 1
-            continue
-        use_fw = True
-        if variant == 1:
-            wj = w[j]
-            use_fw = si - p <= p - sj
-        if use_fw:
-            gamma = _step_kernel(si - p, _toward_curvature_kernel(diag[i], si - ct_i, q), 1.0)
-            a = 1.0 - gamma
-            b = gamma
-            k = i
-            counts[0] += 1
-        else:
-            gamma_max = _away_max_kernel(wj)
-            gamma = _step_kernel(p - sj, _toward_curvature_kernel(diag[j], sj - ct_j, q),
-                                 gamma_max)
-            a = 1.0 + gamma
-            b = -gamma
-            k = j
-            counts[1] += 1
-            if gamma >= gamma_max and gamma_max > 0.0:
-                counts[2] += 1
-        _update_kernel(w, s, a, b, k, H[k], 0.0, k, H[k], 0.0, w, s, False, zero_tol)
-
-
 update = _njit(_update_py)
 shift_update_on = _njit(_shift_update_on_py)
 dot = _njit(_dot_py)
@@ -418,14 +356,17 @@ extrapolation_bounds_on = _njit(_extrapolation_bounds_on_py)
 second_order_partner = _njit(_second_order_partner_py)
 # These kernels call helpers through their global names: compiled ones when numba is there.
 _tighten_kernel = _njit(_tighten) if HAVE_NUMBA else _tighten
+_entry_bound_kernel = _njit(_entry_bound) if HAVE_NUMBA else _entry_bound
+_shift_score_kernel = _njit(_shift_score) if HAVE_NUMBA else _shift_score
+_shift_weight_kernel = _njit(_shift_weight) if HAVE_NUMBA else _shift_weight
+_add_atoms_kernel = _njit(_add_atoms) if HAVE_NUMBA else _add_atoms
 _update_kernel = update if HAVE_NUMBA else _update_py
 _select_kernel = select if HAVE_NUMBA else _select_py
 _step_kernel = _njit(_exact_step) if HAVE_NUMBA else _exact_step
 _away_max_kernel = _njit(_away_step_max) if HAVE_NUMBA else _away_step_max
-# The scalar algebra of _moves, compiled for the dense block (one formula for both).
+# The scalar algebra of _moves, compiled for the compiled loop (one formula for both).
 _toward_curvature_kernel = _njit(toward_curvature) if HAVE_NUMBA else toward_curvature
 _pair_curvature_kernel = _njit(pair_curvature) if HAVE_NUMBA else pair_curvature
-dense_block = _njit(_dense_block_py)
 
 
 # --------------------------------------------------------------------------------------------

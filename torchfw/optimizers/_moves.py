@@ -41,7 +41,8 @@ from ..linesearch import Line
 from ..utils.scalars import Scalars
 
 __all__ = ["ZERO_TOL", "Coefficients", "Move", "ops_abs", "toward_curvature", "away_step_max",
-           "pair_curvature", "cross_after", "partan_line", "partan_move", "replace_gamma_max"]
+           "pair_curvature", "cross_after", "cross_after_scalars", "partan_line",
+           "partan_scalars", "partan_move", "replace_gamma_max"]
 
 #: Weights at or below this value are set to exactly zero after each update (drop steps and
 #: rounding). Weights live on the unit simplex, so this is far below any meaningful mass.
@@ -110,7 +111,13 @@ def cross_after(co: Coefficients, q, u_i, u_j, W):
     :math:`W' = a q + b u_i + c u_j + d W`, all read *before* the move (``q``, ``u`` and ``W``
     are those of the current iterate).
     """
-    return co.a * q + co.b * u_i + co.c * u_j + co.d * W
+    return cross_after_scalars(co.a, co.b, co.c, co.d, q, u_i, u_j, W)
+
+
+def cross_after_scalars(a, b, c, d, q, u_i, u_j, W):
+    r""":func:`cross_after` from the move's coefficients as scalars (also compiled: the one
+    compiled quadratic loop, :mod:`torchfw.optimizers._compiled_loop`)."""
+    return a * q + b * u_i + c * u_j + d * W
 
 
 def partan_line(fw_line: Line, lam, constant, t, c_i, W, u_prev_i, p_prev, t_prev):
@@ -120,10 +127,20 @@ def partan_line(fw_line: Line, lam, constant, t, c_i, W, u_prev_i, p_prev, t_pre
     Returns ``(f_t, slope, curvature, noise)``: :math:`F(\tilde w)` without the objective's
     constant, :math:`\langle\nabla F(\tilde w), \delta\rangle` and :math:`\|\delta\|^2_{\tilde Q}`
     for :math:`\delta = \tilde w - w_{\text{prev}}`, and the rounding noise of that curvature
-    (a difference of O(1) terms).
+    (a difference of O(1) terms). The arithmetic is :func:`partan_scalars`.
     """
-    f_t = fw_line.value + lam * fw_line.slope + 0.5 * lam * lam * fw_line.curvature \
-        - constant
+    return partan_scalars(fw_line.value, fw_line.slope, fw_line.curvature, lam, constant, t,
+                          c_i, W, u_prev_i, p_prev, t_prev)
+
+
+def partan_scalars(value, fw_slope, fw_curvature, lam, constant, t, c_i, W, u_prev_i, p_prev,
+                   t_prev):
+    r""":func:`partan_line` from the FW line's value, slope and curvature as scalars.
+
+    Floats or tensors (``abs`` is the tensors' ``abs()``), and compiled by numba for the one
+    compiled quadratic loop (:mod:`torchfw.optimizers._compiled_loop`): the formulas once.
+    """
+    f_t = value + lam * fw_slope + 0.5 * lam * lam * fw_curvature - constant
     t_t = (1.0 - lam) * t + lam * c_i
     p_t = 2.0 * f_t - t_t                       # w~' s~
     cross = (1.0 - lam) * W + lam * u_prev_i    # w~' Q~ w_prev
@@ -131,7 +148,7 @@ def partan_line(fw_line: Line, lam, constant, t, c_i, W, u_prev_i, p_prev, t_pre
     q_prev = p_prev - t_prev
     slope = p_t - (cross + t_prev)              # <s~, w~ - w_prev>
     curvature = q_t - 2.0 * cross + q_prev      # ||w~ - w_prev||^2_Q~
-    noise = 1e-11 * (ops_abs(q_t) + 2.0 * ops_abs(cross) + ops_abs(q_prev))
+    noise = 1e-11 * (abs(q_t) + 2.0 * abs(cross) + abs(q_prev))
     return f_t, slope, curvature, noise
 
 

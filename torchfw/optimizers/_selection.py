@@ -25,10 +25,11 @@ input shapes, so a block of iterations that calls it can be captured as a CUDA g
 
 **Declared second implementation.** :func:`torchfw.optimizers._kernels.select` is the same
 function as one compiled (numba) pass over NumPy arrays: no temporaries, no BLAS thread pool, the
-hot path of the host engine, of the dense block (:func:`~torchfw.optimizers._kernels.dense_block`)
-and of the compiled SVC. Its sums run in float64 in index order, those of :func:`select` in
-PyTorch's reduction order, so the two agree in the indices and, to rounding, in the values:
-``tests/test_selection.py`` checks that on random data, with exact ties, zero weights, with and
+hot path of the host engine and of the compiled quadratic loop
+(:mod:`torchfw.optimizers._compiled_loop`: the dense engine's blocks and the compiled SVC). Its
+sums run in float64 in index order, those of :func:`select` in PyTorch's reduction order, so the
+two agree in the indices and, to rounding, in the values: ``tests/test_selection.py`` checks that
+on random data, with exact ties, zero weights, with and
 without a linear term, in float32 and float64, one problem and a batch.
 """
 

@@ -9,7 +9,9 @@ their own rule instead of patching the optimizer -- the sharded run
 (:func:`torchfw.distributed.minimize`) one whose time limit and callback are agreed on by all
 ranks, so that no rank stops alone; a batch of problems
 (:func:`~torchfw.optimizers.batched.minimize_batched`) :class:`BatchedStop`, which decides per
-problem and masks the problems that stopped.
+problem and masks the problems that stopped; block-coordinate descent
+(:meth:`~torchfw.optimizers.bcd.BlockCoordinateDescent.minimize`) :class:`FirstGapStop`, asked
+at its epoch-level checks.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from ..result import IterationInfo, Status
 if TYPE_CHECKING:
     from typing import Self
 
-__all__ = ["StoppingRule", "BatchedStop"]
+__all__ = ["StoppingRule", "BatchedStop", "FirstGapStop"]
 
 
 class StoppingRule:
@@ -141,3 +143,40 @@ class BatchedStop(StoppingRule):
         if not bool(done.all()):
             return None
         return Status.CONVERGED if bool(converged.all()) else Status.MAX_ITER
+
+
+class FirstGapStop(StoppingRule):
+    r"""Stopping of block-coordinate descent, asked at its checks between epochs.
+
+    The gap target is relative to the *first* gap measured: :math:`g \le \max(\text{tol},
+    \text{rtol}\, g_1)` (``CONVERGED``), fixed at the first check and handed to the problem
+    (``problem.set_gap_target``, for its shrinking); then the clock and the callback
+    (:meth:`StoppingRule.user_stop`); then the epoch budget (``MAX_ITER`` at ``max_iter``,
+    after the callback has seen the last epoch). A non-finite check stops the run
+    (:meth:`StoppingRule.finite`; the caller returns ``NONFINITE``).
+    """
+
+    def __init__(self, *, tol: float, rtol: float, max_iter: int,
+                 time_limit: float | None = None, callback: Callable | None = None):
+        super().__init__(tol=tol, rtol=rtol, max_iter=max_iter, time_limit=time_limit,
+                         callback=callback)
+        self.first_gap: float | None = None
+        self.gap_target = math.inf
+
+    def target(self, value: float) -> float:
+        """The gap target: :math:`\max(\text{tol}, \text{rtol}\, g_1)` once the first gap
+        is known, else infinite."""
+        return self.gap_target
+
+    def __call__(self, problem, k: int, value: float, gap: float, elapsed: float,
+                 steps: dict) -> Status | None:
+        if self.first_gap is None:
+            self.first_gap = gap
+            self.gap_target = max(self.tol, self.rtol * gap)
+            problem.set_gap_target(self.gap_target)
+        if gap <= self.gap_target:
+            return Status.CONVERGED
+        status = self.user_stop(problem, k, value, gap, elapsed, steps)
+        if status is not None:
+            return status
+        return Status.MAX_ITER if k >= self.max_iter else None

@@ -2,7 +2,7 @@ r"""Wolfe's away-step Frank-Wolfe (MFW) and the pairwise variant."""
 
 from __future__ import annotations
 
-from ._kernels import DENSE_AWAY, DENSE_PAIRWISE
+from ._compiled_loop import AWAY, PAIRWISE
 from .base import ConstrainedOptimizer
 
 __all__ = ["AwayStepFrankWolfe", "PairwiseFrankWolfe"]
@@ -27,7 +27,7 @@ class AwayStepFrankWolfe(ConstrainedOptimizer):
     """
 
     needs_atoms = True
-    dense_variant = DENSE_AWAY
+    dense_variant = AWAY
 
     def _step(self, eng) -> None:
         ops = eng.ops
@@ -64,7 +64,7 @@ class PairwiseFrankWolfe(ConstrainedOptimizer):
 
     needs_atoms = True
     uses_pairs = True
-    dense_variant = DENSE_PAIRWISE
+    dense_variant = PAIRWISE
 
     def _step(self, eng) -> None:
         ops = eng.ops

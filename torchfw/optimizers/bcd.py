@@ -42,9 +42,10 @@ import torch
 from torch import Tensor
 
 from ..linesearch import ExactLineSearch, Line
-from ..result import History, IterationInfo, Result, Status
+from ..result import History, Result, Status
 from ..sets.oracles import Box
 from ..utils.validation import check_finite, check_int_at_least, check_nonnegative, check_positive
+from ._stopping import FirstGapStop
 
 __all__ = ["BlockCoordinateDescent", "BlockProblem", "BlockQuadratic", "BoxQuadraticProblem"]
 
@@ -289,14 +290,14 @@ class BlockCoordinateDescent:
         if n < 1:
             raise ValueError("the problem has no blocks")
         rng = np.random.default_rng(self.random_state)
+        rule = FirstGapStop(tol=self.tol, rtol=self.rtol, max_iter=self.max_iter,
+                            time_limit=self.time_limit, callback=self.callback)
         history = History()
         start = time.perf_counter()
         status = Status.MAX_ITER
-        first_gap = None
         checks: list[tuple[int, float]] = []
         next_check = 1
         calib = None  # exact gap / estimated gap at the last check
-        target = math.inf
         changed_total = 0
         value = gap = math.nan
         bar = None
@@ -319,7 +320,7 @@ class BlockCoordinateDescent:
                 if est is not None and calib is not None:
                     # the problem predicts its gap for free: check when the calibrated
                     # prediction reaches the target (and at least every 100 epochs)
-                    due = (est * calib <= self._estimate_margin * target
+                    due = (est * calib <= self._estimate_margin * rule.gap_target
                            or epoch - checks[-1][0] >= 100)
                 else:
                     due = epoch >= next_check
@@ -331,32 +332,16 @@ class BlockCoordinateDescent:
                 steps = {"changed": changed_total}
                 history.append(epoch, value, gap, elapsed, steps)
                 if bar is not None:
-                    bar.update(epoch, gap, max(self.tol, self.rtol * (first_gap or gap)))
-                if not (math.isfinite(value) and math.isfinite(gap)):
+                    bar.update(epoch, gap, max(self.tol, self.rtol * (rule.first_gap or gap)))
+                if not rule.finite(value, gap):
                     status = Status.NONFINITE
                     break
-                if first_gap is None:
-                    first_gap = gap
-                    target = max(self.tol, self.rtol * first_gap)
-                    problem.set_gap_target(target)
-                if gap <= target:
-                    status = Status.CONVERGED
+                decided = rule(problem, epoch, value, gap, elapsed, steps)
+                if decided is not None:
+                    status = decided
                     break
-                if self.time_limit is not None and elapsed >= self.time_limit:
-                    status = Status.TIME_LIMIT
-                    break
-                if self.callback is not None:
-                    info = IterationInfo(iteration=epoch, value=value, gap=gap,
-                                         elapsed=elapsed, steps=steps, x=problem.point())
-                    try:
-                        stop = self.callback(info)
-                    except StopIteration:
-                        stop = True
-                    if stop:
-                        status = Status.CALLBACK
-                        break
                 checks.append((epoch, gap))
-                next_check = self._next_check(epoch, checks, target)
+                next_check = self._next_check(epoch, checks, rule.gap_target)
                 calib = gap / est if est is not None and est > 0.0 else None
         finally:
             if bar is not None:
@@ -365,7 +350,7 @@ class BlockCoordinateDescent:
         return Result(x=problem.point(), value=value, gap=gap, n_iter=n_epochs,
                       status=status, history=history,
                       best_gap=min(history.gap) if len(history) else math.inf,
-                      info={"first_gap": first_gap, "block_solver": self.block_solver})
+                      info={"first_gap": rule.first_gap, "block_solver": self.block_solver})
 
 
 class BoxQuadraticProblem(BlockProblem):

@@ -2,7 +2,7 @@ r"""The classic Frank-Wolfe (conditional gradient) method."""
 
 from __future__ import annotations
 
-from ._kernels import DENSE_FW
+from ._compiled_loop import FW
 from .base import ConstrainedOptimizer
 
 __all__ = ["FrankWolfe"]
@@ -23,7 +23,7 @@ class FrankWolfe(ConstrainedOptimizer):
     See :class:`ConstrainedOptimizer` for the parameters.
     """
 
-    dense_variant = DENSE_FW
+    dense_variant = FW
 
     def _step(self, eng) -> None:
         move = eng.toward()

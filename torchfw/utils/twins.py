@@ -64,12 +64,13 @@ _NO_OBJECTS = ("numba compiles host floats and arrays only: it cannot take the L
 #: Every declared second implementation of the package.
 SECOND_IMPLEMENTATIONS: tuple[SecondImplementation, ...] = (
     SecondImplementation(
-        "torchfw.optimizers._kernels._dense_block_py",
+        "torchfw.optimizers._compiled_loop._run_loop",
         "torchfw.optimizers._engine.QuadraticEngine",
-        "tests/test_engine_parity.py::test_storage_takes_the_host_steps",
-        "execution='dense': a whole block of FW, away or pairwise iterations in one compiled "
-        "call; on a few hundred atoms the host engine's interpreter work per iteration costs "
-        "more than the arithmetic"),
+        "tests/test_compiled_loop.py::test_the_loop_takes_the_host_steps",
+        "the one compiled quadratic loop: every variant's iterations, the checks, the stopping "
+        "test and the corrective step in one call over a row source (the dense engine's "
+        "matrix, SVC's kernel rows, whole or cached); on a few hundred to a few thousand atoms "
+        "the host engine's interpreter work per iteration costs more than the arithmetic"),
     SecondImplementation(
         "torchfw.optimizers._kernels._select_py",
         "torchfw.optimizers._selection.select",
@@ -80,18 +81,12 @@ SECOND_IMPLEMENTATIONS: tuple[SecondImplementation, ...] = (
         "torchfw.optimizers._kernels._exact_step",
         "torchfw.linesearch.ExactLineSearch.step",
         "tests/test_second_implementations.py::test_exact_step_is_the_line_search",
-        _NO_OBJECTS + " (the compiled dense block, SVC solve and WW block step call it)"),
+        _NO_OBJECTS + " (the compiled quadratic loop and the WW block step call it)"),
     SecondImplementation(
         "torchfw.optimizers._kernels._away_step_max",
         "torchfw.optimizers._moves.away_step_max",
         "tests/test_second_implementations.py::test_away_step_max_is_the_moves_one",
         _NO_OBJECTS),
-    SecondImplementation(
-        "torchfw.svm._dense._solve",
-        "torchfw.optimizers._engine.QuadraticEngine",
-        "tests/test_engine_parity_compiled.py::test_compiled_svc_storage_takes_the_host_steps",
-        "SVC's whole solve in one compiled call when the m x m matrix fits cache_size: every "
-        "variant's iteration, the checks and the stopping test"),
     SecondImplementation(
         "torchfw.svm._matrix._source_row_py",
         "torchfw.utils.column_cache.ColumnCache",
