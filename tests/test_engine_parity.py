@@ -3,8 +3,9 @@
 The variants (FW, away-step, pairwise, SWAP, SWAP-2o, PARTAN, fully corrective) are written once
 against the engine's moves; the numbers they act on live in one of several *storages*:
 
-* ``host`` -- :class:`~torchfw.optimizers._engine.QuadraticEngine` with host scalars and the
-  compiled (numba) CPU kernels; the reference every other storage is compared with;
+* ``host`` -- :class:`~torchfw.optimizers._engine.QuadraticEngine` over the host storage
+  (:class:`~torchfw.optimizers._host.HostStorage`) with host scalars and the compiled (numba) CPU
+  kernels; the reference every other storage is compared with;
 * ``host-torch`` -- the same engine with host scalars but PyTorch ops instead of the compiled
   kernels (what runs when numba is missing);
 * ``device`` -- device scalars (0-d tensors, branch-free moves) on CPU tensors;
@@ -19,7 +20,7 @@ against the engine's moves; the numbers they act on live in one of several *stor
 * ``sharded`` -- :func:`torchfw.distributed.minimize` with two gloo ranks (one spawned process
   group for all variants), compared with the host run of the same problem.
 * ``sampled`` -- the sampled storage of seed 002's randomized FW
-  (:class:`~torchfw.optimizers._sampled.SampledEngine`, state over the slots of the active set)
+  (:class:`~torchfw.optimizers._sampled.SampledStorage`, state over the slots of the active set)
   with a sample of every example, step by step and through
   :func:`~torchfw.optimizers._sampled_run.minimize_sampled`, compared with the host run checked
   at every iteration (the sampled stopping test runs at every iteration).
@@ -349,14 +350,15 @@ SAMPLED = [v for v in VARIANTS if v.name != "FC"]  # FC's face moves have no sam
 
 def _sampled_storage(variant: VariantInfo, x0: torch.Tensor):
     """The sampled storage of the registry's SVM problem with a sample of every example."""
+    from torchfw.optimizers._engine import QuadraticEngine
     from torchfw.optimizers._kernel_rows import KernelRows
-    from torchfw.optimizers._sampled import SampledEngine
+    from torchfw.optimizers._sampled import SampledStorage
 
     X, Y = _svm_data()
     rows = KernelRows(X, Y[0], make_kernel("rbf", 0.5), 1.0, dtype=F64)
     support = torch.nonzero(x0).squeeze(1)
-    return rows, SampledEngine(rows, support, x0[support], sample_size=M,
-                               keep_previous=variant.cls.keeps_previous)
+    return rows, QuadraticEngine(SampledStorage(rows, support, x0[support], sample_size=M,
+                                                keep_previous=variant.cls.keeps_previous))
 
 
 @needs_numba
@@ -479,32 +481,110 @@ def test_a_storage_that_takes_another_branch_fails_the_parity_check():
 
 
 # -- the protocol ------------------------------------------------------------------------------
+#
+# The engine holds its storage (QuadraticEngine(storage)); storages are separate classes. So a
+# storage that lacks a member of the protocol cannot borrow another storage's version of it:
+# check_storage refuses it when the engine is built, naming the member.
 
 def _storage_classes():
-    from torchfw.distributed.engine import DistributedQuadraticEngine
-    from torchfw.optimizers._dense import DenseQuadraticEngine
-    from torchfw.optimizers._engine import QuadraticEngine
-    from torchfw.optimizers._sampled import SampledEngine
-    from torchfw.optimizers._streaming import StreamingEngine
-    from torchfw.optimizers.batched import BatchedQuadraticEngine
+    from torchfw.distributed.engine import ShardedStorage
+    from torchfw.optimizers._dense import DenseStorage
+    from torchfw.optimizers._host import HostStorage
+    from torchfw.optimizers._sampled import SampledStorage
+    from torchfw.optimizers._streaming import StreamingStorage
+    from torchfw.optimizers.batched import BatchedStorage
 
-    return [QuadraticEngine, DenseQuadraticEngine, StreamingEngine, BatchedQuadraticEngine,
-            DistributedQuadraticEngine, SampledEngine]
+    return [HostStorage, DenseStorage, StreamingStorage, BatchedStorage, ShardedStorage,
+            SampledStorage]
+
+
+_MOVES = ("toward", "away", "pairwise", "extrapolation", "apply", "_next_cross", "_line",
+          "_shift_scalars", "value", "gap", "choose")
 
 
 @pytest.mark.parametrize("cls", _storage_classes(), ids=lambda c: c.__name__)
-def test_every_storage_implements_the_protocol_and_no_storage_copies_a_move(cls):
+def test_every_storage_defines_the_protocol_itself_and_no_move(cls):
     from torchfw.optimizers._engine import QuadraticEngine
+    from torchfw.optimizers._state import StorageState
+    from torchfw.optimizers._storage import BOOKKEEPING, STORAGE_MEMBERS
+
+    storages = _storage_classes()
+    assert not issubclass(cls, QuadraticEngine)
+    for member in STORAGE_MEMBERS:
+        assert callable(getattr(cls, member, None)), (cls.__name__, member)
+        # Defined by a storage class (the dense storage declares itself the host storage),
+        # never by the shared base classes of the bookkeeping.
+        owner = next(c for c in cls.__mro__ if member in vars(c))
+        assert owner in storages, (cls.__name__, member, owner.__name__)
+    for member in BOOKKEEPING:
+        assert callable(getattr(cls, member, None)), (cls.__name__, member)
+    assert not any(member in vars(c) for c in StorageState.__mro__
+                   for member in STORAGE_MEMBERS)
+    # The moves are written once, in the engine over the protocol: no storage has one.
+    for move in _MOVES:
+        assert not hasattr(cls, move), (cls.__name__, move)
+    # Only the batched engine wraps apply and the PARTAN scalars (to mask stopped problems).
+    from torchfw.distributed.engine import DistributedQuadraticEngine
+    from torchfw.optimizers.batched import BatchedQuadraticEngine
+
+    for engine in (BatchedQuadraticEngine, DistributedQuadraticEngine):
+        for move in _MOVES:
+            if move in vars(engine):
+                assert engine is BatchedQuadraticEngine and \
+                    move in ("apply", "_shift_scalars"), (engine.__name__, move)
+
+
+def _forgetful_storage(forgotten: str | None):
+    """A storage class that answers the protocol by delegating to a host storage, except
+    ``forgotten`` (a storage that forgot to define it)."""
+    from torchfw.optimizers._host import HostStorage
+    from torchfw.optimizers._storage import BOOKKEEPING, STORAGE_MEMBERS
+    from torchfw.utils.scalars import HOST
+
+    objective, lmo, x0 = _svm_problem()
+    inner = HostStorage(objective, lmo, lmo.to_weights(x0), ops=HOST)
+
+    def delegate(name):
+        return lambda self, *args, **kwargs: getattr(inner, name)(*args, **kwargs)
+
+    members = {m: delegate(m) for m in STORAGE_MEMBERS + BOOKKEEPING if m != forgotten}
+
+    def scalars(self, name):  # p, t, i_fw, ... and the bookkeeping's state, not members
+        if name in STORAGE_MEMBERS:
+            raise AttributeError(name)
+        return getattr(inner, name)
+
+    return type("Forgetful", (), {**members, "__getattr__": scalars})()
+
+
+def _member_names():
     from torchfw.optimizers._storage import STORAGE_MEMBERS
 
-    missing = [m for m in STORAGE_MEMBERS if not callable(getattr(cls, m, None))]
-    assert missing == []
-    # The moves are written once, in QuadraticEngine over the protocol: a storage that
-    # overrides one has copied the algebra again.
-    for move in ("toward", "away", "pairwise", "extrapolation", "_next_cross", "_line",
-                 "declare"):
-        assert getattr(cls, move) is getattr(QuadraticEngine, move), (cls.__name__, move)
-    # Only the batched storage wraps apply and the PARTAN scalars (to mask stopped problems).
-    for wrapped in ("apply", "_shift_scalars"):
-        if cls is not QuadraticEngine and wrapped in vars(cls):
-            assert cls.__name__ == "BatchedQuadraticEngine", (cls.__name__, wrapped)
+    return list(STORAGE_MEMBERS)
+
+
+@pytest.mark.parametrize("member", _member_names())
+def test_a_storage_missing_a_member_is_refused_by_name(member):
+    from torchfw.optimizers._engine import QuadraticEngine
+
+    with pytest.raises(TypeError, match=rf"Forgetful is not an engine storage: it lacks "
+                                        rf"{member}\(\)"):
+        QuadraticEngine(_forgetful_storage(member))
+
+
+def test_the_complete_delegating_storage_takes_the_host_steps():
+    # The refusal above is the only difference: with every member the same delegating class
+    # builds an engine and runs the host's steps (so the test of a missing member cannot pass
+    # for another reason, such as the delegation not being a storage at all).
+    from torchfw.optimizers._engine import QuadraticEngine
+
+    variant = VARIANTS[1]
+    ref = run_host(variant, "svm", None)
+    eng = QuadraticEngine(_forgetful_storage(None))
+    opt = variant.make(tf.Simplex())
+    opt._ls = tf.ExactLineSearch()
+    for _ in range(ref.n_iter):
+        opt._step(eng)
+    assert eng.iteration() == ref.n_iter
+    torch.testing.assert_close(eng.weights(), ref.x, rtol=0, atol=0)
+    assert _nonzero(eng.step_counts()) == _nonzero(ref.steps)

@@ -13,7 +13,8 @@ import torch
 import torchfw as tf
 from torchfw.objectives import Quadratic
 from torchfw.optimizers._kernel_rows import KernelRows
-from torchfw.optimizers._sampled import SampledEngine
+from torchfw.optimizers._engine import QuadraticEngine
+from torchfw.optimizers._sampled import SampledStorage
 from torchfw.optimizers._sampled_run import minimize_sampled
 from torchfw.result import Status
 from torchfw.svm.kernels import SVMDualOperator, make_kernel
@@ -35,6 +36,11 @@ def _problem(m=240, d=4, seed=0, C=2.0, csr=False):
     return storage, op, full
 
 
+def _engine(rows, support, weights, **options) -> QuadraticEngine:
+    """The engine over a sampled storage (its slots read through the engine: ``eng.g``...)."""
+    return QuadraticEngine(SampledStorage(rows, support, weights, **options))
+
+
 def _start(m, k=4):
     return torch.arange(k), torch.full((k,), 1.0 / k, dtype=torch.float64)
 
@@ -43,7 +49,7 @@ def _start(m, k=4):
 def test_recursions_equal_direct_values_over_long_runs(cls):
     """g on the slots, g on every sample, f = p/2 and W by recursion match K~ alpha directly."""
     storage, _, full = _problem()
-    eng = SampledEngine(storage, *_start(240), sample_size=30,
+    eng = _engine(storage, *_start(240), sample_size=30,
                         rng=np.random.default_rng(1), keep_previous=cls.keeps_previous,
                         refresh_every=0)  # no re-synchronization: pure recursion
     opt = cls(tf.Simplex(), tf.ExactLineSearch())
@@ -75,8 +81,8 @@ def test_recursions_equal_direct_values_over_long_runs(cls):
 def test_sampled_gradient_csr_matches_dense():
     storage, _, full = _problem()
     storage_csr, _, _ = _problem(csr=True)
-    eng = SampledEngine(storage, *_start(240), rng=np.random.default_rng(0))
-    eng_csr = SampledEngine(storage_csr, *_start(240), rng=np.random.default_rng(0))
+    eng = _engine(storage, *_start(240), rng=np.random.default_rng(0))
+    eng_csr = _engine(storage_csr, *_start(240), rng=np.random.default_rng(0))
     idx = torch.arange(0, 240, 7)
     torch.testing.assert_close(eng.sampled_gradient(idx), eng_csr.sampled_gradient(idx))
     torch.testing.assert_close(eng.sampled_gradient(idx), (full @ eng.weights())[idx])
@@ -113,7 +119,7 @@ def test_kernel_rows_matvec_is_the_block_times_the_vector(monkeypatch, csr, tile
 @pytest.mark.parametrize("cls", VARIANTS)
 def test_sampled_gap_never_exceeds_exact_gap(cls):
     storage, _, full = _problem(seed=3)
-    eng = SampledEngine(storage, *_start(240), sample_size=20, rng=np.random.default_rng(2),
+    eng = _engine(storage, *_start(240), sample_size=20, rng=np.random.default_rng(2),
                         keep_previous=cls.keeps_previous)
     opt = cls(tf.Simplex(), tf.ExactLineSearch())
     opt._ls = tf.ExactLineSearch()
@@ -174,7 +180,7 @@ def test_safeguard_stops_only_after_two_confirming_samples():
     # Sample 1 (initial selection) and 2 (confirmation) pass, sample 3 contains the true argmin.
     samples = [good, good, [best] + good[:4]]
     rng = _ScriptedRng(samples)
-    eng = SampledEngine(storage, support, base.x[support], sample_size=5, rng=rng)
+    eng = _engine(storage, support, base.x[support], sample_size=5, rng=rng)
     exact = eng.exact_gap()[0]
     threshold = 0.5 * (exact + eng.gap())
     assert eng.gap() < threshold < exact
@@ -208,7 +214,7 @@ def test_a_complete_sample_is_every_example_in_order_and_needs_no_confirmation()
     """sample_size >= m: no random draw, the sampled gap is the exact gap, nothing to confirm."""
     storage, _, full = _problem(seed=2)
     rng = _ScriptedRng([])
-    eng = SampledEngine(storage, *_start(240), sample_size=240, rng=rng)
+    eng = _engine(storage, *_start(240), sample_size=240, rng=rng)
     opt = tf.AwayStepFrankWolfe(tf.Simplex(), tf.ExactLineSearch())
     opt._ls = tf.ExactLineSearch()
     for _ in range(30):
@@ -231,7 +237,7 @@ def test_a_complete_sample_is_every_example_in_order_and_needs_no_confirmation()
 def test_restore_returns_to_the_snapshot_after_slots_were_reused(cls, reused):
     """A snapshot names its slots' examples; slots freed and reused since are rebuilt."""
     storage, _, full = _problem(seed=4)
-    eng = SampledEngine(storage, *_start(240, k=80), sample_size=30,
+    eng = _engine(storage, *_start(240, k=80), sample_size=30,
                         rng=np.random.default_rng(5), keep_previous=cls.keeps_previous)
     opt = cls(tf.Simplex(), tf.ExactLineSearch())
     opt._ls = tf.ExactLineSearch()
@@ -286,7 +292,7 @@ def test_the_stop_is_tested_every_iteration_and_recorded_every_check():
 def test_cost_of_an_iteration_does_not_touch_m():
     """The state is over slots: a run on 20x the data keeps the same number of slots."""
     storage, _, _ = _problem(m=240)
-    eng = SampledEngine(storage, *_start(240), sample_size=30, rng=np.random.default_rng(0))
+    eng = _engine(storage, *_start(240), sample_size=30, rng=np.random.default_rng(0))
     opt = tf.FrankWolfe(tf.Simplex(), tf.ExactLineSearch())
     opt._ls = tf.ExactLineSearch()
     for _ in range(50):
@@ -300,7 +306,7 @@ def test_bad_inputs():
     with pytest.raises(ValueError, match="sampled storage runs"):
         minimize_sampled(tf.FullyCorrectiveFrankWolfe(tf.Simplex()), storage, *_start(240))
     with pytest.raises(ValueError, match="no positive weight"):
-        SampledEngine(storage, torch.arange(2), torch.zeros(2, dtype=torch.float64))
+        _engine(storage, torch.arange(2), torch.zeros(2, dtype=torch.float64))
     with pytest.raises(ValueError, match="y must have shape"):
         KernelRows(torch.ones(5, 2), torch.ones(4), make_kernel("rbf", 1.0), 1.0)
 
@@ -309,18 +315,18 @@ def test_svc_switches_to_the_sampled_storage():
     from torchfw.svm._plan import fit_planned
 
     X, y = _blobs(1500)
-    assert tf.SVC(sample_size=50, random_state=0).fit(X, y).result_.info["engine"] == \
-        "SampledEngine"
-    assert tf.SVC(random_state=0, dense=False).fit(X, y).result_.info["engine"] != \
-        "SampledEngine"
+    assert tf.SVC(sample_size=50, random_state=0).fit(X, y).result_.info["storage"] == \
+        "SampledStorage"
+    assert tf.SVC(random_state=0, dense=False).fit(X, y).result_.info.get("storage") != \
+        "SampledStorage"
     # The plan's threshold below the data's size: sampled (small data: no compiled solve).
     model = fit_planned(tf.SVC(random_state=0, dense=False), X, y, large_m=1000)
-    assert model.result_.info["engine"] == "SampledEngine"
+    assert model.result_.info["storage"] == "SampledStorage"
     assert model.score(X, y) > 0.9
     # fc and the streaming solvers have no sampled form
     for solver in ("fc", "sfw"):
         other = fit_planned(tf.SVC(solver=solver, random_state=0), X, y, large_m=1000)
-        assert other.result_.info["engine"] != "SampledEngine"
+        assert other.result_.info.get("storage") != "SampledStorage"
 
 
 def test_svc_anytime_model_is_the_better_of_iterate_and_subset(monkeypatch):

@@ -1,8 +1,9 @@
-"""The sharded engine: one Frank-Wolfe iteration over examples split across ranks.
+"""The sharded storage: one Frank-Wolfe iteration over examples split across ranks.
 
-One concern: the :class:`~torchfw.optimizers._engine.QuadraticEngine` accessors and vector
-steps for shards (local selection, the round-1 record exchange, the feature exchange of the
-chosen atoms, local updates), so that the single-process moves run unchanged on every rank.
+One concern: the storage protocol (:mod:`torchfw.optimizers._storage`) for shards (local
+selection, the round-1 record exchange, the feature exchange of the chosen atoms, local
+updates), so that the single-process moves of the
+:class:`~torchfw.optimizers._engine.QuadraticEngine` holding it run unchanged on every rank.
 """
 
 from __future__ import annotations
@@ -15,8 +16,10 @@ import torch
 from torch import Tensor
 
 from ..optimizers import _kernels as K
-from ..optimizers._engine import ZERO_TOL, Coefficients, QuadraticEngine
+from ..optimizers._engine import QuadraticEngine, feasible_interval, update_vectors
+from ..optimizers._moves import Coefficients
 from ..optimizers._selection import select_host
+from ..optimizers._state import StorageState
 from ..sets.oracles import Simplex
 from ..utils.column_cache import ColumnCache
 from ..utils.scalars import HOST
@@ -32,15 +35,16 @@ _INF = math.inf
 _REC = 5
 
 
-class DistributedQuadraticEngine(QuadraticEngine):
-    r"""Incremental engine for :math:`\min_{w \in \Delta_m} \tfrac12 w^\top \tilde K w` on shards.
+class ShardedStorage(StorageState):
+    r"""Storage of :math:`\min_{w \in \Delta_m} \tfrac12 w^\top \tilde K w` on shards.
 
-    Host scalars, the moves of :class:`~torchfw.optimizers._engine.QuadraticEngine` (their
-    scalar formulas run unchanged on every rank, as in the streaming engine: only the accessors
-    ``_s``, ``_w``, ``_diag`` and the steps that touch vectors are overridden). Local vectors have
-    one extra *ghost* entry at the end: an atom owned by another rank is addressed as the ghost,
-    so the single-process ``update`` kernel applies moves unchanged, and the ghost is zeroed
-    afterwards.
+    Host scalars; the moves are those of the
+    :class:`~torchfw.optimizers._engine.QuadraticEngine` that holds it (their scalar formulas
+    run unchanged on every rank, as over the streaming storage: entries of remote atoms come
+    from the round-1 records). Local vectors have one extra *ghost* entry at the end: an atom
+    owned by another rank is addressed as the ghost, so the single-process vector update
+    (:func:`~torchfw.optimizers._engine.update_vectors`) applies moves unchanged, and the ghost
+    is zeroed afterwards.
 
     Parameters
     ----------
@@ -48,7 +52,8 @@ class DistributedQuadraticEngine(QuadraticEngine):
     w0 : Tensor
         This rank's slice of the initial weights (on the simplex over all ranks).
     keep_previous, pair_columns : bool
-        As in :class:`QuadraticEngine` (PARTAN; pairwise/SWAP/fully corrective).
+        As in :class:`~torchfw.optimizers._host.HostStorage` (PARTAN; pairwise/SWAP/fully
+        corrective).
     exchange : {"auto", "gather", "broadcast"}
         How atom features travel (see the module docstring).
     gather_limit : int
@@ -66,7 +71,7 @@ class DistributedQuadraticEngine(QuadraticEngine):
     face_correction = False  # no corrective step on this storage (yet)
 
     certifies_gap = True
-    #: The sharded operator (not a ``ColumnOperator``): the base class's ``Q`` widened.
+    #: The sharded operator.
     Q: Any
 
     def __init__(self, operator: ShardedSVMDualOperator, w0: Tensor, *,
@@ -123,7 +128,7 @@ class DistributedQuadraticEngine(QuadraticEngine):
         self._known: dict[int, tuple] = {}
         self._active_min = None
         self.fetches = 0
-        # The shared start: previous iterate, NumPy views (QuadraticEngine._numpy_views, of
+        # The shared start: previous iterate, NumPy views (StorageState._numpy_views, of
         # the local slice and its ghost entry), selection (round 1), PARTAN scalars.
         self._start(w, self._full_gradient(w[:n]), diag)
 
@@ -153,7 +158,7 @@ class DistributedQuadraticEngine(QuadraticEngine):
             s[:self.n_local] += cols.to(torch.float64) @ weights[start:start + chunk]
         return s
 
-    def _reselect(self) -> None:
+    def reselect(self) -> None:
         """Local selection, then round 1: every rank learns the global candidates and ``p``."""
         n = self.n_local
         vectors = (self._w_np, self._s_np) if self.use_numba else (self.w, self.s)
@@ -216,19 +221,20 @@ class DistributedQuadraticEngine(QuadraticEngine):
         except KeyError:  # pragma: no cover - a variant asked about an atom nobody announced
             raise RuntimeError(f"atom {k} was not announced this iteration") from None
 
-    def _s(self, k):
+    def score(self, k):
         return float(self._record(k)[0])
 
-    def _w(self, k):
+    def weight(self, k):
         return float(self._record(k)[2])
 
-    def _diag(self, k):
+    def diagonal(self, k):
         return float(self._record(k)[3])
 
-    def _ct(self, k):
+    def linear(self, k):
         return 0.0
 
-    def _s_prev(self, k):
+    def previous_score(self, k):
+        """The previous iterate's score of atom ``k`` (its round-1 record)."""
         return float(self._record(k)[4])
 
     def active_min(self):
@@ -260,10 +266,7 @@ class DistributedQuadraticEngine(QuadraticEngine):
         total = self.comm.sum([float(self.w[:n].sum())], op="refresh")[0]
         self.w[:n] /= total
         self.s.copy_(self._full_gradient(self.w[:n]))
-        self._reselect()
-
-    def value(self):
-        return 0.5 * self.p
+        self.reselect()
 
     def point(self) -> Tensor:
         """This rank's slice of the iterate."""
@@ -279,7 +282,7 @@ class DistributedQuadraticEngine(QuadraticEngine):
         self.w[:self.n_local].copy_(snap)
         self.w[self.n_local] = 0.0
         self.s.copy_(self._full_gradient(self.w[:self.n_local]))
-        self._reselect()
+        self.reselect()
 
     # -- features and columns ------------------------------------------------------------------
 
@@ -341,7 +344,7 @@ class DistributedQuadraticEngine(QuadraticEngine):
 
     # -- moves that touch vectors or need pairs ------------------------------------------------
 
-    def _pair_entry(self, i, j):
+    def pair_entry(self, i, j):
         """:math:`\\tilde K_{ij}` from the two atoms' broadcast features."""
         self._exchange([i, j])
         return self.op.entry(self._features(i), self._features(j), i == j)
@@ -349,7 +352,7 @@ class DistributedQuadraticEngine(QuadraticEngine):
     def second_order_partner(self):
         """SWAP-2o partner: each rank's best, then one all-gather picks the global best."""
         i, si = self.i_fw, self.s_fw
-        dii = self._diag(i)
+        dii = self.diagonal(i)
         h = self.vertex_gradient(i)
         n = self.n_local
         li = i - self.offset if self.op.owns(i) else -1
@@ -379,22 +382,20 @@ class DistributedQuadraticEngine(QuadraticEngine):
         self._known.setdefault(k, tuple(rows[r, 1:]))
         return k
 
-    def _previous_score(self, i):
-        return self._s_prev(i)
-
-    def _extrapolation_bounds(self, lam, i):
+    def extrapolation_bounds(self, lam, i):
         """The feasible mu on the local slice, reduced over the ranks."""
         n = self.n_local
         li = i - self.offset if self.op.owns(i) else -1
         if self.use_numba:
-            lo, hi = K.extrapolation_bounds(self._w_np[:n], self._wp_np[:n], lam, li)
+            lo, hi = feasible_interval(self._w_np[:n], self._wp_np[:n], lam, li)
         else:
-            lo, hi = _torch_bounds(self.w[:n], self.w_prev[:n], lam, li)
+            lo, hi = feasible_interval(self.w[:n], self.w_prev[:n], lam, li)
+            lo, hi = float(lo), float(hi)
         # The feature fetch of the FW atom (needed by apply) rides along with the bounds.
         lo, neg_hi = self._exchange([i], extra=(lo, -hi))
         return lo, -neg_hi
 
-    def _update(self, co: Coefficients) -> None:
+    def update(self, co: Coefficients) -> None:
         """Apply the move to the local slices, then select (round 1)."""
         j = co.j if co.j is not None else co.i
         use_h1 = co.j is not None and co.c != 0.0
@@ -406,12 +407,12 @@ class DistributedQuadraticEngine(QuadraticEngine):
         li = co.i - self.offset if self.op.owns(co.i) else ghost
         lj = j - self.offset if self.op.owns(j) else ghost
         if self.use_numba:
-            K.update(self._w_np, self._s_np, co.a, co.b, li, h0, co.c if use_h1 else 0.0, lj,
-                     h1, co.d, self._wp_np, self._sp_np, self.keep_previous, ZERO_TOL)
+            update_vectors(self._w_np, self._s_np, co.a, co.b, li, h0, co.c if use_h1 else 0.0,
+                           lj, h1, co.d, self._wp_np, self._sp_np, shift=self.keep_previous)
         else:
-            swapped = K.torch_update(self.w, self.s, co.a, co.b, li, h0, co.c, lj,
+            swapped = update_vectors(self.w, self.s, co.a, co.b, li, h0, co.c, lj,
                                      h1 if use_h1 else None, co.d, self.w_prev, self.s_prev,
-                                     self.keep_previous, ZERO_TOL)
+                                     shift=self.keep_previous)
             if swapped:
                 assert self.w_prev is not None and self.s_prev is not None  # keep_previous
                 self.w, self.w_prev = self.w_prev, self.w
@@ -419,19 +420,25 @@ class DistributedQuadraticEngine(QuadraticEngine):
         for vec in (self.w, self.s, self.w_prev, self.s_prev):
             if vec is not None:
                 vec[ghost] = 0.0
-        self._reselect()
+        self.reselect()
+
+    def after_tick(self) -> None:
+        """An exact refresh every ``refresh_every`` iterations (collective: every rank counts
+        the same iterations)."""
+        if self.refresh_every and self.k % self.refresh_every == 0:
+            self.refresh()
 
 
-def _torch_bounds(w: Tensor, w_prev: Tensor, lam: float, i: int) -> tuple[float, float]:
-    """:func:`K.extrapolation_bounds` on tensors, with ``i = -1`` for an atom owned elsewhere."""
-    wt = w * (1.0 - lam)
-    if i >= 0:
-        wt[i] += lam
-    delta = wt - w_prev
-    inf = torch.full_like(w, _INF)
-    hi = torch.where(delta < 0, wt / (-delta), inf).amin()
-    lo = torch.where(delta > 0, -wt / delta, -inf).amax()
-    return float(lo), float(hi)
+class DistributedQuadraticEngine(QuadraticEngine):
+    """The engine's moves over a :class:`ShardedStorage` (one per rank).
+
+    Takes the parameters of :class:`ShardedStorage`; adds nothing to the moves.
+    """
+
+    storage: ShardedStorage
+
+    def __init__(self, operator: ShardedSVMDualOperator, w0: Tensor, **options):
+        super().__init__(ShardedStorage(operator, w0, **options))
 
 
 def _best(values: np.ndarray, index: np.ndarray, *, minimize: bool) -> int:

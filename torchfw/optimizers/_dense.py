@@ -7,7 +7,7 @@ most of its time there. This engine forms the dense matrix of vertex gradients
 :math:`H_{k\cdot} = \nabla F(e_k)` once (:math:`N^2` numbers, the operator's columns in one call)
 and runs each block of iterations between two checks in one call of the compiled quadratic
 loop (:mod:`torchfw.optimizers._compiled_loop`, its rows read in place): the same moves, step
-sizes, snapping and step counts as :class:`~torchfw.optimizers._engine.QuadraticEngine` with
+sizes, snapping and step counts as :class:`~torchfw.optimizers._engine.QuadraticEngine` over the host storage with
 :class:`~torchfw.ExactLineSearch`, for Frank-Wolfe, away steps and pairwise steps. It is for
 small problems only: forming :math:`H` is the whole matrix, which the lazy operators exist to
 avoid at scale (kernel SVMs never use it).
@@ -23,9 +23,10 @@ from ..sets.oracles import AtomicLMO
 from ..utils.scalars import HOST
 from . import _compiled_loop as L
 from . import _kernels as K
-from ._engine import ZERO_TOL, QuadraticEngine
+from ._host import HostStorage
+from ._moves import ZERO_TOL
 
-__all__ = ["DenseQuadraticEngine", "MAX_DENSE_ATOMS"]
+__all__ = ["DenseStorage", "MAX_DENSE_ATOMS"]
 
 #: Largest number of atoms for the dense engine: H takes 8 N^2 bytes (128 MiB here).
 MAX_DENSE_ATOMS = 4096
@@ -44,8 +45,14 @@ def vertex_gradient_rows(objective: Quadratic, lmo: AtomicLMO, dtype) -> torch.T
     return lmo.atom_scores(rows).contiguous()
 
 
-class DenseQuadraticEngine(QuadraticEngine):
-    """:class:`QuadraticEngine` (host scalars) whose blocks run in one compiled call.
+class DenseStorage(HostStorage):
+    """The host storage (host scalars) with the vertex gradients formed once, whose blocks run
+    in one compiled call.
+
+    It *is* the host storage of the problem, declared as such: every protocol member but
+    :meth:`vertex_gradient` (a row of ``H``) is :class:`~torchfw.optimizers._host.HostStorage`'s.
+    The engine's Python moves run on it between blocks (the corrective step is off);
+    :meth:`run_block` is the compiled block the run loop calls instead of the variant's step.
 
     Parameters
     ----------
@@ -98,4 +105,4 @@ class DenseQuadraticEngine(QuadraticEngine):
         for name, count in zip(L.COUNTERS, counts.tolist(), strict=True):
             if count:
                 self._counts[name] = self._counts.get(name, 0) + count
-        self._reselect()
+        self.reselect()

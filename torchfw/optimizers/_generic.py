@@ -21,7 +21,7 @@ from ..objectives import Objective
 from ..sets.oracles import LMO, AtomicLMO, Simplex
 from ..utils.scalars import HOST
 from ._moves import ZERO_TOL, Coefficients, Move
-from ._state import EngineState
+from ._state import EngineState, choose
 
 __all__ = ["GenericEngine"]
 
@@ -36,6 +36,11 @@ class GenericEngine(EngineState):
     """
 
     ops = HOST
+
+    def choose(self, cond, if_true: Callable[[], Coefficients],
+               if_false: Callable[[], Coefficients]) -> Coefficients:
+        """Coefficients of one of two moves (only the chosen one is evaluated)."""
+        return choose(self.ops, cond, if_true, if_false)
 
     def __init__(self, objective: Objective, lmo: LMO, x0: Tensor, *, keep_previous: bool = False,
                  sample: Callable | None = None, w0: Tensor | None = None):

@@ -14,7 +14,7 @@ The L2-SVM dual :math:`\min_{\alpha\in\Delta_m} \tfrac12\alpha^\top\tilde K\alph
 3. takes the FW vertex :math:`i_{\mathcal S} = \arg\min_{i\in\mathcal S} g_i` (seed 002 eq. 10)
    and lets the variant (FW, away/MFW, pairwise, SWAP, PARTAN) choose its move as usual.
 
-**A storage of the one engine.** :class:`SampledEngine` is a storage of
+**A storage of the one engine.** :class:`SampledStorage` is a storage held by
 :class:`~torchfw.optimizers._engine.QuadraticEngine` (the protocol of
 :mod:`torchfw.optimizers._storage`): the moves, their exact lines, the away-step maximum and
 PARTAN's line and cross term :math:`W` are the engine's (:mod:`torchfw.optimizers._moves`,
@@ -32,7 +32,7 @@ for every storage: one dot product of :math:`|I|` terms, which accumulates no er
 where the closed-form expansion of :math:`\alpha'^\top\tilde K\alpha'` adds rounding at every
 move). Every ``refresh_every`` iterations :math:`g_I`, :math:`g^{prev}_I`, :math:`p` and
 :math:`W` are recomputed exactly from the kernel block of the slots (re-synchronization, the
-storage's ``_after_tick``). Nothing of size ``m`` is touched
+storage's ``after_tick``). Nothing of size ``m`` is touched
 in an iteration: the cost is :math:`O(|\mathcal S|\,|I|\,d)`, independent of ``m``, and the
 memory is ``X`` plus :math:`O(|I|\,d)` plus the block cache.
 
@@ -61,22 +61,24 @@ from torch import Tensor
 
 from ..utils.scalars import HOST
 from . import _kernels as K
-from ._engine import ZERO_TOL, Coefficients, QuadraticEngine
+from ._engine import feasible_interval, update_vectors
 from ._kernel_rows import KernelRows
+from ._moves import Coefficients
 from ._selection import active_max
+from ._state import StorageState
 
-__all__ = ["SampledEngine", "DEFAULT_SAMPLE_SIZE"]
+__all__ = ["SampledStorage", "DEFAULT_SAMPLE_SIZE"]
 
 #: Seed 002's sample size: ceil(ln 0.02 / ln 0.98).
 DEFAULT_SAMPLE_SIZE = 194
 
 
-class SampledEngine(QuadraticEngine):
+class SampledStorage(StorageState):
     """Storage of the randomized FW over :class:`KernelRows` (host scalars).
 
-    The moves (``toward``, ``away``, ``pairwise``, ``extrapolation``, ``apply``) are
-    :class:`~torchfw.optimizers._engine.QuadraticEngine`'s; this class answers the storage
-    protocol over slots, except that the FW vertex is the best of a random sample and
+    The moves (``toward``, ``away``, ``pairwise``, ``extrapolation``, ``apply``) are those of
+    the :class:`~torchfw.optimizers._engine.QuadraticEngine` that holds it; this class answers
+    the storage protocol over slots, except that the FW vertex is the best of a random sample and
     :meth:`gap` is the sampled gap. Atom indices in moves are example indices. The dual has no
     linear term (``t = 0``, ``ct = None``) and no constant.
     """
@@ -136,7 +138,7 @@ class SampledEngine(QuadraticEngine):
         self._full_block()
         self.t = self.t_prev = 0.0
         self.resync(initial=True)
-        self._reselect()
+        self.reselect()
 
     # -- slot storage --------------------------------------------------------------------------
 
@@ -309,7 +311,7 @@ class SampledEngine(QuadraticEngine):
         self._set(j_max=int(self.ex[j]) if j >= 0 else -1,
                   s_max=float(s_j) if j >= 0 else -math.inf, p=float(torch.dot(w, g)), t=0.0)
 
-    def _reselect(self) -> None:
+    def reselect(self) -> None:
         """Storage: a fresh sample (FW atom) and the away atom and ``p`` over the slots."""
         self.resample()
         self._select_slots()
@@ -327,25 +329,28 @@ class SampledEngine(QuadraticEngine):
         return r
 
     # The slot first: giving the FW atom one may grow (reallocate) the buffers.
-    def _s(self, k):
+    def score(self, k):
         r = self._slot(k)
         return float(self.g[r])
 
-    def _w(self, k):
+    def weight(self, k):
         r = self.slot_of.get(k)
         return 0.0 if r is None else float(self.w[r])
 
-    def _diag(self, k):
+    def linear(self, k):
+        return 0.0  # the L2-SVM dual has no linear term
+
+    def diagonal(self, k):
         r""":math:`\tilde K_{kk}` (the FW vertex's from its sample, a slot's from its cache)."""
         if k == self.i_fw:
             return self.d_fw
         return float(self.kd[self.slot_of[k]])
 
-    def _previous_score(self, k):
+    def previous_score(self, k):
         r = self._slot(k)
         return float(self.g_prev[r])
 
-    def _pair_entry(self, i, j):
+    def pair_entry(self, i, j):
         h = self.vertex_gradient(i)
         return float(h[self._slot(j)])
 
@@ -381,17 +386,17 @@ class SampledEngine(QuadraticEngine):
         col = self._fw_column()
         n = self.n
         r = int(K.torch_second_order_partner(self.w[:n], self.g[:n], col, self.kd[:n], None,
-                                             self.slot_of[i], self.s_fw, self._diag(i)))
+                                             self.slot_of[i], self.s_fw, self.diagonal(i)))
         return int(self.ex[r]) if r >= 0 else self.j_max
 
-    def _extrapolation_bounds(self, lam, i):
+    def extrapolation_bounds(self, lam, i):
         r = self._slot(i)  # first: the FW atom's slot (it may extend the slots)
-        lo, hi = K.torch_extrapolation_bounds(self.w[:self.n], self.w_prev[:self.n], lam, r)
+        lo, hi = feasible_interval(self.w[:self.n], self.w_prev[:self.n], lam, r)
         return float(lo), float(hi)
 
     # -- storage protocol: writes --------------------------------------------------------------
 
-    def _update(self, co: Coefficients) -> None:
+    def update(self, co: Coefficients) -> None:
         r""":math:`\alpha \leftarrow a\alpha + b e_i + c e_j + d\alpha_{prev}` over the slots,
         :math:`g_I` by the same combination of columns (float64), then a new sample."""
         h_i = self.vertex_gradient(co.i)  # first: may give the FW atom its slot
@@ -400,17 +405,17 @@ class SampledEngine(QuadraticEngine):
         n = self.n
         ri = self.slot_of[co.i]
         rj = self.slot_of[co.j] if use_j else ri
-        if K.torch_update(self.w[:n], self.g[:n], float(co.a), float(co.b), ri, h_i,
+        if update_vectors(self.w[:n], self.g[:n], float(co.a), float(co.b), ri, h_i,
                           float(co.c), rj, h_j, float(co.d), self.w_prev[:n], self.g_prev[:n],
-                          self.keep_previous, ZERO_TOL):
+                          shift=self.keep_previous):
             # The new iterate was written over the previous one: swap the buffers (beyond
             # n both hold zero weights).
             self.w, self.w_prev = self.w_prev, self.w
             self.g, self.g_prev = self.g_prev, self.g
         self._free_zero_slots()
-        self._reselect()
+        self.reselect()
 
-    def _after_tick(self) -> None:
+    def after_tick(self) -> None:
         """Re-synchronize every ``refresh_every`` iterations (seed 002: periodic exact values)."""
         if self.refresh_every and self.k % self.refresh_every == 0:
             self.refresh()

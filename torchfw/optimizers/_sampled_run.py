@@ -1,7 +1,7 @@
 """The run of the sampled storage: seed 002's stopping rule with its safeguard, on the one loop.
 
-:func:`minimize_sampled` drives a variant's unchanged ``_step`` over
-:class:`~torchfw.optimizers._sampled.SampledEngine` through the run loop every storage uses
+:func:`minimize_sampled` drives a variant's unchanged ``_step`` over the engine holding a
+:class:`~torchfw.optimizers._sampled.SampledStorage` through the run loop every storage uses
 (:meth:`~torchfw.optimizers.ConstrainedOptimizer._loop`), deciding at every iteration with
 :class:`SampledStop` (see :mod:`torchfw.optimizers._sampled` for the algorithm, the recursions
 and our reading of "the sampling is repeated twice").
@@ -10,6 +10,7 @@ and our reading of "the sampling is repeated twice").
 from __future__ import annotations
 
 import time
+from typing import cast
 
 import numpy as np
 from torch import Tensor
@@ -17,7 +18,8 @@ from torch import Tensor
 from ..linesearch import ExactLineSearch
 from ..result import Result, Status
 from ._kernel_rows import KernelRows
-from ._sampled import DEFAULT_SAMPLE_SIZE, SampledEngine
+from ._engine import QuadraticEngine
+from ._sampled import DEFAULT_SAMPLE_SIZE, SampledStorage
 from ._stopping import StoppingRule
 from .away import AwayStepFrankWolfe, PairwiseFrankWolfe
 from .frank_wolfe import FrankWolfe
@@ -53,12 +55,13 @@ class SampledStop(StoppingRule):
     def records(self, k: int) -> bool:
         return k % self.record_every == 0
 
-    def confirmed(self, eng: SampledEngine, threshold: float) -> bool:
+    def confirmed(self, eng: QuadraticEngine, threshold: float) -> bool:
         """Whether ``confirmations`` fresh samples pass too (stops at the first that fails)."""
-        if eng.complete_sample:
+        slots = cast(SampledStorage, eng.storage)
+        if slots.complete_sample:
             return True
         for _ in range(self.confirmations):
-            eng.resample()
+            slots.resample()
             eng.count("confirmation_sample")
             if eng.gap() > threshold:
                 return False
@@ -127,9 +130,10 @@ def minimize_sampled(optimizer, storage: KernelRows, support: Tensor, weights: T
         raise ValueError(f"check_every must be >= 1, got {check_every}")
     rng = np.random.default_rng(random_state)
     start = time.perf_counter()
-    eng = SampledEngine(storage, support, weights, sample_size=sample_size, rng=rng,
-                        keep_previous=optimizer.keeps_previous,
-                        cache_bytes=cache_size * 2**20, refresh_every=refresh_every)
+    slots = SampledStorage(storage, support, weights, sample_size=sample_size, rng=rng,
+                           keep_previous=optimizer.keeps_previous,
+                           cache_bytes=cache_size * 2**20, refresh_every=refresh_every)
+    eng = QuadraticEngine(slots)
     ls = optimizer.line_search or ExactLineSearch()
     ls.reset()
     optimizer._ls = ls
@@ -145,16 +149,18 @@ def minimize_sampled(optimizer, storage: KernelRows, support: Tensor, weights: T
     sampled_gap = eng.gap()
     n_active = eng.n_active()
     if certify is None:  # a clock is a promise to return in time: no pass after it
-        certify = storage.m * max(1, eng.n) <= certify_budget and time_limit is None
-    exact = eng.exact_gap()[0] if certify else None
+        certify = storage.m * max(1, slots.n) <= certify_budget and time_limit is None
+    exact = slots.exact_gap()[0] if certify else None
     elapsed = time.perf_counter() - start
     history.append(eng.k, eng.value(), sampled_gap, elapsed, eng.step_counts())
     w = eng.weights()
     return Result(x=w, value=eng.value(), gap=exact if exact is not None else sampled_gap,
                   n_iter=eng.k, status=status, history=history, weights=w,
                   best_gap=min(history.gap + [sampled_gap]),
-                  info={"engine": "SampledEngine", "execution": "sampled",
+                  info={"engine": "QuadraticEngine", "storage": "SampledStorage",
+                        "execution": "sampled",
                         "sample_size": sample_size, "sampled_gap": sampled_gap,
-                        "exact_gap": exact, "samples": eng.n_samples_drawn,
-                        "n_active": n_active, "slots": eng.n, "block_cached": eng.cache is not None,
+                        "exact_gap": exact, "samples": slots.n_samples_drawn,
+                        "n_active": n_active, "slots": slots.n,
+                        "block_cached": slots.cache is not None,
                         "time": elapsed, "line_search": repr(ls)})

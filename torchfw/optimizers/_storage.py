@@ -8,27 +8,32 @@ PARTAN the previous iterate; it answers single entries, columns, the selections 
 iteration and the PARTAN bounds, and it applies a move to its vectors. The moves never touch a
 vector themselves.
 
+The engine *holds* a storage (``QuadraticEngine(storage)``); no storage inherits the moves, and
+no storage inherits a member of this protocol from a generic base class. :func:`check_storage`
+refuses, when the engine is built, a storage that lacks a member, and names it; mypy checks
+each storage class against :class:`Storage` where it is built.
+
 Implemented by
 
-========================  ===================================================================
-storage                   where the numbers live
-========================  ===================================================================
-``QuadraticEngine``       one process, host scalars (numba kernels over NumPy views of the
-                          tensors) or device scalars (tensor ops, no host read: compiled and
-                          CUDA-graph captured), ``optimizers/_engine.py``
-``DenseQuadraticEngine``  the host storage with the ``N x N`` vertex gradients formed once; its
-                          whole-block compiled loop is a declared second implementation of FW,
-                          away and pairwise steps (``optimizers/_dense.py``)
-``StreamingEngine``       a working set of admitted atoms, vectors by slot (seed 001),
-                          ``optimizers/_streaming.py``
-``BatchedQuadraticEngine`` ``B`` problems in lockstep, every scalar of shape ``(B,)``, stopped
-                          problems masked, ``optimizers/batched.py``
-``DistributedQuadraticEngine`` examples sharded over ``torch.distributed`` ranks, entries of
-                          remote atoms from one exchange per iteration,
-                          ``distributed/engine.py``
-``SampledEngine``         seed 002's randomized FW: state over the slots of the active set,
-                          the FW atom from a random sample, ``optimizers/_sampled.py``
-========================  ===================================================================
+==========================  =================================================================
+storage                     where the numbers live
+==========================  =================================================================
+``HostStorage``             one process, host scalars (numba kernels over NumPy views of the
+                            tensors) or device scalars (tensor ops, no host read: compiled and
+                            CUDA-graph captured), ``optimizers/_host.py``
+``DenseStorage``            the host storage with the ``N x N`` vertex gradients formed once;
+                            its whole-block compiled loop is a declared second implementation
+                            of FW, away and pairwise steps (``optimizers/_dense.py``)
+``StreamingStorage``        a working set of admitted atoms, vectors by slot (seed 001),
+                            ``optimizers/_streaming.py``
+``BatchedStorage``          ``B`` problems in lockstep, every scalar of shape ``(B,)``, stopped
+                            problems masked, ``optimizers/batched.py``
+``ShardedStorage``          examples sharded over ``torch.distributed`` ranks, entries of
+                            remote atoms from one exchange per iteration,
+                            ``distributed/engine.py``
+``SampledStorage``          seed 002's randomized FW: state over the slots of the active set,
+                            the FW atom from a random sample, ``optimizers/_sampled.py``
+==========================  =================================================================
 
 and checked against one another by ``tests/test_engine_parity.py``.
 """
@@ -37,9 +42,10 @@ from __future__ import annotations
 
 from typing import Any, Protocol, runtime_checkable
 
+from ..utils.scalars import Scalars
 from ._moves import Coefficients
 
-__all__ = ["Storage", "STORAGE_MEMBERS"]
+__all__ = ["Storage", "STORAGE_MEMBERS", "BOOKKEEPING", "check_storage"]
 
 
 @runtime_checkable
@@ -47,28 +53,47 @@ class Storage(Protocol):
     """The members a storage provides (host floats or device tensors, per ``ops``).
 
     Scalars kept current after every move (set by the selection): ``p`` (:math:`w^\\top s`),
-    ``t`` (:math:`\\tilde c^\\top w`), ``i_fw, s_fw`` (FW atom and its score), ``j_max, s_max``
-    (away atom: largest score among active atoms); with ``keep_previous`` also ``W, p_prev,
-    t_prev``; ``constant`` (the objective's); ``ops`` (``HOST`` or ``DEVICE``).
+    ``t`` (:math:`\\tilde c^\\top w`), ``i_fw, s_fw`` (FW atom and its score), ``i_min, s_min``
+    (smallest score: ``gap = p - s_min``), ``j_max, s_max`` (away atom: largest score among
+    active atoms); with ``keep_previous`` also ``W, p_prev, t_prev``; ``constant`` (the
+    objective's); ``ops`` (``HOST`` or ``DEVICE``). The bookkeeping (iteration counter ``k``,
+    step counters, ``_set`` of the scalars) is :class:`~torchfw.optimizers._state.EngineState`'s,
+    which a storage subclasses: it defines no member of this protocol.
     """
 
+    ops: Scalars
+    keep_previous: bool
+    constant: Any
+    p: Any
+    t: Any
+    i_fw: Any
+    s_fw: Any
+    i_min: Any
+    s_min: Any
+    j_max: Any
+    s_max: Any
+    W: Any
+    p_prev: Any
+    t_prev: Any
+    k: Any
+
     # -- entries (scores, weights, diagonal, linear term, previous scores) ----------------------
-    def _s(self, k) -> Any:
+    def score(self, k) -> Any:
         """Score (gradient entry) :math:`s_k`."""
 
-    def _w(self, k) -> Any:
+    def weight(self, k) -> Any:
         """Weight :math:`w_k`."""
 
-    def _diag(self, k) -> Any:
+    def diagonal(self, k) -> Any:
         r"""Diagonal entry :math:`\tilde Q_{kk}`."""
 
-    def _ct(self, k) -> Any:
+    def linear(self, k) -> Any:
         r"""Linear term :math:`\tilde c_k` (0 without one)."""
 
-    def _previous_score(self, k) -> Any:
+    def previous_score(self, k) -> Any:
         """PARTAN: the previous iterate's score of atom ``k``."""
 
-    def _pair_entry(self, i, j) -> Any:
+    def pair_entry(self, i, j) -> Any:
         r""":math:`\tilde Q_{ij}` (pairwise and SWAP lines)."""
 
     # -- columns, selections, bounds -----------------------------------------------------------
@@ -81,19 +106,21 @@ class Storage(Protocol):
     def second_order_partner(self) -> Any:
         """SWAP-2o away atom (raise ``ValueError`` where the storage has no full gradient)."""
 
-    def _extrapolation_bounds(self, lam, i) -> tuple[Any, Any]:
-        r"""PARTAN: the feasible :math:`\mu` interval ``(lo, hi)``."""
+    def extrapolation_bounds(self, lam, i) -> tuple[Any, Any]:
+        r"""PARTAN: the feasible :math:`\mu` interval ``(lo, hi)``
+        (:func:`~torchfw.optimizers._engine.feasible_interval` over the storage's vectors)."""
 
     # -- writes --------------------------------------------------------------------------------
-    def _update(self, co: Coefficients) -> None:
-        """Apply the move to the vectors, then :meth:`_reselect`."""
+    def update(self, co: Coefficients) -> None:
+        """Apply the move to the vectors
+        (:func:`~torchfw.optimizers._engine.update_vectors`), then :meth:`reselect`."""
 
-    def _reselect(self) -> None:
+    def reselect(self) -> None:
         """The selection from the vectors (sets the scalars above): one definition,
         :func:`torchfw.optimizers._selection.select`, or its compiled twin on the host; a
         sharded storage adds its cross-rank round."""
 
-    def _after_tick(self) -> None:
+    def after_tick(self) -> None:
         """After a counted iteration (exact refresh, the next streamed atom, ...)."""
 
     # -- whole state ---------------------------------------------------------------------------
@@ -115,7 +142,41 @@ class Storage(Protocol):
     def n_active(self) -> int:
         """Number of atoms with positive weight."""
 
+    # -- bookkeeping (EngineState's, the same for every storage) -------------------------------
+    def count(self, name: str, cond=True) -> None:
+        """Add one to step counter ``name`` where ``cond`` holds."""
 
-#: Names of the members of :class:`Storage` (what ``tests/test_engine_parity.py`` checks).
+    def tick(self) -> None:
+        """Count one iteration."""
+
+    def set_scalars(self, **values) -> None:
+        """Store scalars (on device into fixed tensors)."""
+
+
+#: The bookkeeping members, which every storage takes from
+#: :class:`~torchfw.optimizers._state.EngineState`.
+BOOKKEEPING = ("count", "tick", "set_scalars")
+
+#: Names of the methods of :class:`Storage` that each storage defines (what
+#: :func:`check_storage` asks for).
 STORAGE_MEMBERS = tuple(name for name in vars(Storage)
-                        if not name.startswith("__") and callable(vars(Storage)[name]))
+                        if not name.startswith("_") and callable(vars(Storage)[name])
+                        and name not in BOOKKEEPING)
+
+
+def check_storage(storage: object) -> None:
+    """Refuse an object that is not a storage, naming the first member it lacks.
+
+    Called when a :class:`~torchfw.optimizers._engine.QuadraticEngine` is built: the engine
+    holds its storage, so a storage that forgot a member fails here instead of running some
+    other storage's version of it on its own arrays.
+
+    Raises
+    ------
+    TypeError
+        ``"<class> is not an engine storage: it lacks <member>"``.
+    """
+    for name in STORAGE_MEMBERS + BOOKKEEPING:
+        if not callable(getattr(storage, name, None)):
+            raise TypeError(f"{type(storage).__name__} is not an engine storage: it lacks "
+                            f"{name}() (torchfw.optimizers._storage.Storage)")

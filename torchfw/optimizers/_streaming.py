@@ -40,10 +40,12 @@ from ..objectives import Quadratic
 from ..sets.oracles import LMO, Simplex
 from ..utils.scalars import HOST
 from . import _kernels as K
-from ._engine import ZERO_TOL, Coefficients, QuadraticEngine
+from ._engine import feasible_interval, update_vectors
+from ._moves import Coefficients
 from ._selection import select_host
+from ._state import StorageState
 
-__all__ = ["StreamingEngine"]
+__all__ = ["StreamingStorage"]
 
 
 class _RowColumns(Protocol):
@@ -52,12 +54,13 @@ class _RowColumns(Protocol):
     def column_rows(self, i: int, rows: Tensor) -> Tensor: ...
 
 
-class StreamingEngine(QuadraticEngine):
-    """Working-set engine over a :class:`~torchfw.Simplex` (host scalars only).
+class StreamingStorage(StorageState):
+    """Working-set storage over a :class:`~torchfw.Simplex` (host scalars only).
 
-    Vectors are stored by *slot* (position in the working set); the accessors of
-    :class:`QuadraticEngine` are overridden to look atoms up by slot, so its FW, away and
-    pairwise moves apply unchanged.
+    Vectors are stored by *slot* (position in the working set); the storage protocol
+    (:mod:`torchfw.optimizers._storage`) looks atoms up by slot, so the FW, away and pairwise
+    moves of :class:`~torchfw.optimizers._engine.QuadraticEngine`, which holds this storage,
+    apply unchanged.
 
     Parameters
     ----------
@@ -191,7 +194,7 @@ class StreamingEngine(QuadraticEngine):
             # are unchanged, so no rescan is needed.
             self._set(i_min=atom, s_min=s_new, i_fw=atom, s_fw=s_new)
 
-    def _reselect(self) -> None:
+    def reselect(self) -> None:
         """The selection over the working set's slots, stored by atom."""
         n = self.size
         ct = self._ct_full[self.members[:n]] if self._ct_full is not None else None
@@ -201,10 +204,10 @@ class StreamingEngine(QuadraticEngine):
         self._set(i_min=i_atom, s_min=smin, i_fw=i_atom, s_fw=smin,
                   j_max=int(self.members[jmax]) if jmax >= 0 else -1, s_max=smax, p=p, t=t)
 
-    # -- accessors used by QuadraticEngine's moves ---------------------------------------------
+    # -- entries (the storage protocol) --------------------------------------------------------
 
-    # The slot storage's columns are NumPy arrays, read by the overridden accessors only.
-    def vertex_gradient(self, k) -> np.ndarray:  # type: ignore[override]
+    # The slot storage's columns are NumPy arrays, read by this storage's accessors only.
+    def vertex_gradient(self, k) -> np.ndarray:
         col = self._columns.get(k)
         if col is None or col.shape[0] != self.size:
             col = self._restricted_column(int(k), self.size)[:self.size]
@@ -217,17 +220,21 @@ class StreamingEngine(QuadraticEngine):
     def _entry(self, h, j):
         return float(h[self._slot(j)])
 
-    def _s(self, k):
+    def score(self, k):
         return float(self.ss[self._slot(k)])
 
-    def _w(self, k):
+    def weight(self, k):
         return float(self.ws[self._slot(k)])
 
-    def _ct(self, k):
+    def linear(self, k):
         return 0.0 if self._ct_full is None else float(self._ct_full[k])
 
-    def _diag(self, k):
+    def diagonal(self, k):
         return float(self._diag_full[k])
+
+    def pair_entry(self, i, j):
+        r""":math:`\tilde Q_{ij}`: entry ``j`` of atom ``i``'s restricted column."""
+        return self._entry(self.vertex_gradient(i), j) - self.linear(j)
 
     def active_min(self):
         n = self.size
@@ -291,67 +298,50 @@ class StreamingEngine(QuadraticEngine):
         n, w, s = snap
         self.ws[:n], self.ss[:n] = w, s
         self.ws[n:self.size] = 0.0
-        self._reselect()
+        self.reselect()
 
     def refresh(self) -> None:  # pragma: no cover - nothing global to refresh
         pass
 
     # -- PARTAN and update (slot-indexed vectors) ----------------------------------------------
 
-    def _previous_score(self, i):
+    def previous_score(self, i):
         return float(self.sps[self._slot(i)])
 
-    def _extrapolation_bounds(self, lam, i):
-        n = self.size
-        if self.use_numba:
-            return K.extrapolation_bounds(self.ws[:n], self.wps[:n], lam, self._slot(i))
-        return _bounds_numpy(self.ws[:n], self.wps[:n], lam, self._slot(i))
+    def _vector(self, v: np.ndarray):
+        """The compiled kernels take the NumPy slot vectors; without numba the tensor forms
+        run on zero-copy views of them (a Python loop over the slots would be the slow part)."""
+        return v if self.use_numba else torch.from_numpy(v)
 
-    def _update(self, co: Coefficients) -> None:
+    def extrapolation_bounds(self, lam, i):
+        n = self.size
+        lo, hi = feasible_interval(self._vector(self.ws[:n]), self._vector(self.wps[:n]), lam,
+                                   self._slot(i))
+        return float(lo), float(hi)
+
+    def update(self, co: Coefficients) -> None:
         n = self.size
         j = co.j if co.j is not None else co.i
         h0 = self.vertex_gradient(co.i)
         use_h1 = co.j is not None and co.c != 0.0
         h1 = self.vertex_gradient(j) if use_h1 else h0
-        _update(self.use_numba, self.ws[:n], self.ss[:n], co.a, co.b, self._slot(co.i), h0,
-                co.c if use_h1 else 0.0, self._slot(j), h1, co.d, self.wps[:n], self.sps[:n],
-                self.keep_previous)
+        v = self._vector
+        if self.use_numba:
+            update_vectors(self.ws[:n], self.ss[:n], co.a, co.b, self._slot(co.i), h0,
+                           co.c if use_h1 else 0.0, self._slot(j), h1, co.d, self.wps[:n],
+                           self.sps[:n], shift=self.keep_previous)
+        elif update_vectors(v(self.ws[:n]), v(self.ss[:n]), co.a, co.b, self._slot(co.i),
+                            v(h0), co.c, self._slot(j), v(h1) if use_h1 else None, co.d,
+                            v(self.wps[:n]), v(self.sps[:n]), shift=self.keep_previous):
+            # The new iterate was written over the previous one's slots: swap the arrays
+            # (beyond the working set both hold what admission wrote there).
+            self.ws, self.wps = self.wps, self.ws
+            self.ss, self.sps = self.sps, self.ss
         self._columns.clear()
-        self._reselect()
+        self.reselect()
 
-    def _after_tick(self) -> None:
+    def after_tick(self) -> None:
         self._accumulate_average()
         # The next iteration sees the next streamed atom (admitted or not).
         self._advance_stream()
 
-
-def _update(use_numba, w, s, a, b, i0, h0, c, i1, h1, d, wp, sp, shift) -> None:
-    if use_numba:
-        K.update(w, s, a, b, i0, h0, c, i1, h1, d, wp, sp, shift, ZERO_TOL)
-        return
-    if shift:
-        old_w, old_s = w.copy(), s.copy()
-    s *= a
-    s += b * h0
-    if c != 0.0:
-        s += c * h1
-    w *= a
-    if shift:
-        w += d * wp
-        s += d * sp
-        wp[:] = old_w
-        sp[:] = old_s
-    w[i0] += b
-    if c != 0.0:
-        w[i1] += c
-    w[w <= ZERO_TOL] = 0.0
-
-
-def _bounds_numpy(w, wp, lam, i):
-    wt = (1.0 - lam) * w
-    wt[i] += lam
-    delta = wt - wp
-    with np.errstate(divide="ignore", invalid="ignore"):
-        hi = np.min(np.where(delta < 0, wt / -delta, np.inf), initial=np.inf)
-        lo = np.max(np.where(delta > 0, -wt / delta, -np.inf), initial=-np.inf)
-    return lo, hi

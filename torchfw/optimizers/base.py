@@ -34,10 +34,11 @@ from ..sets.oracles import LMO, AtomicLMO
 from ..utils.scalars import DEVICE, HOST
 from ..utils.validation import check_finite, check_int_at_least, check_nonnegative, check_positive
 from ._compiled import CompiledBlocks, CompiledStep  # noqa: F401 (CompiledStep: former home)
-from ._dense import DenseQuadraticEngine
-from ._engine import EngineState, GenericEngine, QuadraticEngine
+from ._dense import DenseStorage
+from ._engine import GenericEngine, QuadraticEngine
 from ._stopping import StoppingRule
-from ._streaming import StreamingEngine
+from ._host import HostStorage
+from ._streaming import StreamingStorage
 from .sampling import make_sampler
 
 __all__ = ["ConstrainedOptimizer"]
@@ -244,7 +245,7 @@ class ConstrainedOptimizer:
         return x0.detach()
 
     def _make_engine(self, objective, x0: Tensor, line_search: LineSearch):
-        engine: EngineState
+        engine: QuadraticEngine | GenericEngine
         sampler = make_sampler(self.sample_size, self.random_state, x0.device)
         closed_form = isinstance(line_search, (ExactLineSearch, OpenLoop))
         if self.stream:
@@ -257,10 +258,10 @@ class ConstrainedOptimizer:
             support = torch.nonzero(x0).squeeze(1)
             # Seed 001 starts from one random vertex; a vertex x0 given by the caller is kept.
             first = int(support[0]) if support.numel() == 1 else int(rng.integers(x0.numel()))
-            engine = StreamingEngine(objective, self.lmo, first, rng=rng,
-                                     keep_previous=self.keeps_previous,
-                                     pair_columns=self.uses_pairs,
-                                     average_from=self.average_from)
+            engine = QuadraticEngine(StreamingStorage(objective, self.lmo, first, rng=rng,
+                                                      keep_previous=self.keeps_previous,
+                                                      pair_columns=self.uses_pairs,
+                                                      average_from=self.average_from))
             return engine, "host"
         if self.execution == "dense":
             return self._make_dense_engine(objective, x0, line_search), "dense"
@@ -275,10 +276,11 @@ class ConstrainedOptimizer:
             ops = HOST if execution == "host" else DEVICE
             atoms = cast(AtomicLMO, self.lmo)  # is_atomic
             w0 = atoms.to_weights(x0)
-            engine = QuadraticEngine(objective, atoms, w0, ops=ops,
-                                     keep_previous=self.keeps_previous,
-                                     pair_columns=self.uses_pairs,
-                                     sample=sampler(ops), refresh_every=self.refresh_every)
+            engine = QuadraticEngine(HostStorage(objective, atoms, w0, ops=ops,
+                                                 keep_previous=self.keeps_previous,
+                                                 pair_columns=self.uses_pairs,
+                                                 sample=sampler(ops),
+                                                 refresh_every=self.refresh_every))
             return engine, execution
         if self.needs_quadratic:
             raise ValueError(f"{type(self).__name__} needs a torchfw.Quadratic objective with "
@@ -304,7 +306,7 @@ class ConstrainedOptimizer:
             raise ValueError("execution='dense' runs every iteration in one compiled loop: "
                              "sample_size and refresh_every are not available there")
         atoms = cast(AtomicLMO, self.lmo)  # is_atomic
-        return DenseQuadraticEngine(objective, atoms, atoms.to_weights(x0))
+        return QuadraticEngine(DenseStorage(objective, atoms, atoms.to_weights(x0)))
 
     # -- the loop ------------------------------------------------------------------------------
 
@@ -364,7 +366,9 @@ class ConstrainedOptimizer:
                       best_gap=best_gap,
                       **_tail_average(eng),
                       info={"engine": type(eng).__name__, "execution": execution,
-                            "line_search": repr(self._ls)})
+                            "line_search": repr(self._ls),
+                            **({"storage": type(eng.storage).__name__}
+                               if isinstance(eng, QuadraticEngine) else {})})
 
     def _loop(self, eng, execution: str, rule: StoppingRule, *, verbose: bool = False,
               check_every: int | None = None) -> tuple[Status, History]:

@@ -15,7 +15,6 @@ Operators provide ``columns_batched(index) -> (B, N)`` (column ``index[b]`` of p
 
 from __future__ import annotations
 
-import math
 import time
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -26,15 +25,12 @@ from torch import Tensor
 from ..linesearch import ExactLineSearch, OpenLoop
 from ..sets.oracles import Simplex
 from ..utils.scalars import DEVICE
-from ._engine import ZERO_TOL, Coefficients, QuadraticEngine
+from ._engine import Coefficients, QuadraticEngine, feasible_interval, update_vectors
+from ._selection import select
+from ._state import StorageState
 from ._stopping import BatchedStop
 
-__all__ = ["BatchedQuadraticEngine", "BatchedResult", "minimize_batched"]
-
-
-def _col(v):
-    """A (B,) coefficient as a (B, 1) column for broadcasting against (B, N)."""
-    return v.unsqueeze(1) if isinstance(v, Tensor) and v.dim() == 1 else v
+__all__ = ["BatchedStorage", "BatchedQuadraticEngine", "BatchedResult", "minimize_batched"]
 
 
 class BatchedOperator(Protocol):
@@ -49,13 +45,20 @@ class BatchedOperator(Protocol):
     def matvec_batched(self, W: Tensor) -> Tensor: ...
 
 
-class BatchedQuadraticEngine(QuadraticEngine):
-    """The incremental quadratic engine over a batch of simplex problems (device scalars)."""
+class BatchedStorage(StorageState):
+    """The storage of ``B`` simplex problems in lockstep (device scalars of shape ``(B,)``).
+
+    Vectors are ``(B, N)``; each problem's selection is the single-problem one
+    (:func:`~torchfw.optimizers._selection.select` over the last dimension), its update
+    :func:`~torchfw.optimizers._engine.update_vectors` over rows. ``active`` masks the problems
+    that still run (:class:`BatchedQuadraticEngine` gives the others the identity move).
+    """
 
     face_correction = False  # no corrective step on this storage (yet)
 
-    _STATE = QuadraticEngine._STATE + ("active",)
-    #: A :class:`BatchedOperator`, not a ``ColumnOperator``: the base class's ``Q`` widened.
+    _STATE = ("w", "s", "w_prev", "s_prev", "k", "i_min", "s_min", "j_max", "s_max", "p", "t",
+              "i_fw", "s_fw", "W", "p_prev", "t_prev", "active")
+    #: A :class:`BatchedOperator`.
     Q: Any
 
     def __init__(self, operator: BatchedOperator, w0: Tensor, *, keep_previous=False,
@@ -69,7 +72,6 @@ class BatchedQuadraticEngine(QuadraticEngine):
         self.active = torch.ones(self.B, dtype=torch.bool, device=device)
         self.k = torch.zeros(self.B, dtype=torch.int64, device=device)
         w = w0.clone()
-        # The selection (QuadraticEngine._reselect) is the single-problem one over (B, N).
         self._start(w, self._full_gradient(w), operator.diagonal_batched().to(self.dtype))
 
     def _full_gradient(self, w: Tensor) -> Tensor:
@@ -105,13 +107,28 @@ class BatchedQuadraticEngine(QuadraticEngine):
     def iteration(self) -> int:
         return int(self.k.max())
 
-    # -- accessors used by the moves ----------------------------------------------------------
+    # -- entries (the storage protocol) --------------------------------------------------------
 
     def _get(self, vec: Tensor, k):
         return vec.gather(1, k[:, None])[:, 0].to(self.dtype)
 
-    def _entry(self, h, j):
-        return self._get(h, j)
+    def score(self, k):
+        return self._get(self.s, k)
+
+    def weight(self, k):
+        return self._get(self.w, k)
+
+    def diagonal(self, k):
+        return self._get(self.diag, k)
+
+    def linear(self, k):
+        return 0.0  # the batched problems have no linear term
+
+    def previous_score(self, k):
+        return self._get(self.s_prev, k)
+
+    def pair_entry(self, i, j):
+        return self.Q.entry_batched(i, j).to(self.dtype)
 
     def vertex_gradient(self, k) -> Tensor:
         return self.Q.columns_batched(k)
@@ -120,72 +137,98 @@ class BatchedQuadraticEngine(QuadraticEngine):
         raise ValueError("batched problems support FW, away, pairwise, SWAP and PARTAN (no "
                          "moves restricted to the active face)")
 
-    def _pair_entry(self, i, j):
-        return self.Q.entry_batched(i, j).to(self.dtype)
-
     def second_order_partner(self):
         raise ValueError("SWAP-2o is not available for batched problems")
 
-    def _previous_score(self, i):
-        return self._get(self.s_prev, i)
+    def extrapolation_bounds(self, lam, i):
+        return feasible_interval(self.w, self.w_prev, lam, i)
 
-    def _extrapolation_bounds(self, lam, i):
-        wt = self.w * _col(1.0 - lam)
-        wt.scatter_add_(1, i[:, None], lam[:, None].to(wt.dtype))
-        delta = wt - self.w_prev
-        inf = torch.full_like(wt, math.inf)
-        hi = torch.where(delta < 0, wt / (-delta), inf).amin(1)
-        lo = torch.where(delta > 0, -wt / delta, -inf).amax(1)
-        return lo, hi
+    # -- writes --------------------------------------------------------------------------------
 
-    # -- update --------------------------------------------------------------------------------
+    def reselect(self) -> None:
+        """Each problem's selection: the single-problem one over the last dimension."""
+        imin, smin, jmax, smax, p, t = select(self.w, self.s, None)
+        self._set(i_min=imin, s_min=smin, j_max=jmax, s_max=smax, p=p, t=t, i_fw=imin,
+                  s_fw=smin)
+
+    def update(self, co: Coefficients) -> None:
+        if co.j is not None and self.pair_columns:
+            j = co.j
+            pair = self.Q.columns_batched(torch.stack([co.i, j], dim=1))
+            h0, h1 = pair[:, 0], pair[:, 1]
+        else:
+            j = co.i
+            h0, h1 = self.vertex_gradient(co.i), None
+        update_vectors(self.w, self.s, co.a, co.b, co.i, h0, co.c, j, h1, co.d, self.w_prev,
+                       self.s_prev, shift=self.keep_previous, keep=self.active)
+        self.reselect()
+        if self._renormalizes:
+            self._renormalize()
+
+    def after_tick(self) -> None:
+        pass  # nothing to refresh: the device runs are exact to rounding
+
+    # -- whole state ---------------------------------------------------------------------------
+
+    def refresh(self) -> None:
+        """Renormalize each problem's weights and recompute its scores exactly (PARTAN's
+        scalars kept)."""
+        self.w.div_(self.w.sum(-1, keepdim=True))
+        self.s.copy_(self._full_gradient(self.w))
+        kept = tuple(v.clone() for v in (self.p_prev, self.t_prev, self.W)) \
+            if self.keep_previous else None
+        self._refresh_scalars()
+        if kept is not None:
+            self._set(p_prev=kept[0], t_prev=kept[1], W=kept[2])
+
+    def snapshot(self):
+        return self.w.clone()
+
+    def restore(self, snap) -> None:
+        self.w.copy_(snap)
+        self.s.copy_(self._full_gradient(self.w))
+        self._refresh_scalars()
+
+    def point(self) -> Tensor:
+        return self.lmo.to_point(self.w)
+
+    def weights(self) -> Tensor:
+        return self.w
+
+    def n_active(self) -> int:
+        return int((self.w > 0).sum())
+
+
+class BatchedQuadraticEngine(QuadraticEngine):
+    """The engine over a :class:`BatchedStorage`: its moves, with the identity move for the
+    problems that stopped (the only part of a move that knows about the batch)."""
+
+    storage: BatchedStorage
+
+    def __init__(self, operator: BatchedOperator, w0: Tensor, *, keep_previous=False,
+                 pair_columns=False):
+        super().__init__(BatchedStorage(operator, w0, keep_previous=keep_previous,
+                                        pair_columns=pair_columns))
 
     def apply(self, co: Coefficients, tick: bool = True) -> None:
         """Apply each problem's move; problems that stopped get the identity move."""
-        act = self.active
-        dt = self.dtype
+        st = self.storage
+        act = st.active
+        dt = st.dtype
 
         def masked(value, identity):
-            value = torch.as_tensor(value, dtype=dt, device=self.w.device).expand(self.B)
+            value = torch.as_tensor(value, dtype=dt, device=st.w.device).expand(st.B)
             return torch.where(act, value, torch.full_like(value, identity))
 
         super().apply(Coefficients(a=masked(co.a, 1.0), b=masked(co.b, 0.0), i=co.i,
                                    c=masked(co.c, 0.0), j=co.j, d=masked(co.d, 0.0)), tick)
 
     def _shift_scalars(self, co: Coefficients) -> None:
-        act = self.active
-        self._set(W=torch.where(act, self._next_cross(co), self.W),
-                  p_prev=torch.where(act, self.p, self.p_prev),
-                  t_prev=torch.where(act, self.t, self.t_prev))
-
-    def _update(self, co: Coefficients) -> None:
-        act = self.active
-        dt = self.dtype
-        a, b, c, d = co.a, co.b, co.c, co.d
-        j = co.j if co.j is not None else co.i
-        if co.j is not None and self.pair_columns:
-            pair = self.Q.columns_batched(torch.stack([co.i, j], dim=1))
-            h0, h1 = pair[:, 0], pair[:, 1]
-        else:
-            h0, h1 = self.vertex_gradient(co.i), None
-        new_s = self.s * _col(a) + h0.to(dt) * _col(b)
-        if h1 is not None:
-            new_s = new_s + h1.to(dt) * _col(c)
-        new_w = self.w * _col(a)
-        if self.keep_previous:
-            assert self.w_prev is not None and self.s_prev is not None  # kept with the flag
-            new_s = new_s + self.s_prev * _col(d)
-            new_w = new_w + self.w_prev * _col(d)
-            keep = act[:, None]
-            self.w_prev.copy_(torch.where(keep, self.w, self.w_prev))
-            self.s_prev.copy_(torch.where(keep, self.s, self.s_prev))
-        new_w.scatter_add_(1, co.i[:, None], b[:, None])
-        if h1 is not None:
-            new_w.scatter_add_(1, j[:, None], c[:, None])
-        new_w = torch.where(new_w <= ZERO_TOL, torch.zeros_like(new_w), new_w)
-        self.w.copy_(new_w)
-        self.s.copy_(new_s)
-        self._reselect()
+        st = self.storage
+        act = st.active
+        st.set_scalars(W=torch.where(act, self._next_cross(co), st.W),
+                       p_prev=torch.where(act, st.p, st.p_prev),
+                       t_prev=torch.where(act, st.t, st.t_prev))
 
 
 @dataclass
