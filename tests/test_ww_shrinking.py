@@ -408,3 +408,40 @@ def test_the_default_is_certified_over_every_variable(seed):
         assert P[s] - D[s] == pytest.approx(m.gap_history_[-1], rel=1e-8)
         assert P[s] - D[s] <= target * (1 + 1e-9)
     assert P["default"] - max(D.values()) <= target * (1 + 1e-9)
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_gap_is_read_only_after_full_sweeps(seed):
+    """With heuristic shrinking the exact gap is read only after sweeps that saw every slot
+    (after a shrunk one it reads high and the check mostly fails for nothing); the iterates
+    are those of the same sweeps run without any check."""
+    rng = np.random.default_rng(seed)
+    centers = 2.0 * rng.normal(size=(5, 8))
+    y = rng.integers(0, 5, size=600)
+    X = centers[y] + rng.normal(size=(600, 8))
+    prob = WWDualProblem(_as_csr(X), y, 5, 0.5, shrinking="heuristic")
+    full_epochs = []
+    sweep = prob.sweep
+
+    def recording(order, block_solver, fw_steps):
+        full = prob.epochs == 0 or prob._full_next
+        out = sweep(order, block_solver, fw_steps)
+        if full:
+            full_epochs.append(prob.epochs)
+        return out
+
+    prob.sweep = recording
+    res = BlockCoordinateDescent(rtol=0.001, random_state=seed, max_iter=2000,
+                                 check_every="auto").minimize(prob)
+    assert res.converged
+    checked = list(res.history.iteration)
+    assert len(full_epochs) < res.n_iter  # some sweeps were shrunk
+    assert set(checked) <= set(full_epochs), (checked, full_epochs)
+    # the same sweeps by hand, no gap read: BCD's orders, the target told after epoch 1
+    again = WWDualProblem(_as_csr(X), y, 5, 0.5, shrinking="heuristic")
+    orders = np.random.default_rng(seed)
+    for epoch in range(res.n_iter):
+        again.sweep(orders.permutation(again.n_blocks), "exact", 1)
+        if epoch == 0:
+            again.set_gap_target(0.001 * res.info["first_gap"])
+    assert np.array_equal(again.beta, prob.beta)
