@@ -72,6 +72,7 @@ from torch import Tensor, nn
 
 from ..sets.oracles import LMO
 from ._batched import (
+    FlatViews,
     as_vector,
     directions,
     fast_kind,
@@ -384,16 +385,16 @@ class StochasticFrankWolfe(torch.optim.Optimizer):
                 sgd_update(params[i], ds[i], bucket["groups"][i]["lr"])
             for i in bucket["generic"]:
                 frank_wolfe_update(params[i], ds[i], bucket["groups"][i], states[i])
-            for kind, idx, radii, gammas, ks in bucket["fast"]:
+            for kind, idx, radii, gammas, ks, flats in bucket["fast"]:
                 ps = [params[i] for i in idx]
                 pds = [ds[i] for i in idx]
                 if gammas is None:  # a tensor lr: gamma changes with its value
                     gammas = as_vector([gamma_of(bucket["groups"][i], bucket["diameters"][i], p)
                                         for i, p in zip(idx, ps, strict=True)], ps[0])
                 if kind == "linf":
-                    gaps = linf_update(ps, pds, radii, gammas)
+                    gaps = linf_update(ps, pds, radii, gammas, flats)
                 elif kind == "l2":
-                    gaps = l2_update(ps, pds, radii, gammas)
+                    gaps = l2_update(ps, pds, radii, gammas, flats)
                 else:
                     gaps = ksparse_update(ps, pds, radii, ks, gammas)
                 if torch.compiler.is_compiling():
@@ -469,7 +470,9 @@ class StochasticFrankWolfe(torch.optim.Optimizer):
                     [gamma_of(g, bucket["diameters"][i], like)
                      for g, i in zip(groups, idx, strict=True)], like)
                 ks = [getattr(g["lmo"], "k", 0) for g in groups]
-                fast.append((kind, idx, radii, gammas, ks))
+                # 1-d views of the parameters and the directions, for the gaps' dot products
+                flats = None if compiling else (FlatViews(), FlatViews())
+                fast.append((kind, idx, radii, gammas, ks, flats))
             bucket["fast"] = fast
             plan.append(bucket)
         if not compiling:
