@@ -196,19 +196,11 @@ def linf_update(params: list[Tensor], ds: list[Tensor], radii: Tensor,
                 ) -> tuple[Tensor, ...]:
     r"""L-infinity balls: :math:`\theta \leftarrow \theta - \gamma\, s (r + s\theta)`; returns gaps.
 
-    ``radii`` and ``gammas`` hold one value per tensor (:func:`as_vector`); ``flats``, the
-    plan's caches of 1-d views of the parameters and of the directions (eager CPU steps).
+    ``radii`` and ``gammas`` hold one value per tensor (:func:`as_vector`). The gap is
+    :math:`\langle d, u\rangle`: the form :math:`\langle d, \theta\rangle + r\|d\|_1` over
+    cached 1-d views (as :func:`l2_update` reads it) reads the parameters once more and made
+    the step 1.2x slower on a 256-512-512-10 MLP. ``flats`` is accepted for a uniform call.
     """
-    if flats is not None and _host_guards(params[0]):
-        # G = <d, theta> + r ||d||_1, read before the move, from cached 1-d views
-        gaps = _flat_dots(flats[1](ds), flats[0](params)).add_(
-            radii * torch.stack(torch._foreach_norm(ds, 1)))
-        s = torch._foreach_sign(ds)
-        w = torch._foreach_addcmul(list(radii.unbind()), s, params)  # r + s theta
-        # theta - gamma s (r + s theta): a zero direction (s = 0) leaves its coordinate be
-        torch._foreach_addcmul_(params, s, w, [-g for g in gammas.tolist()])
-        _nan_where_not_finite(params, gaps.tolist())
-        return _rows(gaps)
     s = torch._foreach_sign(ds)
     u = torch._foreach_addcmul(list(radii.unbind()), s, params)
     torch._foreach_mul_(u, s)  # u = theta - v, 0 where d == 0
@@ -302,19 +294,37 @@ def _l2_update_host(params: list[Tensor], ds: list[Tensor], radii: Tensor,
 
 
 def ksparse_update(params: list[Tensor], ds: list[Tensor], radii: Tensor,
-                   ks: list[int], gammas: Tensor) -> tuple[Tensor, ...]:
+                   ks: list[int], gammas: Tensor,
+                   flats: tuple[FlatViews, FlatViews] | None = None) -> tuple[Tensor, ...]:
     r"""K-sparse polytopes: :math:`\theta \leftarrow (1-\gamma)\theta + \gamma v`; returns gaps.
 
     The vertex puts :math:`-r\,\mathrm{sign}(d_i)` (``+r`` for a zero :math:`d_i`) on the K
     entries of largest :math:`|d_i|`, as :class:`~torchfw.sets.polytopes.KSparsePolytope` does.
+    Given ``flats`` (the plan's caches of 1-d views: an eager CPU step), the gap's dot products
+    read them and the guards are decided on the host.
     """
+    host = flats is not None and _host_guards(params[0])
+    fds = flats[1](ds) if host and flats is not None else [d.reshape(-1) for d in ds]
     tops, idxs, vals = [], [], []
-    for d, k in zip(ds, ks, strict=True):
-        flat = d.reshape(-1)
+    for flat, k in zip(fds, ks, strict=True):
         top = torch.topk(flat.abs(), min(k, flat.numel()))
         tops.append(top.values)
         idxs.append(top.indices)
         vals.append(flat[top.indices])
+    if host and flats is not None:
+        sums = torch.stack([t.sum() for t in tops])
+        gaps = _flat_dots(fds, flats[0](params)).add_(radii * sums)
+        # No direction, no move (the top-K sum of |d| is 0 exactly when d == 0); a
+        # non-finite direction shows in the gap and turns the tensor NaN after the move.
+        steps = [0.0 if top_sum == 0.0 else g
+                 for top_sum, g in zip(sums.tolist(), gammas.tolist(), strict=True)]
+        torch._foreach_mul_(params, [1.0 - g for g in steps])
+        for p, idx, val, g, r in zip(params, idxs, vals, steps, radii.tolist(), strict=True):
+            if g != 0.0:
+                p.view(-1).index_add_(0, idx, torch.full_like(val, r * g).masked_fill_(
+                    val > 0, -r * g))
+        _nan_where_not_finite(params, gaps.tolist())
+        return _rows(gaps)
     r = radii
     # <d, theta> - <d, v> = <d, theta> + r * (sum of the K largest |d_i|).
     gaps = _dots(ds, params) + r * torch.stack([t.sum() for t in tops])

@@ -368,18 +368,20 @@ class StochasticFrankWolfe(torch.optim.Optimizer):
             params = bucket["params"]
             grads = [p.grad for p in params]
             states = [self.state[p] for p in params]
-            for p, g, state, group in zip(params, grads, states, bucket["groups"], strict=True):
-                if g.is_sparse:
-                    raise RuntimeError("StochasticFrankWolfe does not support sparse gradients")
-                if "step" not in state:
-                    # torch.optim's convention: a float32 CPU tensor, so that compiled steps do
-                    # not specialize on (and recompile for) every value of the counter.
+            if any(g.is_sparse for g in grads):
+                raise RuntimeError("StochasticFrankWolfe does not support sparse gradients")
+            if not all("step" in state for state in states):  # a first step
+                for p, state, group in zip(params, states, bucket["groups"], strict=True):
+                    if "step" in state:
+                        continue
+                    # torch.optim's convention: a float32 CPU tensor, so that compiled steps
+                    # do not specialize on (and recompile for) every value of the counter.
                     state["step"] = torch.zeros((), dtype=torch.float32)
                     if group["lmo"] is not None and not torch.compiler.is_compiling():
                         # The check reads a boolean on the host, which would break a compiled
                         # graph; compiled steps skip it.
                         self._warn_if_infeasible(group["lmo"], p, group)
-                counters.append(state["step"])
+            counters += [state["step"] for state in states]
             ds = directions(params, grads, states, *bucket["hyper"])
             for i in bucket["sgd"]:
                 sgd_update(params[i], ds[i], bucket["groups"][i]["lr"])
@@ -396,7 +398,7 @@ class StochasticFrankWolfe(torch.optim.Optimizer):
                 elif kind == "l2":
                     gaps = l2_update(ps, pds, radii, gammas, flats)
                 else:
-                    gaps = ksparse_update(ps, pds, radii, ks, gammas)
+                    gaps = ksparse_update(ps, pds, radii, ks, gammas, flats)
                 if torch.compiler.is_compiling():
                     # In place where the gap exists: a compiled step then mutates its inputs
                     # instead of handing new tensors back to be stored in Python dicts.
