@@ -152,7 +152,7 @@ class FlatViews:
 
     def __init__(self) -> None:
         self._key: list = []
-        self._views: list[Tensor] = []
+        self._views: list[Tensor | None] = []
 
     def __call__(self, ts: Sequence[Tensor]) -> list[Tensor]:
         key = [(id(t), t.data_ptr()) for t in ts]
@@ -316,10 +316,11 @@ def ksparse_update(params: list[Tensor], ds: list[Tensor], radii: Tensor,
         gaps = _flat_dots(fds, flats[0](params)).add_(radii * sums)
         # No direction, no move (the top-K sum of |d| is 0 exactly when d == 0); a
         # non-finite direction shows in the gap and turns the tensor NaN after the move.
-        steps = [0.0 if top_sum == 0.0 else g
-                 for top_sum, g in zip(sums.tolist(), gammas.tolist(), strict=True)]
-        torch._foreach_mul_(params, [1.0 - g for g in steps])
-        for p, idx, val, g, r in zip(params, idxs, vals, steps, radii.tolist(), strict=True):
+        host_steps = [0.0 if top_sum == 0.0 else g
+                      for top_sum, g in zip(sums.tolist(), gammas.tolist(), strict=True)]
+        torch._foreach_mul_(params, [1.0 - g for g in host_steps])
+        for p, idx, val, g, r in zip(params, idxs, vals, host_steps, radii.tolist(),
+                                     strict=True):
             if g != 0.0:
                 p.view(-1).index_add_(0, idx, torch.full_like(val, r * g).masked_fill_(
                     val > 0, -r * g))
