@@ -466,42 +466,6 @@ def test_bcd_validation_and_callback():
     assert res.status.value == "callback" and len(seen) == 1
 
 
-
-class _ReadyOnEvenEpochs(BoxQuadraticProblem):
-    """A box QP whose gap reads fairly only after epoch 1 and even epochs (as after the full
-    sweeps of a shrinking problem)."""
-
-    def __init__(self, *args, **kwargs):
-        super().__init__(*args, **kwargs)
-        self.epochs = 0
-
-    def sweep(self, order, block_solver, fw_steps):
-        self.epochs += 1
-        return None  # the generic Python sweep runs it
-
-    def gap_ready(self):
-        return self.epochs == 1 or self.epochs % 2 == 0
-
-
-def test_bcd_auto_checks_wait_for_a_ready_gap():
-    """With ``check_every="auto"``, a check falling due while ``gap_ready()`` is False waits
-    for the next ready epoch, and the iterates do not depend on it: the same epochs run
-    with ``check_every=1`` (which asks nothing) end at the same point, bit for bit."""
-    A = torch.from_numpy(np.random.default_rng(3).normal(size=(40, 8)))
-    Q, c = A.T @ A, -A.T @ torch.ones(40, dtype=torch.float64)
-    auto = BlockCoordinateDescent(rtol=1e-6, max_iter=500, random_state=0,
-                                  check_every="auto").minimize(_ReadyOnEvenEpochs(Q, c, -0.2,
-                                                                                  0.4))
-    assert auto.converged
-    checked = list(auto.history.iteration)
-    assert checked[0] == 1 and len(checked) >= 3
-    assert all(e % 2 == 0 for e in checked[1:]), checked
-    plain = BlockCoordinateDescent(rtol=0.0, max_iter=auto.n_iter, random_state=0,
-                                   check_every=1).minimize(_ReadyOnEvenEpochs(Q, c, -0.2, 0.4))
-    assert plain.n_iter == auto.n_iter
-    assert torch.equal(plain.x, auto.x)
-
-
 # -- real data (paper Table 6, tol = 0.0009) ------------------------------------------------------
 
 def _load(name, n_features=None):
@@ -554,3 +518,21 @@ def test_dna_accuracy_at_the_defaults_matches_paper():
 ])
 def test_accuracy_at_the_defaults_matches_paper(train, test, C, paper):
     assert abs(_accuracy(train, test, C, tol=WestonWatkinsSVC().tol) - paper) <= 0.5
+
+
+def test_problem_takes_the_row_norms_it_is_given():
+    """The estimator hands the dual the row norms it computed to drop zero rows: the same
+    sweeps as computing them again; a wrong shape is refused."""
+    from torchfw.ww._csr import row_sqnorms
+
+    X, y = blobs(n=150, seed=21)
+    csr = _as_csr(X)
+    own = WWDualProblem(csr, y, 4, 0.7, shrinking="heuristic")
+    given = WWDualProblem(csr, y, 4, 0.7, shrinking="heuristic", sqnorm=row_sqnorms(csr))
+    rng_a, rng_b = np.random.default_rng(0), np.random.default_rng(0)
+    for _ in range(6):
+        own.sweep(rng_a.permutation(150), "exact", 1)
+        given.sweep(rng_b.permutation(150), "exact", 1)
+    assert np.array_equal(own.beta, given.beta) and np.array_equal(own.W, given.W)
+    with pytest.raises(ValueError, match="sqnorm"):
+        WWDualProblem(csr, y, 4, 0.7, sqnorm=np.ones(149))

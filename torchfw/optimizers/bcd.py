@@ -129,18 +129,6 @@ class BlockProblem:
         the gap is checked. Default: ignored.
         """
 
-    def gap_ready(self) -> bool:
-        """Whether a gap evaluation now would read the problem fairly (default: always).
-
-        A problem whose last sweep left variables out (heuristic shrinking) returns ``False``:
-        the variables left out may have turned violating meanwhile, so the exact gap read
-        after such a sweep overstates the one a full sweep reaches, and a check there mostly
-        fails for nothing. :class:`BlockCoordinateDescent` (``check_every="auto"``) then defers
-        a due check to the next epoch after which this is ``True``. Only *when* the gap is
-        read depends on it, never the iterates.
-        """
-        return True
-
     def sweep(self, order: np.ndarray, block_solver: str, fw_steps: int) -> int | None:
         """Run one epoch over ``order`` in one call (e.g. compiled); ``None`` if unsupported.
 
@@ -186,12 +174,9 @@ class BlockCoordinateDescent:
         exact/estimate at the last check and a check is made when the calibrated estimate
         reaches ``1.5 * target`` (and at least every 100 epochs). Otherwise the gap is
         evaluated after epochs 1, 2 and 3, then at the crossing predicted by the linear rate
-        of the log-gap from epoch 3 to the latest check (at most 100 epochs ahead). A check
-        falling due while the problem says its gap would read unfairly
-        (:meth:`BlockProblem.gap_ready` is ``False``: its last sweep was shrunk) waits for the
-        next epoch after which it is ready. The run stops at the first *checked* epoch that
-        meets the rule, possibly some epochs after the first epoch that does (with a smaller
-        gap, never a larger one).
+        of the log-gap from epoch 3 to the latest check (at most 100 epochs ahead). The run
+        stops at the first *checked* epoch that meets the rule, possibly some epochs after the
+        first epoch that does (with a smaller gap, never a larger one).
 
     Notes
     -----
@@ -311,7 +296,6 @@ class BlockCoordinateDescent:
         checks: list[tuple[int, float]] = []
         next_check = 1
         calib = None  # exact gap / estimated gap at the last check
-        pending = False  # a check fell due while the problem's gap was not ready
         target = math.inf
         changed_total = 0
         value = gap = math.nan
@@ -339,13 +323,8 @@ class BlockCoordinateDescent:
                            or epoch - checks[-1][0] >= 100)
                 else:
                     due = epoch >= next_check
-                due = due or pending
-                if due and self.check_every == "auto" and not problem.gap_ready():
-                    pending = True  # read the gap after the next sweep that sees everything
-                    due = False
                 if not due and epoch < self.max_iter and not out_of_time:
                     continue
-                pending = False
                 value, gap = problem.value_and_gap()
                 value, gap = float(value), float(gap)
                 elapsed = time.perf_counter() - start

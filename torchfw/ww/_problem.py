@@ -220,18 +220,6 @@ class WWDualProblem(BlockProblem):
         """
         self._target = float(target)
 
-    def gap_ready(self) -> bool:
-        """``False`` right after a shrunk sweep (heuristic shrinking), ``True`` otherwise.
-
-        Slots left out of a shrunk sweep can turn violating while out; the exact gap after
-        such a sweep read 1.3-2x the one after the full re-check sweep that the policy runs
-        once the shrunk gap nears the target (dna, satimage), so checks there failed and
-        cost a primal evaluation (more than a shrunk sweep) each. The full sweeps are exactly
-        where the policy puts its re-checks; deferring the gap's reading to them changes no
-        iterate.
-        """
-        return not self.shrinking or self._last_full == self.epochs
-
     def unshrink(self) -> None:
         """Put every slot of every block back in the sweep's lists, and skip no block."""
         self.active[:] = np.arange(self.k - 1)
