@@ -218,6 +218,9 @@ def bench_case(name, make, kind, device, args) -> dict:
     row["max_rel_diff"] = agreement(make, kind, device, args.check)
     variants = {"eager": {k: fn for k, (_, fn) in optimizers.items()}}
     if args.compile:
+        # Each case compiles its own steps: without a reset, dynamo's recompile limit is
+        # reached after a few cases and the later "compiled" steps silently run eager.
+        torch._dynamo.reset()
         compiled = {}
         for k, (_, fn) in optimizers.items():
             compiled[k] = torch.compile(fn)

@@ -519,3 +519,21 @@ def test_dna_accuracy_at_the_defaults_matches_paper():
 ])
 def test_accuracy_at_the_defaults_matches_paper(train, test, C, paper):
     assert abs(_accuracy(train, test, C, tol=WestonWatkinsSVC().tol) - paper) <= 0.5
+
+
+def test_problem_takes_the_row_norms_it_is_given():
+    """The estimator hands the dual the row norms it computed to drop zero rows: the same
+    sweeps as computing them again; a wrong shape is refused."""
+    from torchfw.ww._csr import row_sqnorms
+
+    X, y = blobs(n=150, seed=21)
+    csr = _as_csr(X)
+    own = WWDualProblem(csr, y, 4, 0.7, shrinking="heuristic")
+    given = WWDualProblem(csr, y, 4, 0.7, shrinking="heuristic", sqnorm=row_sqnorms(csr))
+    rng_a, rng_b = np.random.default_rng(0), np.random.default_rng(0)
+    for _ in range(6):
+        own.sweep(rng_a.permutation(150), "exact", 1)
+        given.sweep(rng_b.permutation(150), "exact", 1)
+    assert np.array_equal(own.beta, given.beta) and np.array_equal(own.W, given.W)
+    with pytest.raises(ValueError, match="sqnorm"):
+        WWDualProblem(csr, y, 4, 0.7, sqnorm=np.ones(149))

@@ -170,3 +170,51 @@ def test_changing_k_takes_effect():
     lmo.k = 3
     opt.step()
     assert torch.equal(p.detach(), torch.tensor([-1.0, 1.0, -1.0, 0, 0, 0], dtype=DTYPE))
+
+
+@pytest.mark.parametrize("name", list(SETS))
+def test_host_and_device_guards_take_the_same_step(name, monkeypatch):
+    """On the CPU the guards are decided on the host; the device form (GPU, torch.compile)
+    must give the same weights and gaps, zero and non-finite directions included."""
+    from torchfw.optim import _batched
+
+    runs = []
+    for host in (True, False):
+        monkeypatch.setattr(_batched, "_host_guards", lambda like, host=host: host)
+        params = _params(4)
+        opt = StochasticFrankWolfe(params, lmo=SETS[name](), lr=0.3, momentum=0.5)
+        opt.make_feasible()
+        for step in range(3):
+            grads = _grads(params, seed=40 + step)
+            if step == 2:
+                grads[1][2] = math.nan
+            for p, g in zip(params, grads, strict=True):
+                p.grad = g
+            opt.step()
+        runs.append(([p.detach().clone() for p in params],
+                     [opt.state[p]["fw_gap"].clone() for p in params]))
+    for a, b in zip(runs[0][0] + runs[0][1], runs[1][0] + runs[1][1], strict=True):
+        torch.testing.assert_close(a, b, rtol=1e-12, atol=1e-14, equal_nan=True)
+
+
+@pytest.mark.parametrize("name", ["linf", "l2"])
+def test_gap_follows_a_parameter_whose_memory_was_swapped(name):
+    """The gaps read cached 1-d views of the parameters; ``p.data = ...`` between steps must
+    not leave them reading the old memory."""
+    params = _params(5)
+    opt = StochasticFrankWolfe(params, lmo=SETS[name](), lr=0.2, momentum=0.0)
+    opt.make_feasible()
+    for step in range(3):
+        if step == 2:
+            params[0].data = 0.5 * params[0].data.clone()
+        grads = _grads(params, seed=50 + step)
+        grads[3].fill_(0.7)  # every tensor has a direction: the common (cached-view) path
+        before = params[0].detach().clone()
+        for p, g in zip(params, grads, strict=True):
+            p.grad = g
+        opt.step()
+        state: dict = {}
+        twin = before.clone()
+        frank_wolfe_update(twin, grads[0], opt.param_groups[0], state)
+        torch.testing.assert_close(opt.state[params[0]]["fw_gap"], state["fw_gap"],
+                                   rtol=1e-10, atol=1e-14)

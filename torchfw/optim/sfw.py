@@ -72,6 +72,7 @@ from torch import Tensor, nn
 
 from ..sets.oracles import LMO
 from ._batched import (
+    FlatViews,
     as_vector,
     directions,
     fast_kind,
@@ -367,35 +368,37 @@ class StochasticFrankWolfe(torch.optim.Optimizer):
             params = bucket["params"]
             grads = [p.grad for p in params]
             states = [self.state[p] for p in params]
-            for p, g, state, group in zip(params, grads, states, bucket["groups"], strict=True):
-                if g.is_sparse:
-                    raise RuntimeError("StochasticFrankWolfe does not support sparse gradients")
-                if "step" not in state:
-                    # torch.optim's convention: a float32 CPU tensor, so that compiled steps do
-                    # not specialize on (and recompile for) every value of the counter.
+            if any(g.is_sparse for g in grads):
+                raise RuntimeError("StochasticFrankWolfe does not support sparse gradients")
+            if not all("step" in state for state in states):  # a first step
+                for p, state, group in zip(params, states, bucket["groups"], strict=True):
+                    if "step" in state:
+                        continue
+                    # torch.optim's convention: a float32 CPU tensor, so that compiled steps
+                    # do not specialize on (and recompile for) every value of the counter.
                     state["step"] = torch.zeros((), dtype=torch.float32)
                     if group["lmo"] is not None and not torch.compiler.is_compiling():
                         # The check reads a boolean on the host, which would break a compiled
                         # graph; compiled steps skip it.
                         self._warn_if_infeasible(group["lmo"], p, group)
-                counters.append(state["step"])
+            counters += [state["step"] for state in states]
             ds = directions(params, grads, states, *bucket["hyper"])
             for i in bucket["sgd"]:
                 sgd_update(params[i], ds[i], bucket["groups"][i]["lr"])
             for i in bucket["generic"]:
                 frank_wolfe_update(params[i], ds[i], bucket["groups"][i], states[i])
-            for kind, idx, radii, gammas, ks in bucket["fast"]:
+            for kind, idx, radii, gammas, ks, flats in bucket["fast"]:
                 ps = [params[i] for i in idx]
                 pds = [ds[i] for i in idx]
                 if gammas is None:  # a tensor lr: gamma changes with its value
                     gammas = as_vector([gamma_of(bucket["groups"][i], bucket["diameters"][i], p)
                                         for i, p in zip(idx, ps, strict=True)], ps[0])
                 if kind == "linf":
-                    gaps = linf_update(ps, pds, radii, gammas)
+                    gaps = linf_update(ps, pds, radii, gammas, flats)
                 elif kind == "l2":
-                    gaps = l2_update(ps, pds, radii, gammas)
+                    gaps = l2_update(ps, pds, radii, gammas, flats)
                 else:
-                    gaps = ksparse_update(ps, pds, radii, ks, gammas)
+                    gaps = ksparse_update(ps, pds, radii, ks, gammas, flats)
                 if torch.compiler.is_compiling():
                     # In place where the gap exists: a compiled step then mutates its inputs
                     # instead of handing new tensors back to be stored in Python dicts.
@@ -469,7 +472,9 @@ class StochasticFrankWolfe(torch.optim.Optimizer):
                     [gamma_of(g, bucket["diameters"][i], like)
                      for g, i in zip(groups, idx, strict=True)], like)
                 ks = [getattr(g["lmo"], "k", 0) for g in groups]
-                fast.append((kind, idx, radii, gammas, ks))
+                # 1-d views of the parameters and the directions, for the gaps' dot products
+                flats = None if compiling else (FlatViews(), FlatViews())
+                fast.append((kind, idx, radii, gammas, ks, flats))
             bucket["fast"] = fast
             plan.append(bucket)
         if not compiling:

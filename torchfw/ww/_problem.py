@@ -132,10 +132,14 @@ class WWDualProblem(BlockProblem):
         problem driven directly (the Walrus-vs-iterative benchmark, the tests comparing
         sweeps) runs the paper's Algorithm 1 as written; the estimator shrinks by default.
         The Python per-block methods do neither.
+    sqnorm : ndarray, optional
+        ``||x_i||^2`` of the rows, when the caller has them already (the estimator computes
+        them to drop zero rows); computed from ``X`` otherwise.
     """
 
     def __init__(self, X, y: np.ndarray, k: int, C: float, exact_method: str = "walrus",
-                 eps: float = 1e-6, shrinking: bool | str = False):
+                 eps: float = 1e-6, shrinking: bool | str = False,
+                 sqnorm: np.ndarray | None = None):
         self.X = X
         self.y = np.ascontiguousarray(y, dtype=np.int64)
         self.k = int(k)
@@ -143,7 +147,11 @@ class WWDualProblem(BlockProblem):
         self.exact_method = exact_method
         self.eps = float(eps)
         n, d = X.shape
-        self.sqnorm = row_sqnorms(X)
+        if sqnorm is None:
+            sqnorm = row_sqnorms(X)
+        elif sqnorm.shape != (n,):
+            raise ValueError(f"sqnorm must have shape ({n},), got {sqnorm.shape}")
+        self.sqnorm = np.ascontiguousarray(sqnorm, dtype=np.float64)
         self.W = _k.aligned_zeros((d, self.k))
         self.beta = np.zeros((n, self.k - 1))
         self.bsum = np.zeros(n)
@@ -183,6 +191,16 @@ class WWDualProblem(BlockProblem):
         self._capped = False  # the last shrunk phase hit MAX_SHRUNK_SWEEPS: judge the re-check
         self._target = 0.0  # the stopping rule's target gap, once BCD knows it
         self._by_target = False  # the last full sweep was brought by the target
+        # ww_epoch's arguments, gathered once: the arrays are updated in place, never
+        # replaced, so only the order and the per-sweep switches change between calls
+        ws = self.ws
+        self._args_data = (X.indptr, X.indices, X.data, self.sqnorm, self.y)
+        self._args_state = (self.W, self.beta, self.bsum, self.C)
+        self._args_lists = (self.active, self.n_act)
+        self._args_work = (self.skip, self.gblk, ws.scores, ws.v, ws.bnew, ws.heap, ws.hidx,
+                           ws.sv, ws.si, ws.prefix, ws.grad, ws.changed, ws.u, ws.cls, ws.sc,
+                           self.est)
+        self._args_screen = self.screen_arrays()
 
     @property
     def n_blocks(self) -> int:
@@ -209,7 +227,6 @@ class WWDualProblem(BlockProblem):
         self.skip[:] = 0
 
     def sweep(self, order: np.ndarray, block_solver: str, fw_steps: int) -> int:
-        ws = self.ws
         thr = math.inf
         full = True
         if self.shrinking:
@@ -231,14 +248,11 @@ class WWDualProblem(BlockProblem):
             self._off[:] = self._bnd
             self._D[:] = 0.0
             self._dn2[:] = 0.0
-        visited = self.skip == 0
-        changed = int(ww_epoch(self.X.indptr, self.X.indices, self.X.data, self.sqnorm, self.y,
-                                  np.ascontiguousarray(order, dtype=np.int64), self.W, self.beta,
-                                  self.bsum, self.C, self._method_code(block_solver),
-                                  int(fw_steps), self.eps, self.active, self.n_act, thr,
-                                  self.skip, self.gblk, ws.scores, ws.v, ws.bnew, ws.heap,
-                                  ws.hidx, ws.sv, ws.si, ws.prefix, ws.grad, ws.changed, ws.u,
-                                  ws.cls, ws.sc, self.est, screen, *self.screen_arrays()))
+        visited = self.skip == 0 if self.shrinking else None
+        changed = int(ww_epoch(*self._args_data, np.ascontiguousarray(order, dtype=np.int64),
+                               *self._args_state, self._method_code(block_solver),
+                               int(fw_steps), self.eps, *self._args_lists, thr,
+                               *self._args_work, screen, *self._args_screen))
         self.epochs += 1
         self.screened += int(self.est[4])
         if self.screening:
@@ -250,6 +264,7 @@ class WWDualProblem(BlockProblem):
                 support = self.beta > 0.0
                 wrong = int(np.count_nonzero(support & ~listed))
                 self._slow = wrong > SLOW_WRONG_FRACTION * max(int(np.count_nonzero(support)), 1)
+            assert visited is not None
             self._after_shrunk_sweep(full, visited)
         return changed
 

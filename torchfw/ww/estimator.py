@@ -496,7 +496,8 @@ def _build_problem(csr: _CSR, y, C: float, *, exact_method: str = "walrus", eps:
     n_zero = int(n - keep.sum())
     used = _take_rows(csr, keep) if n_zero else csr
     problem = WWDualProblem(used, y_idx[keep], classes.shape[0], C, exact_method=exact_method,
-                            eps=eps, shrinking=shrinking)
+                            eps=eps, shrinking=shrinking,
+                            sqnorm=rowsq[keep] if n_zero else rowsq)
     return WWProblem(problem, classes, n_zero, C)
 
 
