@@ -36,12 +36,11 @@ import time
 
 import numpy as np
 
-from ..utils.jit import HAVE_NUMBA, numba
+from ..utils.jit import HAVE_NUMBA
 from ..utils.jit import njit as _njit  # None without numba
 from . import _face
 from . import _kernels as K
-from ._moves import ZERO_TOL, cross_after_scalars, pair_curvature, partan_scalars, \
-    toward_curvature
+from ._moves import ZERO_TOL, cross_after_scalars, partan_scalars
 
 __all__ = ["VARIANTS", "COUNTERS", "FW", "AWAY", "PAIRWISE", "SWAP", "SWAP2", "PARTAN",
            "CONVERGED", "MAX_ITER", "NONFINITE", "PAUSED", "NEVER", "vertex_row", "run_loop",
