@@ -140,7 +140,9 @@ def _run_loop(variant, src, bufs, diag, ct, has_ct, constant, w, s, wp, sp, supp
     # length, the gap it must halve and its smallest gap so far.
     win_start = 0
     last_correction = 0  # the plain iterations since pay for the next face (_face_budget)
-    win_len = _correction_window(_n_positive(w), n)
+    # (A pass over the weights: only when the step may be taken -- the dense engine's blocks
+    # of a few hundred atoms call the loop every check.)
+    win_len = _correction_window(_n_positive(w), n) if correct else 0
     win_first = p - s_min
     win_min = win_first
     if state.shape[0] >= 16 and state[10] > 0.0:
