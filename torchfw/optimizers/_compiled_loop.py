@@ -36,12 +36,11 @@ import time
 
 import numpy as np
 
-from ..utils.jit import HAVE_NUMBA, numba
+from ..utils.jit import HAVE_NUMBA
 from ..utils.jit import njit as _njit  # None without numba
 from . import _face
 from . import _kernels as K
-from ._moves import ZERO_TOL, cross_after_scalars, pair_curvature, partan_scalars, \
-    toward_curvature
+from ._moves import ZERO_TOL, cross_after_scalars, partan_scalars
 
 __all__ = ["VARIANTS", "COUNTERS", "FW", "AWAY", "PAIRWISE", "SWAP", "SWAP2", "PARTAN",
            "CONVERGED", "MAX_ITER", "NONFINITE", "PAUSED", "NEVER", "vertex_row", "run_loop",
@@ -141,7 +140,9 @@ def _run_loop(variant, src, bufs, diag, ct, has_ct, constant, w, s, wp, sp, supp
     # length, the gap it must halve and its smallest gap so far.
     win_start = 0
     last_correction = 0  # the plain iterations since pay for the next face (_face_budget)
-    win_len = _correction_window(_n_positive(w), n)
+    # (A pass over the weights: only when the step may be taken -- the dense engine's blocks
+    # of a few hundred atoms call the loop every check.)
+    win_len = _correction_window(_n_positive(w), n) if correct else 0
     win_first = p - s_min
     win_min = win_first
     if state.shape[0] >= 16 and state[10] > 0.0:
