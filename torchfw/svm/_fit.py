@@ -53,7 +53,7 @@ def fit_all(model, X, problems, C_examples, kdtype, previous, rule, gram=None):
     m = X.shape[0]
     C_all = C_examples if isinstance(C_examples, float) else C_examples.to(X.device)
     # One-vs-one pairs whose matrices fit when all examples' does not: one matrix per pair.
-    per_problem = gram is None and not _fits(model, m) and \
+    per_problem = gram is None and not _fits(model, m, kdtype) and \
         all(p.rows is not None for p in problems)
     max_atoms = ORDERED_MATVEC_MAX
     if per_problem:
@@ -397,17 +397,17 @@ def dense_budget_ok(model, X, problems=None) -> bool:
         return False
     n = X.shape[0]
     if problems and all(p.rows is not None for p in problems):
-        return _fits(model, max(p.rows.shape[0] for p in problems))
-    if _fits(model, n):
+        return _fits(model, max(p.rows.shape[0] for p in problems), X.dtype)
+    if _fits(model, n, X.dtype):
         return True
-    f64 = model.dtype == torch.float64
+    f64 = X.dtype == torch.float64
     return n < LARGE_M and not (model.kernel == "rbf" and f64) and \
         cache_slots(model, n, np.float64 if f64 else np.float32) >= 2
 
 
-def _fits(model, n: int) -> bool:
-    """Whether an ``n x n`` matrix in the model's precision fits its ``cache_size``."""
-    return cache_slots(model, n, np.float64 if model.dtype == torch.float64 else np.float32) >= n
+def _fits(model, n: int, dtype: torch.dtype) -> bool:
+    """Whether an ``n x n`` matrix in the kernel's ``dtype`` fits the model's ``cache_size``."""
+    return cache_slots(model, n, np.float64 if dtype == torch.float64 else np.float32) >= n
 
 
 def fit_problems(model, X, problems, C_examples, kdtype, previous, factory, gram=None):
