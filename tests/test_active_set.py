@@ -136,3 +136,18 @@ def test_compiled_start_subset_is_the_drawn_positions():
         at_pos, at_neg = draw_positions(pos.size, neg.size, n_init, seed)
         expected = np.sort(np.concatenate([pos[at_pos], neg[at_neg]]))
         assert np.array_equal(initial_subset(y, n_init, seed), expected)
+
+
+def test_rounding_that_empties_the_support_goes_on_from_the_best_vertex():
+    # Raw wine features under a degree-5 polynomial kernel give kernel entries from 1e27 to
+    # 1e31: the start subset's ratio test rounded every weight to 0 and the compiled solve
+    # divided by zero. The fit now goes on from the subset's best vertex and ends finite.
+    from sklearn.datasets import load_wine
+    from sklearn.model_selection import train_test_split
+
+    X, y = load_wine(return_X_y=True)
+    X_train, X_test, y_train, y_test = train_test_split(X, y, test_size=0.3, stratify=y,
+                                                        random_state=0)
+    model = tf.SVC(kernel="poly", degree=5, gamma=1.0, random_state=0).fit(X_train, y_train)
+    assert np.isfinite(model.decision_function(X_test)).all()
+    assert model.score(X_test, y_test) > 0.8

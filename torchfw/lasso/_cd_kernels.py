@@ -122,6 +122,44 @@ def _solve_small(C, b):
 
 
 
+def _anderson_point(hist, K, m):
+    r"""Anderson extrapolation of the last ``K + 1`` iterates in the rows of ``hist``.
+
+    With the differences :math:`U_k = w^{k+1} - w^k` (``k < K``), the weights :math:`c` minimize
+    :math:`\|U^\top c\|` subject to :math:`\mathbf 1^\top c = 1`, i.e. :math:`c = z / \mathbf
+    1^\top z` with :math:`(UU^\top + \epsilon I) z = \mathbf 1`, :math:`\epsilon = 10^{-10}
+    \operatorname{tr}(UU^\top)` (the differences are nearly collinear); the point is
+    :math:`\sum_k c_k w^{k+1}` (Bertrand & Massias, AISTATS 2021, as skglm and celer use it).
+    Returns the point (length ``m``), or an empty array when the differences vanish or the
+    small solve fails.
+    """
+    C = np.zeros((K, K))
+    for i1 in range(K):
+        for i2 in range(i1 + 1):
+            s = 0.0
+            for k in range(m):
+                s += (hist[i1 + 1, k] - hist[i1, k]) * (hist[i2 + 1, k] - hist[i2, k])
+            C[i1, i2] = s
+            C[i2, i1] = s
+    tr = 0.0
+    for i1 in range(K):
+        tr += C[i1, i1]
+    if not tr > 0.0:
+        return np.empty(0)
+    for i1 in range(K):
+        C[i1, i1] += 1e-10 * tr
+    zc = _solve_small(C, np.ones(K))
+    zs = zc.sum()
+    if not (np.isfinite(zs) and zs != 0.0):
+        return np.empty(0)
+    coef = zc / zs
+    w_acc = np.zeros(m)
+    for i1 in range(K):
+        for k in range(m):
+            w_acc[k] += coef[i1] * hist[i1 + 1, k]
+    return w_acc
+
+
 def _gram_block(sparse, Xd, indptr, indices, vals, means, feats, n):
     """:math:`X_{c,A}^\\top X_{c,A}` for the features ``feats``, and the entries it read.
 
@@ -231,50 +269,30 @@ def _gram_phase(sparse, Xd, indptr, indices, vals, means, y, w, feats, R0, c, S,
             n_hist += 1
             if n_hist == K + 1:
                 n_hist = 0
-                C = np.zeros((K, K))
-                for i1 in range(K):
-                    for i2 in range(i1 + 1):
-                        s = 0.0
-                        for k in range(a):
-                            s += (hist[i1 + 1, k] - hist[i1, k]) * (hist[i2 + 1, k] - hist[i2, k])
-                        C[i1, i2] = s
-                        C[i2, i1] = s
-                tr = 0.0
-                for i1 in range(K):
-                    tr += C[i1, i1]
-                if tr > 0.0:
-                    for i1 in range(K):
-                        C[i1, i1] += 1e-10 * tr
-                    zc = _solve_small(C, np.ones(K))
-                    zs = zc.sum()
-                    if np.isfinite(zs) and zs != 0.0:
-                        coef = zc / zs
-                        w_acc = np.zeros(a)
-                        for i1 in range(K):
-                            for k in range(a):
-                                w_acc[k] += coef[i1] * hist[i1 + 1, k]
-                        g_acc = g0.copy()
-                        for k2 in range(a):
-                            dk = w_acc[k2] - w0[k2]
-                            if dk != 0.0:
-                                for m in range(a):
-                                    g_acc[m] -= dk * G[m, k2]
-                        work += a * a
-                        rr_acc = rr0
-                        rr_cur = rr0
-                        l1_acc = 0.0
-                        l1_cur = 0.0
-                        for k in range(a):
-                            da = w_acc[k] - w0[k]
-                            dc = wa[k] - w0[k]
-                            rr_acc -= da * (g0[k] + g_acc[k])
-                            rr_cur -= dc * (g0[k] + g[k])
-                            l1_acc += abs(w_acc[k])
-                            l1_cur += abs(wa[k])
-                        if 0.5 * rr_acc + lam * l1_acc < 0.5 * rr_cur + lam * l1_cur:
-                            wa[:] = w_acc
-                            g[:] = g_acc
-                            extrapolated = True
+                w_acc = _anderson_point(hist, K, a)
+                if w_acc.shape[0] > 0:  # empty: no extrapolated point
+                    g_acc = g0.copy()
+                    for k2 in range(a):
+                        dk = w_acc[k2] - w0[k2]
+                        if dk != 0.0:
+                            for m in range(a):
+                                g_acc[m] -= dk * G[m, k2]
+                    work += a * a
+                    rr_acc = rr0
+                    rr_cur = rr0
+                    l1_acc = 0.0
+                    l1_cur = 0.0
+                    for k in range(a):
+                        da = w_acc[k] - w0[k]
+                        dc = wa[k] - w0[k]
+                        rr_acc -= da * (g0[k] + g_acc[k])
+                        rr_cur -= dc * (g0[k] + g[k])
+                        l1_acc += abs(w_acc[k])
+                        l1_cur += abs(wa[k])
+                    if 0.5 * rr_acc + lam * l1_acc < 0.5 * rr_cur + lam * l1_cur:
+                        wa[:] = w_acc
+                        g[:] = g_acc
+                        extrapolated = True
         if not extrapolated:
             rr = rr0
             ry = ry0
@@ -349,6 +367,7 @@ _residual = njit(_residual, fallback=True)
 _stats = njit(_stats, fallback=True)
 _gap = njit(_gap, fallback=True)
 _solve_small = njit(_solve_small, fallback=True)
+_anderson_point = njit(_anderson_point, fallback=True)
 _gram_block = njit(_gram_block, fallback=True)
 _gram_phase = njit(_gram_phase, fallback=True)
 _correlations = njit(_correlations, fallback=True)

@@ -15,13 +15,13 @@ import numpy as np
 
 from ..utils.jit import njit
 from ._cd_kernels import (
+    _anderson_point,
     _col_axpy,
     _col_dot,
     _gap,
     _gram_phase,
     _residual,
     _soft_threshold,
-    _solve_small,
     _stats,
 )
 
@@ -223,54 +223,32 @@ def _cd_solve(sparse, Xd, indptr, indices, vals, means, v, norms2, y, xty, w, la
                 n_hist += 1
                 if n_hist == K + 1:
                     n_hist = 0
-                    # U_k = w^{k+1} - w^k; weights c minimising ||U^T c|| with sum(c) = 1.
-                    C = np.zeros((K, K))
-                    for a in range(K):
-                        for b in range(a + 1):
-                            s = 0.0
+                    w_acc = _anderson_point(hist, K, m)
+                    if w_acc.shape[0] > 0:  # empty: no extrapolated point
+                        R_acc = R0.copy()
+                        c_acc = c
+                        S_acc = S
+                        l1_acc = 0.0
+                        l1_cur = 0.0
+                        for k in range(m):
+                            j = ws[k]
+                            d = w_acc[k] - w[j]
+                            l1_acc += abs(w_acc[k])
+                            l1_cur += abs(w[j])
+                            if d != 0.0:
+                                _col_axpy(sparse, Xd, indptr, indices, vals, j, -d, R_acc)
+                                work += (indptr[j + 1] - indptr[j]) if sparse else n
+                                c_acc += means[j] * d
+                                S_acc -= d * n * means[j]
+                        rr_acc, _ = _stats(R_acc, c_acc, S_acc, y)
+                        rr_cur, _ = _stats(R0, c, S, y)
+                        if 0.5 * rr_acc + lam * l1_acc < 0.5 * rr_cur + lam * l1_cur:
                             for k in range(m):
-                                s += ((hist[a + 1, k] - hist[a, k])
-                                      * (hist[b + 1, k] - hist[b, k]))
-                            C[a, b] = s
-                            C[b, a] = s
-                    tr = 0.0
-                    for a in range(K):
-                        tr += C[a, a]
-                    if tr > 0.0:
-                        for a in range(K):
-                            C[a, a] += 1e-10 * tr  # the differences are nearly collinear
-                        zc = _solve_small(C, np.ones(K))
-                        zs = zc.sum()
-                        if np.isfinite(zs) and zs != 0.0:
-                            coef = zc / zs
-                            w_acc = np.zeros(m)
-                            for a in range(K):
-                                for k in range(m):
-                                    w_acc[k] += coef[a] * hist[a + 1, k]
-                            R_acc = R0.copy()
-                            c_acc = c
-                            S_acc = S
-                            l1_acc = 0.0
-                            l1_cur = 0.0
-                            for k in range(m):
-                                j = ws[k]
-                                d = w_acc[k] - w[j]
-                                l1_acc += abs(w_acc[k])
-                                l1_cur += abs(w[j])
-                                if d != 0.0:
-                                    _col_axpy(sparse, Xd, indptr, indices, vals, j, -d, R_acc)
-                                    work += (indptr[j + 1] - indptr[j]) if sparse else n
-                                    c_acc += means[j] * d
-                                    S_acc -= d * n * means[j]
-                            rr_acc, _ = _stats(R_acc, c_acc, S_acc, y)
-                            rr_cur, _ = _stats(R0, c, S, y)
-                            if 0.5 * rr_acc + lam * l1_acc < 0.5 * rr_cur + lam * l1_cur:
-                                for k in range(m):
-                                    w[ws[k]] = w_acc[k]
-                                R0[:] = R_acc
-                                c = c_acc
-                                S = S_acc
-                                extrapolated = True
+                                w[ws[k]] = w_acc[k]
+                            R0[:] = R_acc
+                            c = c_acc
+                            S = S_acc
+                            extrapolated = True
             if epochs % check_every == 0 and not extrapolated:
                 # The swept problem's gap (w is zero outside it), its dual norm from the
                 # sweep's own correlations: a stopping test for the round, not a certificate

@@ -132,6 +132,20 @@ def _simplex_qp_py(B, c, max_iter, rtol):
                     support[kept] = idx[a]
                     kept += 1
             n_s = kept
+            if n_s == 0:
+                # Rounding emptied the support (entries of B that dwarf each other, as a raw
+                # polynomial kernel's do, leave d's small components as noise): go on from
+                # the best vertex, min_i f(e_i) = B_ii / 2 + c_i, a feasible point the outer
+                # iterations improve from.
+                j = 0
+                for i in range(p):
+                    if 0.5 * B[i, i] + c[i] < 0.5 * B[j, j] + c[j]:
+                        j = i
+                w[:] = 0.0
+                w[j] = 1.0
+                support[0] = j
+                n_s = 1
+                break
         w /= w.sum()
         g = B @ w + c
         gap = w @ g - g.min()

@@ -9,7 +9,10 @@ read :data:`HAVE_NUMBA` and :func:`njit` from here instead of each probing on it
 
 from __future__ import annotations
 
+import functools
+import hashlib
 import os
+from pathlib import Path
 
 try:
     if os.environ.get("TORCHFW_DISABLE_NUMBA"):
@@ -21,7 +24,7 @@ except ImportError:  # pragma: no cover - exercised when numba is absent
     numba = None  # type: ignore[assignment]  # optional module: callers test HAVE_NUMBA
     HAVE_NUMBA = False
 
-__all__ = ["HAVE_NUMBA", "numba", "njit"]
+__all__ = ["HAVE_NUMBA", "numba", "njit", "package_digest", "sources_digest"]
 
 
 def njit(fn, *, fastmath: bool = False, fallback: bool = False):
@@ -40,4 +43,38 @@ def njit(fn, *, fastmath: bool = False, fallback: bool = False):
     """
     if not HAVE_NUMBA:
         return fn if fallback else None
-    return numba.njit(cache=True, nogil=True, boundscheck=False, fastmath=fastmath)(fn)
+    dispatcher = numba.njit(cache=True, nogil=True, boundscheck=False, fastmath=fastmath)(fn)
+    _stamp_with_package(dispatcher)
+    return dispatcher
+
+
+def sources_digest(root: Path) -> str:
+    """A digest of the path, size and modification time of every ``.py`` file under ``root``."""
+    h = hashlib.sha1()
+    for path in sorted(root.rglob("*.py")):
+        st = path.stat()
+        h.update(f"{path.relative_to(root)}:{st.st_size}:{st.st_mtime_ns};".encode())
+    return h.hexdigest()
+
+
+@functools.cache
+def package_digest() -> str:
+    """:func:`sources_digest` of the installed torchfw package, computed once per process."""
+    return sources_digest(Path(__file__).resolve().parents[1])
+
+
+def _stamp_with_package(dispatcher, digest: str | None = None) -> None:
+    """Key ``dispatcher``'s on-disk cache to the whole package's sources, not its own file's.
+
+    numba validates a cached kernel against the modification time and size of the file that
+    defines it, but a kernel compiled with ``cache=True`` embeds the compiled code of every
+    function it calls: after an edit of a callee in another module, the cache would go on
+    serving the old callee. Adding :func:`package_digest` to the stamp numba stores in its
+    index makes any change to the package's sources recompile every kernel once. (An install
+    or upgrade writes every file anew, so users see the same behaviour as before; numba
+    versions without this internal attribute keep their own rule.)
+    """
+    cache_file = getattr(getattr(dispatcher, "_cache", None), "_cache_file", None)
+    if cache_file is not None and hasattr(cache_file, "_source_stamp"):
+        cache_file._source_stamp = (cache_file._source_stamp,
+                                    package_digest() if digest is None else digest)
