@@ -223,7 +223,7 @@ def issue_table() -> list[dict]:
                 seconds = time.perf_counter() - t0
             out[lib] = {"seconds": seconds, "accuracy": 100.0 * model.score(Xt, yt)}
             if lib == "torchfw":
-                out[lib].update(n_iter=int(model.n_iter_), converged=bool(
+                out[lib].update(n_iter=int(np.max(model.n_iter_)), converged=bool(
                     model.result_.converged), warned=any(
                     issubclass(w.category, ConvergenceWarning) for w in caught))
         rows.append(out)

@@ -14,7 +14,7 @@ from torch import Tensor
 from ..optimizers.active_set import simplex_qp
 from ..result import Status
 from ..solvers import solver_names
-from ..svm._plan import FitPlan, kernel_dtype, resolve_plan
+from ..svm._plan import FitPlan, feature_dtype, resolve_plan
 from ..svm._start import draw_positions
 from ..svm.estimator import SVC
 from ..svm.kernels import KERNELS, SVMDualOperator, make_kernel
@@ -108,7 +108,7 @@ class DistributedSVC(SVC):
         self._check_params()
         comm = Communicator(self.group)
         device = resolve_device(self.device)
-        kdtype = kernel_dtype(self.dtype)
+        kdtype = feature_dtype(self.dtype)
         self._begin_fit(X)  # the namespace of the attributes, the seed (every rank's the same)
         X = self._validate_X(X, reset=True, device=device, dtype=kdtype)  # SVC's checks
         y = as_labels(y, X.shape[0], estimator=type(self).__name__)

@@ -43,7 +43,7 @@ from ..solvers import make_solver
 from ..utils.estimator import fit_atomically
 from ..utils.progress import bar_shown
 
-__all__ = ["FitPlan", "resolve_plan", "fit_planned", "kernel_dtype", "PROBABILITY_TOL",
+__all__ = ["FitPlan", "resolve_plan", "fit_planned", "feature_dtype", "PROBABILITY_TOL",
            "SMALL_M", "SMALL_TOL", "TOL", "ITERATIONS_PER_EXAMPLE", "NO_LIMIT", "CHECK_EVERY",
            "STREAMING", "LARGE_M", "SAMPLED_SOLVERS", "BATCHED_SOLVERS"]
 
@@ -82,9 +82,11 @@ STREAMING = ("sfw", "msfw")
 BATCHED_SOLVERS = ("fw", "away", "pairwise", "swap", "partan")
 
 
-def kernel_dtype(dtype) -> torch.dtype:
-    """The precision of the kernel values of a fit with ``SVC(dtype=dtype)``: float32 unless
-    given (the one place this is decided; the plan's ``dtype`` is this)."""
+def feature_dtype(dtype) -> torch.dtype:
+    """The precision the features of a fit with ``SVC(dtype=dtype)`` are read in: float32
+    unless given. The kernel's precision starts from it and is raised to float64 only where
+    float32 would round the dual's :math:`1/C` away
+    (:func:`torchfw.svm._kernel_range.kernel_dtype`); the plan's ``dtype`` is that result."""
     return dtype or torch.float32
 
 
@@ -121,7 +123,7 @@ class FitPlan:
     kernel_param : str or callable
         ``SVC(kernel=...)`` as given (names in messages, the float64 RBF's row rule).
     dtype : torch.dtype
-        Precision of the kernel values (:func:`kernel_dtype`).
+        Precision of the kernel values (:func:`torchfw.svm._kernel_range.kernel_dtype`).
     cache_size : float
         Kernel cache in MB, as given (matrices, row caches, column caches).
     sample_size : int or None

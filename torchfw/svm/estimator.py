@@ -60,7 +60,7 @@ from ._multiclass import (
     scatter,
 )
 from ._params import check_params
-from ._plan import kernel_dtype, resolve_plan
+from ._plan import feature_dtype, resolve_plan
 from ._sklearn import SklearnSVCMixin, _class_weights, _svc_weights, _take, _take_object_rows
 from ._state import available_if, from_state, svc_state
 from .kernels import KERNELS, CallableKernel, make_kernel
@@ -135,7 +135,11 @@ class SVC(SklearnSVCMixin, BaseEstimator):
     device : str or torch.device, optional
         Where to train; default: the device of a tensor ``X``, else CPU.
     dtype : torch.dtype, optional
-        Precision of kernel values (default float32); solver state is float64.
+        Precision of kernel values; solver state is float64. By default float32, or float64
+        where float32 would round the dual's :math:`1/C` away next to the largest kernel value
+        (a polynomial kernel on raw features, a very large C:
+        :func:`torchfw.svm._kernel_range.needs_float64`; the features are then the float32
+        values). A given dtype is kept.
     class_weight : dict or "balanced", optional
         Multiply C per class, as in scikit-learn.
     random_state : int, numpy RandomState or Generator, optional
@@ -293,7 +297,7 @@ class SVC(SklearnSVCMixin, BaseEstimator):
         (:func:`torchfw.svm._plan.fit_planned`; empty for :meth:`fit`)."""
         self._check_params()
         device = resolve_device(self.device)
-        kdtype = kernel_dtype(self.dtype)
+        kdtype = feature_dtype(self.dtype)
         self._begin_fit(X)
         objects = None
         if callable(self.kernel) and not _svc_custom.numeric(X):
@@ -335,8 +339,10 @@ class SVC(SklearnSVCMixin, BaseEstimator):
         self.n_features_in_ = n_columns  # precomputed: the training examples K_test must list
         self._gamma = 1.0 if objects is not None else self._resolve_gamma(X)
         self._kernel = self._make_kernel()
-        _kernel_range.check_kernel_range(self, X, kdtype)  # NaN kernels: one-class models
         C_examples = self._example_C(y_encoded, len(classes), sample_weight)
+        kdtype = _kernel_range.kernel_dtype(self, X, C_examples)  # float64 where 1/C needs it
+        X = X.to(kdtype)
+        _kernel_range.check_kernel_range(self, X, kdtype)  # NaN kernels: one-class models
         self.class_weight_ = _class_weights(self.class_weight, y_encoded, classes)
         self.multi_class_ = resolve_scheme(self.multi_class, X.shape[0], len(classes),
                                            self.decision_function_shape)
