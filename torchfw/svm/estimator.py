@@ -402,8 +402,7 @@ class SVC(SklearnSVCMixin, BaseEstimator):
                 results.append(result)
         self._alphas = alphas
         self._check_hard_margin(results)
-        self._set_model(X, [p.labels_over(X.shape[0]) for p in problems], alphas, results,
-                        defer_publish=True)
+        self._set_model(X, problems, alphas, results, defer_publish=True)
         if self._precomputed():  # as scikit-learn: the kernel values stand for the vectors
             self._sv = torch.empty((0, 0), dtype=kdtype, device=X.device)
         if objects is not None:  # the support vectors are the user's own rows
@@ -500,8 +499,9 @@ class SVC(SklearnSVCMixin, BaseEstimator):
 
     def _kernel_scores(self, X: Tensor, sv: Tensor) -> np.ndarray:
         out = []
-        chunk = max(1, int(2**27 // (8 * max(1, sv.shape[0]))))  # ~128 MB kernel blocks
-        coef = self._coef.to(torch.float64)
+        # ~128 MB blocks: the kernel values and what the scores hold besides (one-vs-one: two
+        # values per pair, _scores_from_kernel)
+        chunk = max(1, int(2**27 // (8 * max(1, sv.shape[0] + self._score_columns()))))
         for start in range(0, X.shape[0], chunk):
             rows = torch.arange(start, min(X.shape[0], start + chunk), device=X.device)
             block = take_rows(X, rows)
@@ -512,8 +512,7 @@ class SVC(SklearnSVCMixin, BaseEstimator):
                 # that a row scores the same alone as in a batch (scikit-learn's
                 # check_methods_subset_invariance).
                 block = torch.cat([block, block[:1].expand(8 - n_rows, -1)])
-            K = self._kernel.pairwise(block, sv)[:n_rows].to(torch.float64)
-            out.append(K @ coef.T + self._bias.to(torch.float64))
+            out.append(self._scores_from_kernel(self._kernel.pairwise(block, sv)[:n_rows]))
         scores = _kernel_range.finite_scores(torch.cat(out).cpu().numpy(), self)
         return scores[:, 0] if scores.shape[1] == 1 else scores
 
@@ -588,7 +587,8 @@ class SVC(SklearnSVCMixin, BaseEstimator):
         return KernelSVMHead(self._sv, self._coef, self._bias,
                              kernel=self.kernel, gamma=self._gamma, degree=self.degree,
                              coef0=self.coef0, classes=self.classes_,
-                             multi_class=self._scheme())
+                             multi_class=self._scheme(),
+                             n_support=self.n_support_ if self._packed() else None)
 
     def state_dict(self) -> dict:
         """The fitted model as tensors and plain values (loadable with ``weights_only=True``)."""
