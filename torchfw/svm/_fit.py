@@ -36,6 +36,7 @@ from ..utils.threads import one_thread, parallel_map, workers
 from ._dense import _CONVERGED, _NONFINITE, COUNTERS, VARIANTS, Start, shows_bar, solve
 from ._large import LARGE_M
 from ._matrix import cache_slots, full_source, plain_kernel_matrix, plain_operator, plain_problem
+from ._pairs import solve_small_pairs
 from ._params import iteration_budget
 from ._start import initial_subset
 from ._start import start as start_compiled
@@ -74,12 +75,18 @@ def fit_all(model, X, problems, C_examples, kdtype, previous, rule, gram=None):
     if per_problem or src is None:
         return _fit_one_by_one(model, X, problems, C_examples, kdtype, previous, variant, rule,
                                per_problem)
+    # One-vs-one pairs whose whole solve is one compiled call: in blocks (svm/_pairs.py).
+    with _cancelled_on_error() as stop:
+        small = solve_small_pairs(model, src, problems, previous, inv_c_all, diag_np, variant,
+                                  rule, max_atoms, stop)
     # Every problem reads the shared rows: prepared here in problem order (the random start
     # subsets drawn as on one thread), started and solved on the pool (_start_and_solve: only
     # compiled code and private vectors), finished here in problem order (fallbacks through
     # torch, results, warnings), so the fit is the one-thread fit bit for bit.
     jobs = []
     for k, problem in enumerate(problems):
+        if small is not None and small.done[k]:
+            continue
         rows = problem.rows
         prev = None if previous is None else previous[k]
         alpha0 = prev if rows is None or prev is None else prev[torch.from_numpy(rows)]
@@ -119,6 +126,9 @@ def fit_all(model, X, problems, C_examples, kdtype, previous, rule, gram=None):
             alpha, result = _result(model, start, outcome, elapsed, _matrix_info(src))
         alphas.append(scatter(alpha, rows, m))
         results.append(result)
+    if small is not None:
+        return small.merged({job.k: (a.values, r) for job, a, r in
+                             zip(jobs, alphas, results, strict=True)}, m)
     return alphas, results
 
 

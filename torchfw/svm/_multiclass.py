@@ -27,6 +27,7 @@ import torch
 from torch import Tensor
 
 from ..utils.data import take_rows
+from ..utils.jit import njit
 
 __all__ = ["BinaryProblem", "OverRows", "binary_problems", "class_pairs", "pair_classes",
            "ovo_votes", "ovo_vote", "ovo_to_ovr", "ovo_pair_values", "restrict", "scatter", "resolve_scheme",
@@ -98,12 +99,26 @@ def binary_problems(y_encoded: np.ndarray, n_classes: int, scheme: str) -> list[
     if scheme == "ovr":
         return [BinaryProblem(None, np.where(y_encoded == c, 1.0, -1.0))
                 for c in range(n_classes)]
-    members = [np.flatnonzero(y_encoded == c) for c in range(n_classes)]
-    problems = []
-    for i, j in class_pairs(n_classes):
-        rows = np.sort(np.concatenate([members[i], members[j]]))
-        problems.append(BinaryProblem(rows, np.where(y_encoded[rows] == i, 1.0, -1.0)))
-    return problems
+    # All pairs at once (1,000 classes: 499,500 pairs; a NumPy step per pair took seconds):
+    # each pair's examples are its two classes', in index order.
+    y_encoded = np.asarray(y_encoded, dtype=np.int64)
+    by_class = np.argsort(y_encoded, kind="stable")  # class by class, by index within
+    counts = np.bincount(y_encoded, minlength=n_classes)
+    start = np.concatenate([[0], np.cumsum(counts)])
+    first, second = pair_classes(n_classes)
+    sizes = counts[first] + counts[second]
+    pair = np.repeat(np.arange(first.size), sizes)
+    # position of each entry within its pair: the first class's members, then the second's
+    within = np.arange(pair.size) - np.repeat(np.cumsum(sizes) - sizes, sizes)
+    in_first = within < counts[first][pair]
+    source = np.where(in_first, start[first][pair] + within,
+                      start[second][pair] + within - counts[first][pair])
+    rows = by_class[source]
+    rows = rows[np.lexsort((rows, pair))]  # by index within each pair
+    labels = np.where(y_encoded[rows] == first[pair], 1.0, -1.0)
+    ends = np.cumsum(sizes).tolist()
+    return [BinaryProblem(rows[a:b], labels[a:b])
+            for a, b in zip([0] + ends[:-1], ends, strict=True)]
 
 
 def restrict(X, C_examples, alpha0, rows):
@@ -179,16 +194,18 @@ def _per_class_sums(values: np.ndarray, n_classes: int) -> tuple[np.ndarray, np.
     """
     n = values.shape[0]
     first, second = pair_classes(n_classes)
-    as_first = np.zeros((n, n_classes), dtype=values.dtype)
-    as_second = np.zeros((n, n_classes), dtype=values.dtype)
+    dtype = np.int64 if values.dtype == np.bool_ else values.dtype  # votes: counts
+    as_first = np.zeros((n, n_classes), dtype=dtype)
+    as_second = np.zeros((n, n_classes), dtype=dtype)
     if first.size == 0 or n == 0:
         return as_first, as_second
     starts = np.flatnonzero(np.r_[True, first[1:] != first[:-1]])
-    as_first[:, first[starts]] = np.add.reduceat(values, starts, axis=1)
+    as_first[:, first[starts]] = np.add.reduceat(values, starts, axis=1, dtype=dtype)
     order = np.argsort(second, kind="stable")
     by_second = second[order]
     starts = np.flatnonzero(np.r_[True, by_second[1:] != by_second[:-1]])
-    as_second[:, by_second[starts]] = np.add.reduceat(values[:, order], starts, axis=1)
+    as_second[:, by_second[starts]] = np.add.reduceat(values[:, order], starts, axis=1,
+                                                      dtype=dtype)
     return as_first, as_second
 
 
@@ -202,9 +219,9 @@ def ovo_votes(decision: np.ndarray, n_classes: int, zero_to_first: bool = False)
     """
     decision = np.asarray(decision)
     wins = (decision >= 0) if zero_to_first else (decision > 0)
-    won, _ = _per_class_sums(wins.astype(np.int64), n_classes)
-    _, lost = _per_class_sums((~wins).astype(np.int64), n_classes)
-    return won + lost
+    as_first, as_second = _per_class_sums(wins, n_classes)
+    # class j is second in the j pairs (i, j), i < j, and wins those the first loses
+    return as_first + (np.arange(n_classes) - as_second)
 
 
 def ovo_vote(decision: np.ndarray, n_classes: int) -> np.ndarray:
@@ -227,6 +244,31 @@ def ovo_to_ovr(decision: np.ndarray, n_classes: int) -> np.ndarray:
     return votes + confidence / (3.0 * (np.abs(confidence) + 1.0))
 
 
+def _pair_values_rows(K, packed_t, bounds, intercept, out):
+    """:func:`ovo_pair_values` in compiled code, row by row (LIBSVM's ``svm_predict_values``).
+
+    ``packed_t`` is the packed coefficients transposed, ``(n_SV, k - 1)``; per row, ``G[c, o]``
+    sums class ``c``'s kernel values against row ``o``, then each pair adds two entries.
+    """
+    k = bounds.shape[0] - 1
+    G = np.empty((k, max(k - 1, 1)))
+    for r in range(K.shape[0]):
+        G[:, :] = 0.0
+        for c in range(k):
+            for s in range(bounds[c], bounds[c + 1]):
+                v = K[r, s]
+                for o in range(k - 1):
+                    G[c, o] += v * packed_t[s, o]
+        p = 0
+        for i in range(k):
+            for j in range(i + 1, k):
+                out[r, p] = G[i, j - 1] + G[j, i] + intercept[p]
+                p += 1
+
+
+_pair_values_compiled = njit(_pair_values_rows)
+
+
 def ovo_pair_values(K: Tensor, packed: Tensor, intercept: Tensor, n_support) -> Tensor:
     r"""One-vs-one pair values ``(n, k(k-1)/2)`` from the kernel values ``K`` ``(n, n_SV)``
     between ``n`` rows and all support vectors, in LIBSVM's packed layout.
@@ -242,6 +284,12 @@ def ovo_pair_values(K: Tensor, packed: Tensor, intercept: Tensor, n_support) -> 
     k = len(n_support)
     n = K.shape[0]
     bounds = np.concatenate([[0], np.cumsum(np.asarray(n_support, dtype=np.int64))])
+    if _pair_values_compiled is not None and K.device.type == "cpu":
+        out = np.empty((n, k * (k - 1) // 2))
+        _pair_values_compiled(np.ascontiguousarray(K.to(torch.float64).numpy()),
+                              np.ascontiguousarray(packed.to(torch.float64).numpy().T),
+                              bounds, intercept.to(torch.float64).numpy(), out)
+        return torch.from_numpy(out)
     G = torch.zeros(n, k, k - 1, dtype=K.dtype, device=K.device)
     for c in range(k):
         a, b = int(bounds[c]), int(bounds[c + 1])

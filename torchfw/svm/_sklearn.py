@@ -29,6 +29,7 @@ from ._attrs import (
 )
 from ._kernel_range import finite_margins as _finite_margins
 from ._multiclass import BinaryProblem, OverRows, ovo_pair_values, pair_classes
+from ._pairs import PairAlphas, PairResults
 from .problem import example_C
 
 __all__ = ["SklearnSVCMixin"]
@@ -79,6 +80,20 @@ def _zero_margin_message(C) -> str:
                if np.isinf(float(C)) else ""))
 
 
+def _n_iters(results) -> np.ndarray:
+    """The iterations of every problem's solve (without building a batch's results)."""
+    if isinstance(results, PairResults):
+        return results.n_iters()
+    return np.array([r.n_iter for r in results], dtype=np.int64)
+
+
+def _all_converged(results) -> bool:
+    """Whether every problem met its stopping rule."""
+    if isinstance(results, PairResults):
+        return results.all_converged()
+    return all(r.converged for r in results)
+
+
 class SklearnSVCMixin:
     """What :class:`~torchfw.SVC` shares with scikit-learn's SVC (see the module docstring)."""
 
@@ -103,8 +118,8 @@ class SklearnSVCMixin:
 
     def _check_hard_margin(self, results) -> None:
         """C=inf converges only on data the kernel separates: a clear error otherwise."""
-        if np.isinf(float(self.C)) and not all(r.converged for r in results):
-            worst = max(r.n_iter for r in results)
+        if np.isinf(float(self.C)) and not _all_converged(results):
+            worst = int(_n_iters(results).max())
             raise ValueError(f"C=inf (the hard margin) did not converge in {worst} iterations: "
                              f"the margin is near 0, so the data are not (or barely) separable "
                              f"by this kernel (identical or near-identical examples of "
@@ -153,8 +168,9 @@ class SklearnSVCMixin:
         ``defer_publish``: the caller publishes once it is done).
         """
         # rho = alpha' K~ alpha = 2 f at the alpha the model uses (the tail average if any)
-        rho = np.array([2.0 * (r.value if r.average is None else r.average_value)
-                        for r in results])
+        rho = results.margins() if isinstance(results, PairResults) else \
+            np.array([2.0 * (r.value if r.average is None else r.average_value)
+                      for r in results])
         k = len(self.classes_)
         if k > 2 and self._scheme() == "ovo" and isinstance(problems[0], BinaryProblem):
             support, sv_class, coef, bias = self._ovo_model(problems, alphas, results, rho,
@@ -170,9 +186,9 @@ class SklearnSVCMixin:
         self.result_ = results[0] if len(results) == 1 else results
         # A problem its start already solves (the exact solve on the initial subset) counts
         # one iteration: that solve is the solver's work (scikit-learn's n_iter_ >= 1).
-        self.n_iter_ = np.array([max(1, r.n_iter) for r in results], dtype=np.int32)
+        self.n_iter_ = np.maximum(1, _n_iters(results)).astype(np.int32)
         # scikit-learn's fit_status_: 0 when every problem met its stopping rule, else 1.
-        self.fit_status_ = int(not all(r.converged for r in results))
+        self.fit_status_ = int(not _all_converged(results))
         del self._X_train
         if not defer_publish:
             publish(self)
@@ -220,8 +236,11 @@ class SklearnSVCMixin:
         pair = np.repeat(np.arange(len(problems)), sizes)
         rows = np.concatenate([p.rows for p in problems])
         y = np.concatenate([p.y for p in problems])
-        A = torch.cat([a.values if isinstance(a, OverRows) else a[torch.from_numpy(p.rows)]
-                       for a, p in zip(alphas, problems, strict=True)]).cpu().numpy()
+        if isinstance(alphas, PairAlphas):  # all pairs' vectors in one array already
+            A = alphas.flat
+        else:
+            A = torch.cat([a.values if isinstance(a, OverRows) else a[torch.from_numpy(p.rows)]
+                           for a, p in zip(alphas, problems, strict=True)]).cpu().numpy()
         self._check_margins(A, rho, results)
         cls = np.where(y > 0, first[pair], second[pair])  # the class of each entry's example
         other = np.where(y > 0, second[pair], first[pair])

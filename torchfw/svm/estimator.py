@@ -29,6 +29,7 @@ accuracy against ``tol``, ``benchmarks/svm_small.py`` the small problems behind 
 
 from __future__ import annotations
 
+import functools
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -476,29 +477,37 @@ class SVC(SklearnSVCMixin, BaseEstimator):
         column per class) or, with ``decision_function_shape="ovo"``, ``(n, k(k-1)/2)``: one
         column per pair :math:`(i, j)`, positive for class :math:`i` (see ``multi_class``).
         """
+        if self._scheme() == "ovo" and len(self.classes_) > 2 and \
+                self.decision_function_shape == "ovr":
+            return self._decision_values(X, functools.partial(ovo_to_ovr,
+                                                              n_classes=len(self.classes_)))
         scores = self._decision_values(X)
         self._check_shape(scores)
-        if scores.ndim == 2 and self._scheme() == "ovo" and \
-                self.decision_function_shape == "ovr":
-            return ovo_to_ovr(scores, len(self.classes_))
         return scores
 
-    def _decision_values(self, X) -> np.ndarray:
-        """One column per binary problem (a vector for two classes), on the margin-1 scale."""
+    def _decision_values(self, X, reduce=None) -> np.ndarray:
+        """One column per binary problem (a vector for two classes), on the margin-1 scale.
+
+        ``reduce`` (optional) maps a block of rows' values to what is returned for them (the
+        votes, the per-class columns): the :math:`k(k-1)/2` pair values of all rows are then
+        never held at once (1,000 classes: 4 MB a row).
+        """
         check_is_fitted(self, "_coef")
         if self._precomputed():
-            return _kernel_range.finite_scores(_svc_custom.precomputed_scores(self, X), self)
-        if getattr(self, "_sv_objects", None) is not None:  # a callable kernel, non-numeric X
-            return _kernel_range.finite_scores(_svc_custom.object_scores(self, X), self)
-        sv = self._sv
-        shape = getattr(X, "shape", None)
-        work = shape[0] * shape[1] * sv.shape[0] if shape is not None and len(shape) == 2 \
-            else None
-        with few_threads(X, work, device=sv.device):
-            return self._kernel_scores(self._check_predict_input(X), sv)
+            scores = _kernel_range.finite_scores(_svc_custom.precomputed_scores(self, X), self)
+        elif getattr(self, "_sv_objects", None) is not None:  # a callable kernel, non-numeric X
+            scores = _kernel_range.finite_scores(_svc_custom.object_scores(self, X), self)
+        else:
+            sv = self._sv
+            shape = getattr(X, "shape", None)
+            work = shape[0] * shape[1] * sv.shape[0] if shape is not None and len(shape) == 2 \
+                else None
+            with few_threads(X, work, device=sv.device):
+                return self._kernel_scores(self._check_predict_input(X), sv, reduce)
+        return scores if reduce is None else reduce(scores)
 
-    def _kernel_scores(self, X: Tensor, sv: Tensor) -> np.ndarray:
-        out = []
+    def _kernel_scores(self, X: Tensor, sv: Tensor, reduce=None) -> np.ndarray:
+        out, bad = [], []
         # ~128 MB blocks: the kernel values and what the scores hold besides (one-vs-one: two
         # values per pair, _scores_from_kernel)
         chunk = max(1, int(2**27 // (8 * max(1, sv.shape[0] + self._score_columns()))))
@@ -512,9 +521,17 @@ class SVC(SklearnSVCMixin, BaseEstimator):
                 # that a row scores the same alone as in a batch (scikit-learn's
                 # check_methods_subset_invariance).
                 block = torch.cat([block, block[:1].expand(8 - n_rows, -1)])
-            out.append(self._scores_from_kernel(self._kernel.pairwise(block, sv)[:n_rows]))
-        scores = _kernel_range.finite_scores(torch.cat(out).cpu().numpy(), self)
-        return scores[:, 0] if scores.shape[1] == 1 else scores
+            scores = self._scores_from_kernel(
+                self._kernel.pairwise(block, sv)[:n_rows]).cpu().numpy()
+            wrong = _kernel_range.nonfinite_rows(scores)
+            if wrong.size or bad:  # reported once all rows are scored
+                bad.append(wrong + start)
+                continue
+            scores = scores[:, 0] if scores.shape[1] == 1 else scores
+            out.append(scores if reduce is None else reduce(scores))
+        if bad and np.concatenate(bad).size:
+            raise _kernel_range.nonfinite_error(np.concatenate(bad), X.shape[0], self)
+        return np.concatenate(out)
 
     def _check_predict_input(self, X) -> Tensor:
         sv = self._sv
@@ -529,15 +546,15 @@ class SVC(SklearnSVCMixin, BaseEstimator):
         class index on ties; by confidence with ``break_ties=True``). One-vs-rest: the largest
         decision value.
         """
-        scores = self._decision_values(X)
-        if scores.ndim == 1:
-            return self.classes_[(scores > 0).astype(int)]
-        if self._scheme() == "ovo":
-            k = len(self.classes_)
-            index = np.argmax(ovo_to_ovr(scores, k), axis=1) if self.break_ties else \
-                ovo_vote(scores, k)
+        k = len(self.classes_)
+        if k == 2:
+            return self.classes_[(self._decision_values(X) > 0).astype(int)]
+        if self._scheme() == "ovo":  # votes block by block (no k(k-1)/2 columns for all rows)
+            index = self._decision_values(
+                X, lambda s: np.argmax(ovo_to_ovr(s, k), axis=1) if self.break_ties
+                else ovo_vote(s, k))
             return self.classes_[index]
-        return self.classes_[np.argmax(scores, axis=1)]
+        return self.classes_[np.argmax(self._decision_values(X), axis=1)]
 
     def _has_probability(self) -> bool:
         if not self.probability:
@@ -558,8 +575,9 @@ class SVC(SklearnSVCMixin, BaseEstimator):
         assert self.probB_ is not None  # fitted with probA_
         from ._probability import platt_proba
 
-        return platt_proba(self._decision_values(X), self.probA_, self.probB_,
-                           len(self.classes_), shape=self._scheme())
+        return self._decision_values(X, functools.partial(
+            platt_proba, A=self.probA_, B=self.probB_, n_classes=len(self.classes_),
+            shape=self._scheme()))
 
     @available_if(_has_probability)
     def predict_log_proba(self, X) -> np.ndarray:
