@@ -218,6 +218,12 @@ def ovo_votes(decision: np.ndarray, n_classes: int, zero_to_first: bool = False)
     scikit-learn's ``"ovr"``-shaped ``decision_function``).
     """
     decision = np.asarray(decision)
+    if _votes_compiled is not None and decision.dtype == np.float64:
+        votes = np.zeros((decision.shape[0], n_classes), dtype=np.int64)
+        confidence = np.zeros((decision.shape[0], n_classes))
+        _votes_compiled(np.ascontiguousarray(decision), n_classes, zero_to_first, votes,
+                        confidence)
+        return votes
     wins = (decision >= 0) if zero_to_first else (decision > 0)
     as_first, as_second = _per_class_sums(wins, n_classes)
     # class j is second in the j pairs (i, j), i < j, and wins those the first loses
@@ -238,10 +244,35 @@ def ovo_to_ovr(decision: np.ndarray, n_classes: int) -> np.ndarray:
     one-vs-one SVC).
     """
     decision = np.asarray(decision, dtype=np.float64)
-    as_first, as_second = _per_class_sums(decision, n_classes)
-    confidence = as_first - as_second
-    votes = ovo_votes(decision, n_classes, zero_to_first=True)
+    if _votes_compiled is not None:  # one pass over the pairs, no (n, pairs) temporaries
+        votes = np.zeros((decision.shape[0], n_classes), dtype=np.int64)
+        confidence = np.zeros((decision.shape[0], n_classes))
+        _votes_compiled(np.ascontiguousarray(decision), n_classes, True, votes, confidence)
+    else:
+        as_first, as_second = _per_class_sums(decision, n_classes)
+        confidence = as_first - as_second
+        votes = ovo_votes(decision, n_classes, zero_to_first=True)
     return votes + confidence / (3.0 * (np.abs(confidence) + 1.0))
+
+
+def _votes_rows(decision, n_classes, zero_to_first, votes, confidence):
+    """Votes and summed confidences of pair values, pair after pair (:func:`ovo_votes`,
+    :func:`ovo_to_ovr`): one pass, in compiled code (1,000 classes: 499,500 pairs a row)."""
+    for r in range(decision.shape[0]):
+        p = 0
+        for i in range(n_classes):
+            for j in range(i + 1, n_classes):
+                f = decision[r, p]
+                if f > 0.0 or (zero_to_first and f == 0.0):
+                    votes[r, i] += 1
+                else:
+                    votes[r, j] += 1
+                confidence[r, i] += f
+                confidence[r, j] -= f
+                p += 1
+
+
+_votes_compiled = njit(_votes_rows)
 
 
 def _pair_values_rows(K, packed_t, bounds, intercept, out):

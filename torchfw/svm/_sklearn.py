@@ -28,7 +28,13 @@ from ._attrs import (
     unpack_ovo,
 )
 from ._kernel_range import finite_margins as _finite_margins
-from ._multiclass import BinaryProblem, OverRows, ovo_pair_values, pair_classes
+from ._multiclass import (
+    BinaryProblem,
+    OverRows,
+    _pair_values_compiled,
+    ovo_pair_values,
+    pair_classes,
+)
 from ._pairs import PairAlphas, PairResults
 from .problem import example_C
 
@@ -280,7 +286,11 @@ class SklearnSVCMixin:
         """Float64 numbers per test row that :meth:`_scores_from_kernel` holds besides ``K``
         (to size the blocks of rows scored at a time)."""
         k = len(self.classes_)
-        return k * (k - 1) + k * (k - 1) // 2 if self._packed() else self._bias.shape[0]
+        if not self._packed():
+            return self._bias.shape[0]
+        # the pair values, and the torch path's class sums (k, k - 1) where not compiled
+        compiled = self._sv.device.type == "cpu" and _pair_values_compiled is not None
+        return k * (k - 1) // 2 + (0 if compiled else k * (k - 1))
 
     # -- scikit-learn's attributes ---------------------------------------------------------------
 
