@@ -78,7 +78,7 @@ def fit_all(model, X, problems, C_examples, kdtype, previous, rule, gram=None):
     # One-vs-one pairs whose whole solve is one compiled call: in blocks (svm/_pairs.py).
     with _cancelled_on_error() as stop:
         small = solve_small_pairs(model, src, problems, previous, inv_c_all, diag_np, variant,
-                                  rule, max_atoms, stop)
+                                  rule, max_atoms, stop, PARALLEL_WORK)
     # Every problem reads the shared rows: prepared here in problem order (the random start
     # subsets drawn as on one thread), started and solved on the pool (_start_and_solve: only
     # compiled code and private vectors), finished here in problem order (fallbacks through

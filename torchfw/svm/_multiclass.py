@@ -30,8 +30,8 @@ from ..utils.data import take_rows
 from ..utils.jit import njit
 
 __all__ = ["BinaryProblem", "OverRows", "binary_problems", "class_pairs", "pair_classes",
-           "ovo_votes", "ovo_vote", "ovo_to_ovr", "ovo_pair_values", "restrict", "scatter", "resolve_scheme",
-           "MULTI_CLASS", "OVO_FROM"]
+           "ovo_votes", "ovo_vote", "ovo_to_ovr", "ovo_pair_values", "restrict", "scatter",
+           "resolve_scheme", "MULTI_CLASS", "OVO_FROM"]
 
 #: Accepted values of ``SVC(multi_class=...)``.
 MULTI_CLASS = ("auto", "ovr", "ovo")
@@ -275,6 +275,12 @@ def _votes_rows(decision, n_classes, zero_to_first, votes, confidence):
 _votes_compiled = njit(_votes_rows)
 
 
+def packed_rows(packed: Tensor) -> np.ndarray:
+    """The packed coefficients ``(k - 1, n_SV)`` as the compiled :func:`ovo_pair_values` reads
+    them: transposed, contiguous, float64 (made once per prediction, not per block)."""
+    return np.ascontiguousarray(packed.detach().cpu().to(torch.float64).numpy().T)
+
+
 def _pair_values_rows(K, packed_t, bounds, intercept, out):
     """:func:`ovo_pair_values` in compiled code, row by row (LIBSVM's ``svm_predict_values``).
 
@@ -300,7 +306,8 @@ def _pair_values_rows(K, packed_t, bounds, intercept, out):
 _pair_values_compiled = njit(_pair_values_rows)
 
 
-def ovo_pair_values(K: Tensor, packed: Tensor, intercept: Tensor, n_support) -> Tensor:
+def ovo_pair_values(K: Tensor, packed: Tensor, intercept: Tensor, n_support,
+                    packed_t: np.ndarray | None = None) -> Tensor:
     r"""One-vs-one pair values ``(n, k(k-1)/2)`` from the kernel values ``K`` ``(n, n_SV)``
     between ``n`` rows and all support vectors, in LIBSVM's packed layout.
 
@@ -311,6 +318,8 @@ def ovo_pair_values(K: Tensor, packed: Tensor, intercept: Tensor, n_support) -> 
     ``K`` is computed once for all pairs; each class's block of columns meets ``packed`` in
     one product :math:`G_c = K_{\cdot, s \in c}\, eta_{\cdot, s \in c}^	op` ``(n, k-1)``,
     and each pair adds two entries of :math:`G`: no row per pair over all support vectors.
+    On the CPU with numba, row by row in compiled code from ``packed_t``, ``packed``
+    transposed as a contiguous float64 array (:func:`packed_rows`; made here if None).
     """
     k = len(n_support)
     n = K.shape[0]
@@ -318,7 +327,7 @@ def ovo_pair_values(K: Tensor, packed: Tensor, intercept: Tensor, n_support) -> 
     if _pair_values_compiled is not None and K.device.type == "cpu":
         out = np.empty((n, k * (k - 1) // 2))
         _pair_values_compiled(np.ascontiguousarray(K.to(torch.float64).numpy()),
-                              np.ascontiguousarray(packed.to(torch.float64).numpy().T),
+                              packed_rows(packed) if packed_t is None else packed_t,
                               bounds, intercept.to(torch.float64).numpy(), out)
         return torch.from_numpy(out)
     G = torch.zeros(n, k, k - 1, dtype=K.dtype, device=K.device)

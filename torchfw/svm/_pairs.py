@@ -143,13 +143,14 @@ class SmallPairs:
 
 
 def solve_small_pairs(model, src, problems, previous, inv_c_all, diag_np, variant, rule,
-                      max_atoms, stop) -> SmallPairs | None:
+                      max_atoms, stop, parallel_work: float) -> SmallPairs | None:
     """Solve the one-vs-one ``problems`` whose whole solve is one compiled chunk, in blocks.
 
     ``src`` is the row source shared by all problems (:mod:`torchfw.svm._matrix`),
     ``inv_c_all`` and ``diag_np`` its examples' :math:`1/C_i` and :math:`K_{ii} + 1 + 1/C_i`,
     ``rule`` the stopping rule ``(tol, rtol, check_every)``, ``stop`` an event that ends the
-    blocks (a cancelled fit). None when no pair qualifies (or without numba, or with a warm
+    blocks (a cancelled fit), ``parallel_work`` the work from which the blocks run on threads
+    (:data:`torchfw.svm._fit.PARALLEL_WORK`). None when no pair qualifies (or without numba, or with a warm
     start: those pairs are started from their previous solution one by one). A pair qualifies
     when its iteration budget is below its first chunk (:func:`torchfw.svm._dense.solve`):
     its solve then is one compiled call, which the block makes as the one-by-one path would.
@@ -183,7 +184,7 @@ def solve_small_pairs(model, src, problems, previous, inv_c_all, diag_np, varian
               if b.size]
     threads = 1 if src[1] is not None else \
         workers(len(blocks), float((sizes[small].astype(np.float64) ** 2).sum()),
-                _fit_parallel_work())
+                parallel_work)
     w = np.zeros(int(offsets[-1]))
     out = np.zeros((len(problems), 6))
     inv_c, diag = inv_c_all[rows], diag_np[rows]
@@ -206,12 +207,6 @@ def solve_small_pairs(model, src, problems, previous, inv_c_all, diag_np, varian
     done = out[:, _OK] > 0
     _warn_max_iter(model, out[done])
     return SmallPairs(problems, w, offsets, out, done, elapsed, int(src[0].nbytes))
-
-
-def _fit_parallel_work() -> float:
-    from ._fit import PARALLEL_WORK
-
-    return PARALLEL_WORK
 
 
 def _warn_max_iter(model, out: np.ndarray) -> None:
@@ -240,7 +235,7 @@ class PairAlphas(Sequence):
     def __len__(self) -> int:
         return len(self.problems)
 
-    def __getitem__(self, k):  # type: ignore[override]
+    def __getitem__(self, k):
         if isinstance(k, slice):
             return [self[i] for i in range(*k.indices(len(self)))]
         a, b = self.offsets[k], self.offsets[k + 1]
@@ -263,7 +258,7 @@ class PairResults(Sequence):
     def __len__(self) -> int:
         return self.out.shape[0]
 
-    def __getitem__(self, k):  # type: ignore[override]
+    def __getitem__(self, k):
         if isinstance(k, slice):
             return [self[i] for i in range(*k.indices(len(self)))]
         k = int(k)

@@ -273,13 +273,14 @@ class SklearnSVCMixin:
         """Whether the coefficients are LIBSVM's packed one-vs-one rows ``(k - 1, n_SV)``."""
         return len(self.classes_) > 2 and self._scheme() == "ovo"
 
-    def _scores_from_kernel(self, K: Tensor) -> Tensor:
+    def _scores_from_kernel(self, K: Tensor, packed_t=None) -> Tensor:
         """Decision values ``(n, n_problems)`` from the kernel values ``K`` ``(n, n_SV)``
-        between ``n`` rows and the support vectors (float64)."""
+        between ``n`` rows and the support vectors (float64); ``packed_t``: the packed
+        coefficients as :func:`~torchfw.svm._multiclass.packed_rows` gives them, if made."""
         coef = self._coef.to(device=K.device, dtype=torch.float64)
         bias = self._bias.to(device=K.device, dtype=torch.float64)
         if self._packed():
-            return ovo_pair_values(K.to(torch.float64), coef, bias, self.n_support_)
+            return ovo_pair_values(K.to(torch.float64), coef, bias, self.n_support_, packed_t)
         return K.to(torch.float64) @ coef.T + bias
 
     def _score_columns(self) -> int:

@@ -57,6 +57,7 @@ from ._multiclass import (
     binary_problems,
     ovo_to_ovr,
     ovo_vote,
+    packed_rows,
     resolve_scheme,
     restrict,
     scatter,
@@ -507,10 +508,14 @@ class SVC(SklearnSVCMixin, BaseEstimator):
         return scores if reduce is None else reduce(scores)
 
     def _kernel_scores(self, X: Tensor, sv: Tensor, reduce=None) -> np.ndarray:
-        out, bad = [], []
-        # ~128 MB blocks: the kernel values and what the scores hold besides (one-vs-one: two
-        # values per pair, _scores_from_kernel)
-        chunk = max(1, int(2**27 // (8 * max(1, sv.shape[0] + self._score_columns()))))
+        out: list[np.ndarray] = []
+        bad: list[np.ndarray] = []
+        # ~128 MB blocks: the kernel values and what the scores hold besides; 32 MB for
+        # one-vs-one's pair values, which are reduced block by block (votes, class columns)
+        budget = 2**25 if self._packed() else 2**27
+        chunk = max(1, int(budget // (8 * max(1, sv.shape[0] + self._score_columns()))))
+        packed_t = packed_rows(self._coef) if self._packed() and sv.device.type == "cpu" \
+            else None
         for start in range(0, X.shape[0], chunk):
             rows = torch.arange(start, min(X.shape[0], start + chunk), device=X.device)
             block = take_rows(X, rows)
@@ -522,7 +527,7 @@ class SVC(SklearnSVCMixin, BaseEstimator):
                 # check_methods_subset_invariance).
                 block = torch.cat([block, block[:1].expand(8 - n_rows, -1)])
             scores = self._scores_from_kernel(
-                self._kernel.pairwise(block, sv)[:n_rows]).cpu().numpy()
+                self._kernel.pairwise(block, sv)[:n_rows], packed_t).cpu().numpy()
             wrong = _kernel_range.nonfinite_rows(scores)
             if wrong.size or bad:  # reported once all rows are scored
                 bad.append(wrong + start)
