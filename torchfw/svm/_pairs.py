@@ -34,7 +34,7 @@ from ..utils.jit import njit
 from ..utils.threads import parallel_map, workers
 from . import _dense as _svc_dense
 from . import _start as _svc_start
-from ._multiclass import OverRows
+from ._multiclass import OverRows, PairProblems
 from ._params import iteration_budget
 
 __all__ = ["solve_small_pairs", "SmallPairs", "PairAlphas", "PairResults", "BLOCK_WORK"]
@@ -156,11 +156,11 @@ def solve_small_pairs(model, src, problems, previous, inv_c_all, diag_np, varian
     its solve then is one compiled call, which the block makes as the one-by-one path would.
     """
     if _solve_block_compiled is None or previous is not None or not problems or \
-            any(p.rows is None for p in problems):
+            not isinstance(problems, PairProblems) and any(p.rows is None for p in problems):
         return None
     tol, rtol, check_every = rule
-    sizes = np.fromiter((p.rows.shape[0] for p in problems), dtype=np.int64,
-                        count=len(problems))
+    sizes = problems.sizes if isinstance(problems, PairProblems) else \
+        np.fromiter((p.rows.shape[0] for p in problems), dtype=np.int64, count=len(problems))
     distinct = np.unique(sizes)
     budget_of = {int(n): iteration_budget(model, int(n)) for n in distinct}
     chunk_of = {int(n): _first_chunk(int(n), check_every) for n in distinct}
@@ -169,9 +169,12 @@ def solve_small_pairs(model, src, problems, previous, inv_c_all, diag_np, varian
     small = np.flatnonzero(budgets < chunks)
     if small.size == 0:
         return None
-    offsets = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
-    rows = np.concatenate([p.rows for p in problems]).astype(np.int64)
-    y_pm = np.concatenate([p.y for p in problems]).astype(np.float64)
+    if isinstance(problems, PairProblems):  # the pairs' arrays as they are
+        offsets, rows, y_pm = problems.offsets, problems.rows, problems.y
+    else:
+        offsets = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
+        rows = np.concatenate([p.rows for p in problems]).astype(np.int64)
+        y_pm = np.concatenate([p.y for p in problems]).astype(np.float64)
     y = y_pm.astype(src[0].dtype)
     # problem k's seed is the fit's plus k (SVC._problem_seed)
     seeds = (model._problem_seed(0) + np.arange(len(problems), dtype=np.int64)) % 2**32

@@ -31,6 +31,7 @@ from ._kernel_range import finite_margins as _finite_margins
 from ._multiclass import (
     BinaryProblem,
     OverRows,
+    PairProblems,
     _pair_values_compiled,
     ovo_pair_values,
     pair_classes,
@@ -178,7 +179,8 @@ class SklearnSVCMixin:
             np.array([2.0 * (r.value if r.average is None else r.average_value)
                       for r in results])
         k = len(self.classes_)
-        if k > 2 and self._scheme() == "ovo" and isinstance(problems[0], BinaryProblem):
+        if k > 2 and self._scheme() == "ovo" and (isinstance(problems, PairProblems)
+                                                  or isinstance(problems[0], BinaryProblem)):
             support, sv_class, coef, bias = self._ovo_model(problems, alphas, results, rho,
                                                             X.shape[0])
         else:
@@ -237,11 +239,14 @@ class SklearnSVCMixin:
         """
         k = len(self.classes_)
         first, second = pair_classes(k)
-        sizes = np.fromiter((p.rows.shape[0] for p in problems), dtype=np.int64,
-                            count=len(problems))
+        if isinstance(problems, PairProblems):  # the pairs' arrays as they are
+            sizes, rows, y = problems.sizes, problems.rows, problems.y
+        else:
+            sizes = np.fromiter((p.rows.shape[0] for p in problems), dtype=np.int64,
+                                count=len(problems))
+            rows = np.concatenate([p.rows for p in problems])
+            y = np.concatenate([p.y for p in problems])
         pair = np.repeat(np.arange(len(problems)), sizes)
-        rows = np.concatenate([p.rows for p in problems])
-        y = np.concatenate([p.y for p in problems])
         if isinstance(alphas, PairAlphas):  # all pairs' vectors in one array already
             A = alphas.flat
         else:
