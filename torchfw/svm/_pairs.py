@@ -66,7 +66,12 @@ def _solve_block(P, cache, rows, offsets, y, y_pm, inv_c, diag, seeds, budgets, 
         r = rows[a:b]
         yp = y[a:b]
         ic = inv_c[a:b]
-        subset = _subset_in(y_pm[a:b], n_init, seeds[p])
+        if n <= n_init:
+            # the draw takes every example (both classes in full), in order: no generator
+            # to seed (numba's Mersenne Twister, 624 words, reseeded for every pair)
+            subset = np.arange(n)
+        else:
+            subset = _subset_in(y_pm[a:b], n_init, seeds[p])
         w = np.zeros(n)
         s = np.empty(n)
         if keep_previous:
