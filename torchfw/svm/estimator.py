@@ -478,6 +478,7 @@ class SVC(SklearnSVCMixin, BaseEstimator):
         column per class) or, with ``decision_function_shape="ovo"``, ``(n, k(k-1)/2)``: one
         column per pair :math:`(i, j)`, positive for class :math:`i` (see ``multi_class``).
         """
+        check_is_fitted(self, "_coef")
         if self._scheme() == "ovo" and len(self.classes_) > 2 and \
                 self.decision_function_shape == "ovr":
             return self._decision_values(X, functools.partial(ovo_to_ovr,
@@ -551,6 +552,7 @@ class SVC(SklearnSVCMixin, BaseEstimator):
         class index on ties; by confidence with ``break_ties=True``). One-vs-rest: the largest
         decision value.
         """
+        check_is_fitted(self, "_coef")
         k = len(self.classes_)
         if k == 2:
             return self.classes_[(self._decision_values(X) > 0).astype(int)]
