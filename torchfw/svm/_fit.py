@@ -36,6 +36,7 @@ from ..utils.threads import one_thread, parallel_map, workers
 from ._dense import _CONVERGED, _NONFINITE, COUNTERS, VARIANTS, Start, shows_bar, solve
 from ._large import LARGE_M
 from ._matrix import cache_slots, full_source, plain_kernel_matrix, plain_operator, plain_problem
+from ._multiclass import pair_sizes
 from ._pairs import solve_small_pairs
 from ._params import iteration_budget
 from ._start import initial_subset
@@ -84,9 +85,8 @@ def fit_all(model, X, problems, C_examples, kdtype, previous, rule, gram=None):
     # compiled code and private vectors), finished here in problem order (fallbacks through
     # torch, results, warnings), so the fit is the one-thread fit bit for bit.
     jobs = []
-    for k, problem in enumerate(problems):
-        if small is not None and small.done[k]:
-            continue
+    for k in range(len(problems)) if small is None else np.flatnonzero(~small.done).tolist():
+        problem = problems[k]
         rows = problem.rows
         prev = None if previous is None else previous[k]
         alpha0 = prev if rows is None or prev is None else prev[torch.from_numpy(rows)]
@@ -406,8 +406,9 @@ def dense_budget_ok(model, X, problems=None) -> bool:
     if model.sample_size is not None or model.time_limit is not None or shows_bar(model):
         return False
     n = X.shape[0]
-    if problems and all(p.rows is not None for p in problems):
-        return _fits(model, max(p.rows.shape[0] for p in problems))
+    sizes = pair_sizes(problems) if problems else None
+    if sizes is not None:
+        return _fits(model, int(sizes.max()))
     if _fits(model, n):
         return True
     f64 = model.dtype == torch.float64

@@ -30,7 +30,8 @@ from torch import Tensor
 from ..utils.data import take_rows
 from ..utils.jit import njit
 
-__all__ = ["BinaryProblem", "PairProblems", "OverRows", "binary_problems", "class_pairs", "pair_classes",
+__all__ = ["BinaryProblem", "PairProblems", "OverRows", "binary_problems", "class_pairs",
+           "pair_classes", "pair_sizes",
            "ovo_votes", "ovo_vote", "ovo_to_ovr", "ovo_pair_values", "restrict", "scatter",
            "resolve_scheme", "MULTI_CLASS", "OVO_FROM"]
 
@@ -82,6 +83,16 @@ class BinaryProblem(NamedTuple):
         full = np.zeros(m)
         full[self.rows] = self.y
         return full
+
+
+def pair_sizes(problems) -> np.ndarray | None:
+    """The number of examples of each problem, or None when one spans all examples (binary,
+    one-vs-rest): without a Python step per pair for :class:`PairProblems`."""
+    if isinstance(problems, PairProblems):
+        return problems.sizes
+    if any(p.rows is None for p in problems):
+        return None
+    return np.array([p.rows.shape[0] for p in problems], dtype=np.int64)
 
 
 def class_pairs(n_classes: int) -> list[tuple[int, int]]:

@@ -166,11 +166,11 @@ def solve_small_pairs(model, src, problems, previous, inv_c_all, diag_np, varian
     tol, rtol, check_every = rule
     sizes = problems.sizes if isinstance(problems, PairProblems) else \
         np.fromiter((p.rows.shape[0] for p in problems), dtype=np.int64, count=len(problems))
-    distinct = np.unique(sizes)
-    budget_of = {int(n): iteration_budget(model, int(n)) for n in distinct}
-    chunk_of = {int(n): _first_chunk(int(n), check_every) for n in distinct}
-    budgets = np.array([budget_of[int(n)] for n in sizes], dtype=np.int64)
-    chunks = np.array([chunk_of[int(n)] for n in sizes], dtype=np.int64)
+    distinct, which = np.unique(sizes, return_inverse=True)
+    budgets = np.array([iteration_budget(model, int(n)) for n in distinct],
+                       dtype=np.int64)[which]
+    chunks = np.array([_first_chunk(int(n), check_every) for n in distinct],
+                      dtype=np.int64)[which]
     small = np.flatnonzero(budgets < chunks)
     if small.size == 0:
         return None
