@@ -32,7 +32,8 @@ from ..utils.jit import njit
 
 __all__ = ["BinaryProblem", "PairProblems", "OverRows", "binary_problems", "class_pairs",
            "pair_classes", "pair_sizes",
-           "ovo_votes", "ovo_vote", "ovo_to_ovr", "ovo_pair_values", "restrict", "scatter",
+           "ovo_votes", "ovo_vote", "ovo_to_ovr", "ovo_pair_values", "PairVotes",
+           "squash_confidence", "restrict", "scatter",
            "resolve_scheme", "MULTI_CLASS", "OVO_FROM"]
 
 #: Accepted values of ``SVC(multi_class=...)``.
@@ -279,6 +280,52 @@ def ovo_vote(decision: np.ndarray, n_classes: int) -> np.ndarray:
     return np.argmax(ovo_votes(decision, n_classes), axis=1)  # argmax takes the first maximum
 
 
+class PairVotes:
+    """A reduction of one-vs-one pair values to one output per row, from the votes and the
+    summed confidences (:func:`ovo_votes`, :func:`ovo_to_ovr`): ``finish(votes, confidence)``.
+
+    Called on pair values ``(n, k(k-1)/2)`` it reduces them; :meth:`from_kernel` makes the
+    values and reduces them in one compiled pass, never storing them (``None`` where that
+    pass is not available: no numba, or a tensor off the CPU).
+    """
+
+    def __init__(self, n_classes: int, zero_to_first: bool, finish):
+        self.n_classes, self.zero_to_first, self.finish = n_classes, zero_to_first, finish
+
+    def __call__(self, decision: np.ndarray) -> np.ndarray:
+        decision = np.asarray(decision, dtype=np.float64)
+        votes = np.zeros((decision.shape[0], self.n_classes), dtype=np.int64)
+        confidence = np.zeros((decision.shape[0], self.n_classes))
+        if _votes_compiled is not None:
+            _votes_compiled(np.ascontiguousarray(decision), self.n_classes, self.zero_to_first,
+                            votes, confidence)
+        else:
+            votes = ovo_votes(decision, self.n_classes, self.zero_to_first)
+            as_first, as_second = _per_class_sums(decision, self.n_classes)
+            confidence = as_first - as_second
+        return self.finish(votes, confidence)
+
+    def from_kernel(self, K: Tensor, packed_t: np.ndarray | None, intercept: Tensor,
+                    n_support) -> tuple[np.ndarray, np.ndarray] | None:
+        """``(output, finite rows)`` of the kernel values ``K`` ``(n, n_SV)``, or None."""
+        if _pair_votes_compiled is None or packed_t is None or K.device.type != "cpu":
+            return None
+        n = K.shape[0]
+        bounds = np.concatenate([[0], np.cumsum(np.asarray(n_support, dtype=np.int64))])
+        votes = np.zeros((n, self.n_classes), dtype=np.int64)
+        confidence = np.zeros((n, self.n_classes))
+        finite = np.ones(n, dtype=np.bool_)
+        _pair_votes_compiled(np.ascontiguousarray(K.to(torch.float64).numpy()), packed_t,
+                             bounds, intercept.detach().cpu().to(torch.float64).numpy(),
+                             self.zero_to_first, votes, confidence, finite)
+        return self.finish(votes, confidence), finite
+
+
+def squash_confidence(votes: np.ndarray, confidence: np.ndarray) -> np.ndarray:
+    """:func:`ovo_to_ovr`'s columns from votes and summed confidences."""
+    return votes + confidence / (3.0 * (np.abs(confidence) + 1.0))
+
+
 def ovo_to_ovr(decision: np.ndarray, n_classes: int) -> np.ndarray:
     r"""One column per class from pair values: votes plus confidences in :math:`(-1/3, 1/3)`.
 
@@ -325,6 +372,17 @@ def packed_rows(packed: Tensor) -> np.ndarray:
     return np.ascontiguousarray(packed.detach().cpu().to(torch.float64).numpy().T)
 
 
+def _class_sums(K, r, packed_t, bounds, G):
+    """``G[c, o]``: class ``c``'s kernel values of row ``r`` against packed row ``o``."""
+    k = bounds.shape[0] - 1
+    G[:, :] = 0.0
+    for c in range(k):
+        for s in range(bounds[c], bounds[c + 1]):
+            v = K[r, s]
+            for o in range(k - 1):
+                G[c, o] += v * packed_t[s, o]
+
+
 def _pair_values_rows(K, packed_t, bounds, intercept, out):
     """:func:`ovo_pair_values` in compiled code, row by row (LIBSVM's ``svm_predict_values``).
 
@@ -334,12 +392,7 @@ def _pair_values_rows(K, packed_t, bounds, intercept, out):
     k = bounds.shape[0] - 1
     G = np.empty((k, max(k - 1, 1)))
     for r in range(K.shape[0]):
-        G[:, :] = 0.0
-        for c in range(k):
-            for s in range(bounds[c], bounds[c + 1]):
-                v = K[r, s]
-                for o in range(k - 1):
-                    G[c, o] += v * packed_t[s, o]
+        _class_sums_in(K, r, packed_t, bounds, G)
         p = 0
         for i in range(k):
             for j in range(i + 1, k):
@@ -347,6 +400,33 @@ def _pair_values_rows(K, packed_t, bounds, intercept, out):
                 p += 1
 
 
+def _pair_votes_rows(K, packed_t, bounds, intercept, zero_to_first, votes, confidence,
+                     finite):
+    """:func:`_pair_values_rows` and :func:`_votes_rows` in one pass: each pair's value is
+    voted and summed as it is made, never stored (``finite[r]``: row ``r``'s were finite)."""
+    k = bounds.shape[0] - 1
+    G = np.empty((k, max(k - 1, 1)))
+    for r in range(K.shape[0]):
+        _class_sums_in(K, r, packed_t, bounds, G)
+        ok = True
+        p = 0
+        for i in range(k):
+            for j in range(i + 1, k):
+                f = G[i, j - 1] + G[j, i] + intercept[p]
+                if not np.isfinite(f):
+                    ok = False
+                if f > 0.0 or (zero_to_first and f == 0.0):
+                    votes[r, i] += 1
+                else:
+                    votes[r, j] += 1
+                confidence[r, i] += f
+                confidence[r, j] -= f
+                p += 1
+        finite[r] = ok
+
+
+_class_sums_in = njit(_class_sums)  # the callee, by global name
+_pair_votes_compiled = njit(_pair_votes_rows)
 _pair_values_compiled = njit(_pair_values_rows)
 
 

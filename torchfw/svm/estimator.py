@@ -54,13 +54,13 @@ from . import _fit as _svc_fit
 from . import _kernel_range
 from ._attrs import publish
 from ._multiclass import (
+    PairVotes,
     binary_problems,
-    ovo_to_ovr,
-    ovo_vote,
     packed_rows,
     resolve_scheme,
     restrict,
     scatter,
+    squash_confidence,
 )
 from ._params import check_params
 from ._sklearn import SklearnSVCMixin, _class_weights, _svc_weights, _take, _take_object_rows
@@ -481,8 +481,8 @@ class SVC(SklearnSVCMixin, BaseEstimator):
         check_is_fitted(self, "_coef")
         if self._scheme() == "ovo" and len(self.classes_) > 2 and \
                 self.decision_function_shape == "ovr":
-            return self._decision_values(X, functools.partial(ovo_to_ovr,
-                                                              n_classes=len(self.classes_)))
+            return self._decision_values(X, PairVotes(len(self.classes_), True,
+                                                      squash_confidence))
         scores = self._decision_values(X)
         self._check_shape(scores)
         return scores
@@ -527,8 +527,17 @@ class SVC(SklearnSVCMixin, BaseEstimator):
                 # that a row scores the same alone as in a batch (scikit-learn's
                 # check_methods_subset_invariance).
                 block = torch.cat([block, block[:1].expand(8 - n_rows, -1)])
-            scores = self._scores_from_kernel(
-                self._kernel.pairwise(block, sv)[:n_rows], packed_t).cpu().numpy()
+            K = self._kernel.pairwise(block, sv)[:n_rows]
+            fused = reduce.from_kernel(K, packed_t, self._bias, self.n_support_) \
+                if isinstance(reduce, PairVotes) else None
+            if fused is not None:  # votes as the pair values are made (none stored)
+                wrong = np.flatnonzero(~fused[1])
+                if wrong.size or bad:
+                    bad.append(wrong + start)
+                else:
+                    out.append(fused[0])
+                continue
+            scores = self._scores_from_kernel(K, packed_t).cpu().numpy()
             wrong = _kernel_range.nonfinite_rows(scores)
             if wrong.size or bad:  # reported once all rows are scored
                 bad.append(wrong + start)
@@ -557,9 +566,11 @@ class SVC(SklearnSVCMixin, BaseEstimator):
         if k == 2:
             return self.classes_[(self._decision_values(X) > 0).astype(int)]
         if self._scheme() == "ovo":  # votes block by block (no k(k-1)/2 columns for all rows)
-            index = self._decision_values(
-                X, lambda s: np.argmax(ovo_to_ovr(s, k), axis=1) if self.break_ties
-                else ovo_vote(s, k))
+            # LIBSVM's vote (ties to the lowest index: argmax takes the first maximum), or
+            # scikit-learn's break_ties (the argmax of the "ovr"-shaped columns)
+            index = self._decision_values(X, PairVotes(
+                k, bool(self.break_ties), (lambda v, c: np.argmax(squash_confidence(v, c), 1))
+                if self.break_ties else (lambda v, c: np.argmax(v, axis=1))))
             return self.classes_[index]
         return self.classes_[np.argmax(self._decision_values(X), axis=1)]
 
