@@ -41,12 +41,21 @@ class KernelSVMHead(nn.Module):
     Parameters
     ----------
     support_vectors : Tensor of shape (n_SV, d)
-    dual_coef : Tensor of shape (k, n_SV)
-        :math:`\beta_{ci}`; ``k = 1`` for a binary model.
+    dual_coef : Tensor of shape (k, n_SV) or (n_classes - 1, n_SV)
+        :math:`\beta_{ci}`; ``k = 1`` for a binary model, one row per class (one-vs-rest) or
+        per pair (one-vs-one). With ``n_support``, a one-vs-one model's LIBSVM packed layout
+        (an SVC's ``dual_coef_``, see :mod:`torchfw.svm._attrs`).
     intercept : Tensor of shape (k,)
+        One per row, or one per pair :math:`(0, 1), (0, 2), \dots` for the packed layout.
     kernel : {"rbf", "linear", "poly", "sigmoid"}
     multi_class : {"ovr", "ovo"}, default "ovr"
         How the rows of ``dual_coef`` combine into classes (see :class:`torchfw.SVC`).
+    n_support : sequence of int, optional
+        One-vs-one only: the number of support vectors of each class (listed class by class),
+        which says that ``dual_coef`` is packed. Pair :math:`(i, j)`'s value then sums class
+        :math:`i`'s block of kernel values against row :math:`j - 1` and class :math:`j`'s
+        against row :math:`i`, as LIBSVM's ``svm_predict_values``: the head holds
+        :math:`(k - 1) n_{SV}` coefficients, not :math:`k(k-1)/2 \cdot n_{SV}`.
     gamma, degree, coef0 : kernel parameters
     classes : sequence of numbers or strings, optional
         The labels :meth:`predict_index` indexes (the estimator's ``classes_``).
@@ -70,7 +79,7 @@ class KernelSVMHead(nn.Module):
 
     def __init__(self, support_vectors: Tensor, dual_coef: Tensor, intercept: Tensor,
                  kernel: str = "rbf", gamma: float = 1.0, degree: int = 3, coef0: float = 0.0,
-                 classes=None, multi_class: str = "ovr"):
+                 classes=None, multi_class: str = "ovr", n_support=None):
         super().__init__()
         if multi_class not in ("ovr", "ovo"):
             raise ValueError(f"multi_class must be 'ovr' or 'ovo', got {multi_class!r}")
@@ -96,22 +105,48 @@ class KernelSVMHead(nn.Module):
         self.binary = dual_coef.shape[0] == 1
         n_rows = dual_coef.shape[0]
         self.one_vs_one = multi_class == "ovo" and not self.binary
-        # k(k-1)/2 pair rows for one-vs-one: k from the positive root.
-        self.n_classes = 2 if self.binary else (
-            int(round((1 + math.sqrt(1 + 8 * n_rows)) / 2)) if self.one_vs_one else n_rows)
-        if self.one_vs_one and self.n_classes * (self.n_classes - 1) // 2 != n_rows:
+        # Class boundaries of the support vectors in the packed layout ([0]: not packed).
+        self.sv_bounds = [0]
+        self.packed = self.one_vs_one and n_support is not None
+        if self.packed:
+            assert n_support is not None
+            counts = [int(c) for c in np.asarray(_as_tensor(n_support)).reshape(-1)]
+            if len(counts) != n_rows + 1 or min(counts) < 0 or \
+                    sum(counts) != support_vectors.shape[0]:
+                raise ValueError(f"n_support must count the {support_vectors.shape[0]} support "
+                                 f"vectors of each of the {n_rows + 1} classes of a packed "
+                                 f"(k - 1, n_SV) dual_coef; got {counts}")
+            self.sv_bounds = [0] + np.cumsum(counts).tolist()
+            self.n_classes = n_rows + 1
+            if self.intercept.shape[0] != self.n_classes * (self.n_classes - 1) // 2:
+                raise ValueError(f"a packed one-vs-one head has one intercept per pair, "
+                                 f"{self.n_classes * (self.n_classes - 1) // 2}; got "
+                                 f"{self.intercept.shape[0]}")
+        else:
+            # k(k-1)/2 pair rows for one-vs-one: k from the positive root.
+            self.n_classes = 2 if self.binary else (
+                int(round((1 + math.sqrt(1 + 8 * n_rows)) / 2)) if self.one_vs_one
+                else n_rows)
+        if self.one_vs_one and not self.packed and \
+                self.n_classes * (self.n_classes - 1) // 2 != n_rows:
             raise ValueError(f"a one-vs-one dual_coef has k(k-1)/2 rows; {n_rows} is not such "
                              "a number")
         self.multi_class = "ovo" if self.one_vs_one else "ovr"
         self.classes = _plain_classes(classes, self.n_classes)
 
     def _config(self) -> dict:
-        return {"kernel": self.kernel, "gamma": self.gamma, "degree": self.degree,
-                "coef0": self.coef0, "classes": self.classes, "multi_class": self.multi_class}
+        config = {"kernel": self.kernel, "gamma": self.gamma, "degree": self.degree,
+                  "coef0": self.coef0, "classes": self.classes,
+                  "multi_class": self.multi_class}
+        if self.packed:  # version 3: the class boundaries of a packed one-vs-one head
+            config["n_support"] = [b - a for a, b in zip(self.sv_bounds[:-1],
+                                                         self.sv_bounds[1:], strict=True)]
+        return config
 
     def get_extra_state(self) -> dict:
         """What ``forward`` and :meth:`predict_index` use besides the buffers (plain data)."""
-        return {"format": "torchfw.KernelSVMHead", "version": 2, **self._config()}
+        return {"format": "torchfw.KernelSVMHead", "version": 3 if self.packed else 2,
+                **self._config()}
 
     def set_extra_state(self, state) -> None:
         """Check that a loaded state was saved by a head built like this one; raise otherwise.
@@ -146,7 +181,8 @@ class KernelSVMHead(nn.Module):
             raise ValueError(f"not a KernelSVMHead state dict: no {exc.args[0]!r}") from None
         head = cls(sv, coef, intercept, kernel=extra["kernel"], gamma=extra["gamma"],
                    degree=extra["degree"], coef0=extra["coef0"], classes=extra["classes"],
-                   multi_class=extra.get("multi_class", "ovr"))
+                   multi_class=extra.get("multi_class", "ovr"),
+                   n_support=extra.get("n_support"))
         head.load_state_dict({k[len(prefix):]: v for k, v in state_dict.items()
                               if k.startswith(prefix)})
         return head
@@ -182,10 +218,27 @@ class KernelSVMHead(nn.Module):
         sq = (x * x).sum(1, keepdim=True) if self.kernel_code == 1 else dots
         k = from_dots(self.kernel_code, dots, sq, self.sv_sq_norms.to(x.dtype).unsqueeze(0),
                       self.gamma, self.coef0, self.degree)
+        if self.packed:
+            return self._pair_values(k)
         scores = k @ self.dual_coef.to(x.dtype).T + self.intercept.to(x.dtype)
         if self.binary:
             return scores[:, 0]
         return scores
+
+    def _pair_values(self, k: Tensor) -> Tensor:
+        """Pair values ``(n, k(k-1)/2)`` of a packed one-vs-one head from the kernel values
+        ``k`` ``(n, n_SV)``: each class's block meets the ``k - 1`` rows once, each pair adds
+        two entries (:func:`torchfw.svm._multiclass.ovo_pair_values`' scheme)."""
+        coef = self.dual_coef.to(k.dtype)
+        n_classes = self.n_classes
+        blocks = [k[:, self.sv_bounds[c]:self.sv_bounds[c + 1]]
+                  @ coef[:, self.sv_bounds[c]:self.sv_bounds[c + 1]].T
+                  for c in range(n_classes)]
+        flat = torch.stack(blocks, 1).reshape(k.shape[0], n_classes * (n_classes - 1))
+        pairs = torch.triu_indices(n_classes, n_classes, 1, device=k.device)
+        first = flat.index_select(1, pairs[0] * (n_classes - 1) + pairs[1] - 1)
+        second = flat.index_select(1, pairs[1] * (n_classes - 1) + pairs[0])
+        return first + second + self.intercept.to(k.dtype)
 
     @torch.jit.export
     def predict_index(self, x: Tensor) -> Tensor:

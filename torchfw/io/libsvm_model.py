@@ -109,27 +109,23 @@ def _kernel_header(model) -> list[str]:
 
 
 def _write_one_vs_one(model, path) -> None:
-    """A one-vs-one model in LIBSVM's layout (labels in ``classes_`` order; see the module)."""
-    from ..svm._multiclass import class_pairs
+    """A one-vs-one model in LIBSVM's layout (labels in ``classes_`` order; see the module).
 
+    The model keeps LIBSVM's packed coefficients already (``dual_coef_``, support vectors
+    class by class): a support vector's line is its column.
+    """
     k = len(model.classes_)
     labels = [_integer_label(c) for c in model.classes_]
-    pairs = class_pairs(k)
-    pair_index = {pair: p for p, pair in enumerate(pairs)}
-    coef = model._coef.to(torch.float64).cpu().numpy()  # (k(k-1)/2, n_SV)
-    # The support vectors are listed class by class already (n_support_ of each).
-    owner = np.repeat(np.arange(k), model.n_support_)
+    coef = model._coef.to(torch.float64).cpu().numpy()  # (k - 1, n_SV), packed
     order = np.arange(coef.shape[1])
     rows = _sv_rows(model, order)
     lines = _kernel_header(model)
     rho = " ".join(f"{float(-b):.17g}" for b in model._bias.to(torch.float64).cpu())
     lines += [f"nr_class {k}", f"total_sv {len(order)}", f"rho {rho}",
               "label " + " ".join(map(str, labels)),
-              "nr_sv " + " ".join(str(int((owner == c).sum())) for c in range(k)), "SV"]
+              "nr_sv " + " ".join(str(int(n)) for n in model.n_support_), "SV"]
     for s, row in zip(order, rows, strict=True):
-        c = owner[s]
-        values = [coef[pair_index[(min(c, o), max(c, o))], s] for o in range(k) if o != c]
-        lines.append((" ".join(f"{v:.17g}" for v in values) + f" {row}").rstrip())
+        lines.append((" ".join(f"{v:.17g}" for v in coef[:, s]) + f" {row}").rstrip())
     atomic_write(path, "\n".join(lines) + "\n")
 
 
@@ -338,39 +334,51 @@ def _check_sign_pattern(coef: torch.Tensor, nr_sv: list[int], path, first_line: 
         start += count
 
 
+def _pair_index(i: np.ndarray, j: np.ndarray, k: int) -> np.ndarray:
+    """The index of pair :math:`(i, j)`, :math:`i < j`, in LIBSVM's row-major pair order."""
+    return i * (2 * k - i - 1) // 2 + (j - i - 1)
+
+
 def _one_vs_one_model(labels, nr_sv, rho, coef, sv, kernel, gamma, degree, coef0, device,
                       support, n_features, perm):
-    """A one-vs-one SVC from LIBSVM's multiclass arrays (see the module docstring)."""
-    from ..svm._multiclass import class_pairs
+    """A one-vs-one SVC from LIBSVM's multiclass arrays (see the module docstring).
+
+    The file's packed columns are by label position; torchfw's by sorted class. A vector of
+    position :math:`a` keeps its coefficient for position :math:`b` in torchfw's row of class
+    rank :math:`r_b` (:math:`r_b - 1` if :math:`r_b > r_a`), negated where the sorted order
+    turns the pair around (LIBSVM's pair :math:`(a, b)`, :math:`a < b`, votes :math:`a` when
+    positive; torchfw's pair votes its lower-ranked class).
+    """
     from ..svm.estimator import SVC
 
     k = len(labels)
     classes = np.array(sorted(labels))
-    rank = {label: int(np.searchsorted(classes, label)) for label in labels}
+    rank = np.array([int(np.searchsorted(classes, label)) for label in labels])
     start = np.concatenate([[0], np.cumsum(nr_sv)])
-    ours = {pair: p for p, pair in enumerate(class_pairs(k))}
-    n_sv = coef.shape[0]
-    dual = torch.zeros(len(ours), n_sv, dtype=torch.float64)
-    intercept = torch.zeros(len(ours), dtype=torch.float64)
-    for p, (a, b) in enumerate(class_pairs(k)):  # LIBSVM's pair of label positions a < b
-        sa, sb = slice(start[a], start[a + 1]), slice(start[b], start[b + 1])
-        values = torch.zeros(n_sv, dtype=torch.float64)
-        values[sa] = coef[sa, b - 1]
-        values[sb] = coef[sb, a]
-        ra, rb = rank[labels[a]], rank[labels[b]]
-        # Positive votes for label[a]; torchfw's pair (i, j), i < j, is positive for class i.
-        sign = 1.0 if ra < rb else -1.0
-        q = ours[(min(ra, rb), max(ra, rb))]
-        dual[q] = sign * values
-        intercept[q] = -sign * rho[p]
+    coef = coef.numpy()
+    packed = np.zeros((k - 1, coef.shape[0]))
+    others = np.arange(k)
+    for a in range(k):
+        b = others[others != a]  # the file's columns: positions b in order, a left out
+        block = slice(start[a], start[a + 1])
+        first, second = np.minimum(a, b), np.maximum(a, b)
+        sign = np.where(rank[first] < rank[second], 1.0, -1.0)
+        row = np.where(rank[b] > rank[a], rank[b] - 1, rank[b])
+        packed[row, block] = (coef[block] * sign).T
+    first, second = np.triu_indices(k, 1)  # LIBSVM's pairs of label positions, file order
+    r1, r2 = rank[first], rank[second]
+    intercept = np.zeros(len(first))
+    intercept[_pair_index(np.minimum(r1, r2), np.maximum(r1, r2), k)] = \
+        -np.where(r1 < r2, 1.0, -1.0) * np.asarray(rho, dtype=np.float64)
     n_support = torch.tensor([nr_sv[labels.index(c)] for c in classes], dtype=torch.int64)
     params = dict(kernel=kernel, gamma=gamma, degree=degree, coef0=coef0, dtype=torch.float64,
                   multi_class="ovo")
-    state = {"format": "torchfw.SVC", "version": 2, "params": params,
+    state = {"format": "torchfw.SVC", "version": 3, "params": params,
              "classes": classes.tolist(), "gamma": gamma, "n_features_in": n_features,
              "support": support[perm],
-             "n_support": n_support, "n_iter": torch.zeros(len(ours), dtype=torch.int64),
-             "support_vectors": sv[perm] if sv.shape[0] else sv, "dual_coef": dual[:, perm],
-             "intercept": intercept,
+             "n_support": n_support, "n_iter": torch.zeros(len(first), dtype=torch.int64),
+             "support_vectors": sv[perm] if sv.shape[0] else sv,
+             "dual_coef": torch.from_numpy(packed)[:, perm],
+             "intercept": torch.from_numpy(intercept),
              "multi_class_": "ovo"}
     return SVC.from_state_dict(state, map_location=device)

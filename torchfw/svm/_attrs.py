@@ -2,8 +2,9 @@ r"""A fitted :class:`~torchfw.SVC`'s public arrays, in scikit-learn's layouts an
 
 The solver and :meth:`~torchfw.SVC.predict` work on torch copies kept on the training device:
 ``_sv`` (the support vectors), ``_coef`` (one row :math:`\alpha_i y_i / \rho` per binary
-problem, ``(n_problems, n_SV)``) and ``_bias`` (``(n_problems,)``). The attributes users read
-are derived from them once per fit (and per load) by :func:`publish`:
+problem, ``(n_problems, n_SV)``; a one-vs-one model of more than two classes keeps LIBSVM's
+packed ``(k - 1, n_SV)`` rows instead, below) and ``_bias`` (``(n_problems,)``). The
+attributes users read are derived from them once per fit (and per load) by :func:`publish`:
 
 **Order.** Support vectors are listed class by class (in ``classes_`` order), by training
 index within a class, as LIBSVM and scikit-learn list them; ``n_support_`` counts them per
@@ -12,7 +13,10 @@ class (:func:`class_order`).
 **Layout.** For two classes ``dual_coef_`` is ``(1, n_SV)`` and ``intercept_`` ``(1,)``, with
 :math:`f(x) = \sum_s \text{dual\_coef\_}_{0s} k(\text{sv}_s, x) + \text{intercept\_}_0`
 positive for ``classes_[1]``. A one-vs-one model packs its :math:`k(k-1)/2` pairs into
-LIBSVM's ``(k - 1, n_SV)`` (:func:`pack_ovo`): a support vector of class :math:`c` keeps its
+LIBSVM's ``(k - 1, n_SV)`` (:func:`pack_ovo`), which is also how it is kept and predicts
+(:func:`torchfw.svm._multiclass.ovo_pair_values`: each pair combines two classes' blocks, as
+LIBSVM's ``svm_predict_values``; ``problem_dual_coef_``'s row per pair is built on demand
+only): a support vector of class :math:`c` keeps its
 coefficient for the pair :math:`(c, o)` in row :math:`o - 1` if :math:`o > c`, else in row
 :math:`o`; ``intercept_[p]`` is pair :math:`p`'s (pairs :math:`(0, 1), (0, 2), \dots`), the
 pair value positive for its first class. A one-vs-rest model has no such layout: its
@@ -129,10 +133,8 @@ def publish(model) -> None:
     ns = model._namespace
     coef = model._coef.detach().to(torch.float64)
     k = len(model.classes_)
-    if k > 2 and model._scheme() == "ovo":
-        packed = torch.from_numpy(pack_ovo(coef.cpu().numpy(), model.n_support_))
-        model._dual_coef_public = to_namespace(packed.to(coef.device), ns)
-    elif k == 2:
+    ovo = k > 2 and model._scheme() == "ovo"
+    if ovo or k == 2:  # one-vs-one: _coef is the packed layout itself
         model._dual_coef_public = to_namespace(coef, ns)
     else:
         model._dual_coef_public = None
@@ -140,7 +142,9 @@ def publish(model) -> None:
         import scipy.sparse as sp
 
         model._dual_coef_public = sp.csr_matrix(model._dual_coef_public)
-    model._problem_dual_coef_public = to_namespace(coef, ns)
+    # One-vs-one pair rows over all support vectors are built on demand only (SVC's
+    # problem_dual_coef_): k(k-1)/2 of them would outgrow the model itself.
+    model._problem_dual_coef_public = None if ovo else to_namespace(coef, ns)
     model._problem_intercept_public = to_namespace(model._bias.detach().to(torch.float64), ns)
     if getattr(model, "_sv_objects", None) is not None:  # a callable kernel on non-numeric X
         model.support_vectors_ = model._sv_objects

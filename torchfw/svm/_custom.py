@@ -151,9 +151,7 @@ def precomputed_scores(model, X) -> np.ndarray:
     if K.layout == torch.sparse_csr:
         K = K.to_dense()
     index = torch.from_numpy(np.asarray(model.support_, dtype=np.int64)).to(K.device)
-    coef = model._coef.to(device=K.device, dtype=torch.float64)
-    scores = (K[:, index].to(torch.float64) @ coef.T
-              + model._bias.to(device=K.device, dtype=torch.float64)).cpu().numpy()
+    scores = model._scores_from_kernel(K[:, index]).cpu().numpy()
     return scores[:, 0] if scores.shape[1] == 1 else scores
 
 
@@ -178,5 +176,5 @@ def numeric(X) -> bool:
 def object_scores(model, X) -> np.ndarray:
     """Decision values of a callable-kernel ``model`` fitted on non-numeric rows."""
     K = torch.from_numpy(model._kernel.matrix(X, model._sv_objects))
-    scores = (K @ model._coef.cpu().T + model._bias.cpu()).numpy()
+    scores = model._scores_from_kernel(K).cpu().numpy()
     return scores[:, 0] if scores.shape[1] == 1 else scores

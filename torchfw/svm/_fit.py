@@ -34,6 +34,8 @@ from ..utils.threads import one_thread, parallel_map, workers
 from ._binary import fit_binary
 from ._dense import _CONVERGED, _NONFINITE, COUNTERS, VARIANTS, Start, solve
 from ._matrix import cache_slots, full_source, plain_kernel_matrix, plain_operator, plain_problem
+from ._multiclass import pair_sizes
+from ._pairs import solve_small_pairs
 from ._plan import FitPlan
 from ._start import initial_subset
 from ._start import start as start_compiled
@@ -74,12 +76,17 @@ def fit_all(plan: FitPlan, X, problems, C_examples, previous, gram=None):
         return _fit_one_by_one(plan, X, problems, C_examples, previous, variant, rule,
                                per_problem)
     assert diag_np is not None and inv_c_all is not None  # a row source comes with both
+    # One-vs-one pairs whose whole solve is one compiled call: in blocks (svm/_pairs.py).
+    with _cancelled_on_error() as stop:
+        small = solve_small_pairs(plan, src, problems, previous, inv_c_all, diag_np, variant,
+                                  rule, max_atoms, stop, PARALLEL_WORK)
     # Every problem reads the shared rows: prepared here in problem order (the random start
     # subsets drawn as on one thread), started and solved on the pool (_start_and_solve: only
     # compiled code and private vectors), finished here in problem order (fallbacks through
     # torch, results, warnings), so the fit is the one-thread fit bit for bit.
     jobs = []
-    for k, problem in enumerate(problems):
+    for k in range(len(problems)) if small is None else np.flatnonzero(~small.done).tolist():
+        problem = problems[k]
         rows = problem.rows
         prev = None if previous is None else previous[k]
         alpha0 = prev if rows is None or prev is None else prev[torch.from_numpy(rows)]
@@ -117,6 +124,9 @@ def fit_all(plan: FitPlan, X, problems, C_examples, previous, gram=None):
             alpha, result = _result(plan, start, outcome, elapsed, _matrix_info(src))
         alphas.append(scatter(alpha, rows, m))
         results.append(result)
+    if small is not None:
+        return small.merged({job.k: (a.values, r) for job, a, r in
+                             zip(jobs, alphas, results, strict=True)}, m)
     return alphas, results
 
 
@@ -401,8 +411,9 @@ def dense_budget_ok(plan: FitPlan, X, problems=None) -> bool:
     if plan.sample_size is not None or plan.time_limit is not None or plan.progress:
         return False
     n = X.shape[0]
-    if problems and all(p.rows is not None for p in problems):
-        return _fits(plan, max(p.rows.shape[0] for p in problems))
+    sizes = pair_sizes(problems) if problems else None
+    if sizes is not None:
+        return _fits(plan, int(sizes.max()))
     if _fits(plan, n):
         return True
     f64 = plan.dtype == torch.float64

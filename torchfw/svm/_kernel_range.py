@@ -184,11 +184,21 @@ def finite_scores(scores: np.ndarray, model) -> np.ndarray:
     NaN compares False, so a prediction would give every such row one class without a word:
     test rows on which the model's kernel overflowed raise a ValueError naming them instead.
     """
-    bad = np.flatnonzero(~np.isfinite(scores.reshape(scores.shape[0], -1)).all(1))
+    bad = nonfinite_rows(scores)
     if bad.size:
-        name = model.kernel if isinstance(model.kernel, str) else "callable"
-        raise ValueError(f"decision values are inf or NaN for {bad.size} of {scores.shape[0]} "
-                         f"rows (first: row {int(bad[0])}): the {name} kernel's values overflow "
-                         f"on them; scale these rows as the training data were, or refit with "
-                         f"dtype=torch.float64")
+        raise nonfinite_error(bad, scores.shape[0], model)
     return scores
+
+
+def nonfinite_rows(scores: np.ndarray) -> np.ndarray:
+    """The rows of ``scores`` holding inf or NaN."""
+    return np.flatnonzero(~np.isfinite(scores.reshape(scores.shape[0], -1)).all(1))
+
+
+def nonfinite_error(bad: np.ndarray, n_rows: int, model) -> ValueError:
+    """The error of :func:`finite_scores` for the rows ``bad`` of ``n_rows``."""
+    name = model.kernel if isinstance(model.kernel, str) else "callable"
+    return ValueError(f"decision values are inf or NaN for {bad.size} of {n_rows} "
+                      f"rows (first: row {int(bad[0])}): the {name} kernel's values overflow "
+                      f"on them; scale these rows as the training data were, or refit with "
+                      f"dtype=torch.float64")

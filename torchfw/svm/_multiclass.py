@@ -20,15 +20,21 @@ votes first and confidence second.
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Sequence
 from typing import NamedTuple
 
 import numpy as np
 import torch
+from torch import Tensor
 
 from ..utils.data import take_rows
+from ..utils.jit import njit
 
-__all__ = ["BinaryProblem", "binary_problems", "class_pairs", "ovo_votes", "ovo_vote",
-           "ovo_to_ovr", "restrict", "scatter", "resolve_scheme", "MULTI_CLASS", "OVO_FROM"]
+__all__ = ["BinaryProblem", "PairProblems", "OverRows", "binary_problems", "class_pairs",
+           "pair_classes", "pair_sizes",
+           "ovo_votes", "ovo_vote", "ovo_to_ovr", "ovo_pair_values", "PairVotes",
+           "squash_confidence", "restrict", "scatter",
+           "resolve_scheme", "MULTI_CLASS", "OVO_FROM"]
 
 #: Accepted values of ``SVC(multi_class=...)``.
 MULTI_CLASS = ("auto", "ovr", "ovo")
@@ -80,28 +86,84 @@ class BinaryProblem(NamedTuple):
         return full
 
 
+def pair_sizes(problems) -> np.ndarray | None:
+    """The number of examples of each problem, or None when one spans all examples (binary,
+    one-vs-rest): without a Python step per pair for :class:`PairProblems`."""
+    if isinstance(problems, PairProblems):
+        return problems.sizes
+    if any(p.rows is None for p in problems):
+        return None
+    return np.array([p.rows.shape[0] for p in problems], dtype=np.int64)
+
+
 def class_pairs(n_classes: int) -> list[tuple[int, int]]:
     """The pairs :math:`(i, j)`, :math:`i < j`, in LIBSVM's order (row-major)."""
     return [(i, j) for i in range(n_classes) for j in range(i + 1, n_classes)]
 
 
-def binary_problems(y_encoded: np.ndarray, n_classes: int, scheme: str) -> list[BinaryProblem]:
+def binary_problems(y_encoded: np.ndarray, n_classes: int,
+                    scheme: str) -> list[BinaryProblem] | PairProblems:
     """The binary problems of a fit on class indices ``y_encoded`` (``0 .. n_classes - 1``).
 
     Two classes make one problem over all examples, :math:`+1` for class 1 (scikit-learn's
-    positive class); more make one per class (``"ovr"``) or one per pair (``"ovo"``).
+    positive class); more make one per class (``"ovr"``) or one per pair (``"ovo"``, as
+    :class:`PairProblems`).
     """
     if n_classes == 2:
         return [BinaryProblem(None, np.where(y_encoded == 1, 1.0, -1.0))]
     if scheme == "ovr":
         return [BinaryProblem(None, np.where(y_encoded == c, 1.0, -1.0))
                 for c in range(n_classes)]
-    members = [np.flatnonzero(y_encoded == c) for c in range(n_classes)]
-    problems = []
-    for i, j in class_pairs(n_classes):
-        rows = np.sort(np.concatenate([members[i], members[j]]))
-        problems.append(BinaryProblem(rows, np.where(y_encoded[rows] == i, 1.0, -1.0)))
-    return problems
+    # All pairs at once (1,000 classes: 499,500 pairs; a NumPy step per pair took seconds):
+    # each pair's examples are its two classes', in index order.
+    y_encoded = np.asarray(y_encoded, dtype=np.int64)
+    by_class = np.argsort(y_encoded, kind="stable")  # class by class, by index within
+    counts = np.bincount(y_encoded, minlength=n_classes)
+    start = np.concatenate([[0], np.cumsum(counts)])
+    first, second = pair_classes(n_classes)
+    sizes = counts[first] + counts[second]
+    pair = np.repeat(np.arange(first.size), sizes)
+    # position of each entry within its pair: the first class's members, then the second's
+    within = np.arange(pair.size) - np.repeat(np.cumsum(sizes) - sizes, sizes)
+    in_first = within < counts[first][pair]
+    source = np.where(in_first, start[first][pair] + within,
+                      start[second][pair] + within - counts[first][pair])
+    rows = by_class[source]
+    rows = rows[np.lexsort((rows, pair))]  # by index within each pair
+    labels = np.where(y_encoded[rows] == first[pair], 1.0, -1.0)
+    return PairProblems(rows, labels, np.concatenate([[0], np.cumsum(sizes)]))
+
+
+class PairProblems(Sequence):
+    """The one-vs-one pairs' problems in three arrays: all pairs' rows and labels, one after
+    the other, and where each pair starts (``offsets``).
+
+    ``problems[k]`` is pair ``k``'s :class:`BinaryProblem` (views, built on read): 499,500
+    pairs held as objects took 220 MB and seconds; as arrays, 16 bytes an entry.
+    """
+
+    def __init__(self, rows: np.ndarray, y: np.ndarray, offsets: np.ndarray):
+        self.rows, self.y, self.offsets = rows, y, offsets.astype(np.int64)
+
+    @property
+    def sizes(self) -> np.ndarray:
+        """The number of examples of each pair."""
+        return np.diff(self.offsets)
+
+    def __len__(self) -> int:
+        return self.offsets.shape[0] - 1
+
+    def __getitem__(self, k):
+        if isinstance(k, slice):
+            return [self[i] for i in range(*k.indices(len(self)))]
+        k = range(len(self))[k]  # negative indices, and IndexError past the end
+        a, b = int(self.offsets[k]), int(self.offsets[k + 1])
+        return BinaryProblem(self.rows[a:b], self.y[a:b])
+
+    def __iter__(self) -> Iterator[BinaryProblem]:
+        ends = self.offsets.tolist()
+        rows, y = self.rows, self.y
+        return (BinaryProblem(rows[a:b], y[a:b]) for a, b in zip(ends[:-1], ends[1:]))
 
 
 def restrict(X, C_examples, alpha0, rows):
@@ -113,13 +175,83 @@ def restrict(X, C_examples, alpha0, rows):
     return take_rows(X, index), C, None if alpha0 is None else alpha0[index.to(alpha0.device)]
 
 
+class OverRows:
+    """A one-vs-one pair's dual vector kept on its own ``rows`` of the ``m`` examples.
+
+    A pair holds the examples of two classes only: scattered over all ``m`` examples, the
+    :math:`k(k-1)/2` vectors of a fit would take :math:`k(k-1)m/2` numbers (1,000 classes of
+    2 examples: 8 GB), against :math:`(k-1)m` on their rows. It stands for the full vector
+    where a fit reads one back (a warm start indexes it by the pair's rows: ``values``, no
+    copy); :meth:`full` builds the full vector when something asks for it.
+    """
+
+    __slots__ = ("rows", "values", "m")
+
+    def __init__(self, values, rows: np.ndarray, m: int):
+        self.values, self.rows, self.m = values, rows, m
+
+    @property
+    def shape(self) -> tuple[int]:
+        return (self.m,)
+
+    @property
+    def device(self):
+        return self.values.device
+
+    @property
+    def dtype(self):
+        return self.values.dtype
+
+    def full(self):
+        """The dual vector over all ``m`` examples (0 outside the pair's rows)."""
+        out = torch.zeros(self.m, dtype=self.values.dtype, device=self.values.device)
+        out[torch.from_numpy(self.rows).to(self.values.device)] = self.values
+        return out
+
+    def __getitem__(self, index):
+        if isinstance(index, Tensor) and index.dim() == 1 and \
+                index.shape[0] == self.rows.shape[0] and \
+                np.array_equal(index.cpu().numpy(), self.rows):
+            return self.values
+        return self.full()[index]
+
+
 def scatter(alpha, rows, m: int):
-    """A problem's dual vector over ``rows`` as a vector over all ``m`` examples (0 elsewhere)."""
+    """A problem's dual vector over ``rows`` as one over all ``m`` examples (0 elsewhere):
+    the vector itself for ``rows`` None, else an :class:`OverRows` (no dense copy)."""
     if rows is None:
         return alpha
-    full = torch.zeros(m, dtype=alpha.dtype, device=alpha.device)
-    full[torch.from_numpy(rows).to(alpha.device)] = alpha
-    return full
+    return OverRows(alpha, rows, m)
+
+
+def pair_classes(n_classes: int) -> tuple[np.ndarray, np.ndarray]:
+    """The first and second class of every pair, as :func:`class_pairs` orders them."""
+    first, second = np.triu_indices(n_classes, 1)
+    return first.astype(np.int64), second.astype(np.int64)
+
+
+def _per_class_sums(values: np.ndarray, n_classes: int) -> tuple[np.ndarray, np.ndarray]:
+    """Sums of pair columns ``(n, k(k-1)/2)`` per class ``(n, k)``: over the pairs where the
+    class is first, and over those where it is second.
+
+    Without a Python step per pair (1,000 classes: 499,500 of them): the pairs of a first
+    class are contiguous in LIBSVM's order, those of a second class after a stable sort.
+    """
+    n = values.shape[0]
+    first, second = pair_classes(n_classes)
+    dtype = np.int64 if values.dtype == np.bool_ else values.dtype  # votes: counts
+    as_first = np.zeros((n, n_classes), dtype=dtype)
+    as_second = np.zeros((n, n_classes), dtype=dtype)
+    if first.size == 0 or n == 0:
+        return as_first, as_second
+    starts = np.flatnonzero(np.r_[True, first[1:] != first[:-1]])
+    as_first[:, first[starts]] = np.add.reduceat(values, starts, axis=1, dtype=dtype)
+    order = np.argsort(second, kind="stable")
+    by_second = second[order]
+    starts = np.flatnonzero(np.r_[True, by_second[1:] != by_second[:-1]])
+    as_second[:, by_second[starts]] = np.add.reduceat(values[:, order], starts, axis=1,
+                                                      dtype=dtype)
+    return as_first, as_second
 
 
 def ovo_votes(decision: np.ndarray, n_classes: int, zero_to_first: bool = False) -> np.ndarray:
@@ -131,17 +263,67 @@ def ovo_votes(decision: np.ndarray, n_classes: int, zero_to_first: bool = False)
     scikit-learn's ``"ovr"``-shaped ``decision_function``).
     """
     decision = np.asarray(decision)
-    votes = np.zeros((decision.shape[0], n_classes), dtype=np.int64)
-    for c, (i, j) in enumerate(class_pairs(n_classes)):
-        positive = decision[:, c] >= 0 if zero_to_first else decision[:, c] > 0
-        votes[:, i] += positive
-        votes[:, j] += ~positive
-    return votes
+    if _votes_compiled is not None and decision.dtype == np.float64:
+        votes = np.zeros((decision.shape[0], n_classes), dtype=np.int64)
+        confidence = np.zeros((decision.shape[0], n_classes))
+        _votes_compiled(np.ascontiguousarray(decision), n_classes, zero_to_first, votes,
+                        confidence)
+        return votes
+    wins = (decision >= 0) if zero_to_first else (decision > 0)
+    as_first, as_second = _per_class_sums(wins, n_classes)
+    # class j is second in the j pairs (i, j), i < j, and wins those the first loses
+    return as_first + (np.arange(n_classes) - as_second)
 
 
 def ovo_vote(decision: np.ndarray, n_classes: int) -> np.ndarray:
     """Winning class index per row: most votes, the lowest index on ties (LIBSVM's rule)."""
     return np.argmax(ovo_votes(decision, n_classes), axis=1)  # argmax takes the first maximum
+
+
+class PairVotes:
+    """A reduction of one-vs-one pair values to one output per row, from the votes and the
+    summed confidences (:func:`ovo_votes`, :func:`ovo_to_ovr`): ``finish(votes, confidence)``.
+
+    Called on pair values ``(n, k(k-1)/2)`` it reduces them; :meth:`from_kernel` makes the
+    values and reduces them in one compiled pass, never storing them (``None`` where that
+    pass is not available: no numba, or a tensor off the CPU).
+    """
+
+    def __init__(self, n_classes: int, zero_to_first: bool, finish):
+        self.n_classes, self.zero_to_first, self.finish = n_classes, zero_to_first, finish
+
+    def __call__(self, decision: np.ndarray) -> np.ndarray:
+        decision = np.asarray(decision, dtype=np.float64)
+        votes = np.zeros((decision.shape[0], self.n_classes), dtype=np.int64)
+        confidence = np.zeros((decision.shape[0], self.n_classes))
+        if _votes_compiled is not None:
+            _votes_compiled(np.ascontiguousarray(decision), self.n_classes, self.zero_to_first,
+                            votes, confidence)
+        else:
+            votes = ovo_votes(decision, self.n_classes, self.zero_to_first)
+            as_first, as_second = _per_class_sums(decision, self.n_classes)
+            confidence = as_first - as_second
+        return self.finish(votes, confidence)
+
+    def from_kernel(self, K: Tensor, packed_t: np.ndarray | None, intercept: Tensor,
+                    n_support) -> tuple[np.ndarray, np.ndarray] | None:
+        """``(output, finite rows)`` of the kernel values ``K`` ``(n, n_SV)``, or None."""
+        if _pair_votes_compiled is None or packed_t is None or K.device.type != "cpu":
+            return None
+        n = K.shape[0]
+        bounds = np.concatenate([[0], np.cumsum(np.asarray(n_support, dtype=np.int64))])
+        votes = np.zeros((n, self.n_classes), dtype=np.int64)
+        confidence = np.zeros((n, self.n_classes))
+        finite = np.ones(n, dtype=np.bool_)
+        _pair_votes_compiled(np.ascontiguousarray(K.to(torch.float64).numpy()), packed_t,
+                             bounds, intercept.detach().cpu().to(torch.float64).numpy(),
+                             self.zero_to_first, votes, confidence, finite)
+        return self.finish(votes, confidence), finite
+
+
+def squash_confidence(votes: np.ndarray, confidence: np.ndarray) -> np.ndarray:
+    """:func:`ovo_to_ovr`'s columns from votes and summed confidences."""
+    return votes + confidence / (3.0 * (np.abs(confidence) + 1.0))
 
 
 def ovo_to_ovr(decision: np.ndarray, n_classes: int) -> np.ndarray:
@@ -153,9 +335,133 @@ def ovo_to_ovr(decision: np.ndarray, n_classes: int) -> np.ndarray:
     one-vs-one SVC).
     """
     decision = np.asarray(decision, dtype=np.float64)
-    confidence = np.zeros((decision.shape[0], n_classes))
-    for c, (i, j) in enumerate(class_pairs(n_classes)):
-        confidence[:, i] += decision[:, c]
-        confidence[:, j] -= decision[:, c]
-    votes = ovo_votes(decision, n_classes, zero_to_first=True)
+    if _votes_compiled is not None:  # one pass over the pairs, no (n, pairs) temporaries
+        votes = np.zeros((decision.shape[0], n_classes), dtype=np.int64)
+        confidence = np.zeros((decision.shape[0], n_classes))
+        _votes_compiled(np.ascontiguousarray(decision), n_classes, True, votes, confidence)
+    else:
+        as_first, as_second = _per_class_sums(decision, n_classes)
+        confidence = as_first - as_second
+        votes = ovo_votes(decision, n_classes, zero_to_first=True)
     return votes + confidence / (3.0 * (np.abs(confidence) + 1.0))
+
+
+def _votes_rows(decision, n_classes, zero_to_first, votes, confidence):
+    """Votes and summed confidences of pair values, pair after pair (:func:`ovo_votes`,
+    :func:`ovo_to_ovr`): one pass, in compiled code (1,000 classes: 499,500 pairs a row)."""
+    for r in range(decision.shape[0]):
+        p = 0
+        for i in range(n_classes):
+            for j in range(i + 1, n_classes):
+                f = decision[r, p]
+                if f > 0.0 or (zero_to_first and f == 0.0):
+                    votes[r, i] += 1
+                else:
+                    votes[r, j] += 1
+                confidence[r, i] += f
+                confidence[r, j] -= f
+                p += 1
+
+
+_votes_compiled = njit(_votes_rows)
+
+
+def packed_rows(packed: Tensor) -> np.ndarray:
+    """The packed coefficients ``(k - 1, n_SV)`` as the compiled :func:`ovo_pair_values` reads
+    them: transposed, contiguous, float64 (made once per prediction, not per block)."""
+    return np.ascontiguousarray(packed.detach().cpu().to(torch.float64).numpy().T)
+
+
+def _class_sums(K, r, packed_t, bounds, G):
+    """``G[c, o]``: class ``c``'s kernel values of row ``r`` against packed row ``o``."""
+    k = bounds.shape[0] - 1
+    G[:, :] = 0.0
+    for c in range(k):
+        for s in range(bounds[c], bounds[c + 1]):
+            v = K[r, s]
+            for o in range(k - 1):
+                G[c, o] += v * packed_t[s, o]
+
+
+def _pair_values_rows(K, packed_t, bounds, intercept, out):
+    """:func:`ovo_pair_values` in compiled code, row by row (LIBSVM's ``svm_predict_values``).
+
+    ``packed_t`` is the packed coefficients transposed, ``(n_SV, k - 1)``; per row, ``G[c, o]``
+    sums class ``c``'s kernel values against row ``o``, then each pair adds two entries.
+    """
+    k = bounds.shape[0] - 1
+    G = np.empty((k, max(k - 1, 1)))
+    for r in range(K.shape[0]):
+        _class_sums_in(K, r, packed_t, bounds, G)
+        p = 0
+        for i in range(k):
+            for j in range(i + 1, k):
+                out[r, p] = G[i, j - 1] + G[j, i] + intercept[p]
+                p += 1
+
+
+def _pair_votes_rows(K, packed_t, bounds, intercept, zero_to_first, votes, confidence,
+                     finite):
+    """:func:`_pair_values_rows` and :func:`_votes_rows` in one pass: each pair's value is
+    voted and summed as it is made, never stored (``finite[r]``: row ``r``'s were finite)."""
+    k = bounds.shape[0] - 1
+    G = np.empty((k, max(k - 1, 1)))
+    for r in range(K.shape[0]):
+        _class_sums_in(K, r, packed_t, bounds, G)
+        ok = True
+        p = 0
+        for i in range(k):
+            for j in range(i + 1, k):
+                f = G[i, j - 1] + G[j, i] + intercept[p]
+                if not np.isfinite(f):
+                    ok = False
+                if f > 0.0 or (zero_to_first and f == 0.0):
+                    votes[r, i] += 1
+                else:
+                    votes[r, j] += 1
+                confidence[r, i] += f
+                confidence[r, j] -= f
+                p += 1
+        finite[r] = ok
+
+
+_class_sums_in = njit(_class_sums)  # the callee, by global name
+_pair_votes_compiled = njit(_pair_votes_rows)
+_pair_values_compiled = njit(_pair_values_rows)
+
+
+def ovo_pair_values(K: Tensor, packed: Tensor, intercept: Tensor, n_support,
+                    packed_t: np.ndarray | None = None) -> Tensor:
+    r"""One-vs-one pair values ``(n, k(k-1)/2)`` from the kernel values ``K`` ``(n, n_SV)``
+    between ``n`` rows and all support vectors, in LIBSVM's packed layout.
+
+    ``packed`` is ``(k - 1, n_SV)`` (``dual_coef_``, support vectors class by class,
+    ``n_support`` of each): pair :math:`(i, j)`'s value is
+    :math:`\sum_{s \in i} K_{\cdot s} eta_{j-1, s} + \sum_{s \in j} K_{\cdot s} eta_{i, s}
+    + b_{ij}`, as LIBSVM's ``svm_predict_values`` sums it (Chang & Lin, LIBSVM, Sec. 7).
+    ``K`` is computed once for all pairs; each class's block of columns meets ``packed`` in
+    one product :math:`G_c = K_{\cdot, s \in c}\, eta_{\cdot, s \in c}^	op` ``(n, k-1)``,
+    and each pair adds two entries of :math:`G`: no row per pair over all support vectors.
+    On the CPU with numba, row by row in compiled code from ``packed_t``, ``packed``
+    transposed as a contiguous float64 array (:func:`packed_rows`; made here if None).
+    """
+    k = len(n_support)
+    n = K.shape[0]
+    bounds = np.concatenate([[0], np.cumsum(np.asarray(n_support, dtype=np.int64))])
+    if _pair_values_compiled is not None and K.device.type == "cpu":
+        out = np.empty((n, k * (k - 1) // 2))
+        _pair_values_compiled(np.ascontiguousarray(K.to(torch.float64).numpy()),
+                              packed_rows(packed) if packed_t is None else packed_t,
+                              bounds, intercept.to(torch.float64).numpy(), out)
+        return torch.from_numpy(out)
+    G = torch.zeros(n, k, k - 1, dtype=K.dtype, device=K.device)
+    for c in range(k):
+        a, b = int(bounds[c]), int(bounds[c + 1])
+        if b > a:
+            G[:, c, :] = K[:, a:b] @ packed[:, a:b].T
+    first, second = pair_classes(k)
+    # pair (i, j): class i's vectors in row j - 1, class j's in row i
+    flat = G.reshape(n, k * (k - 1))
+    ia = torch.from_numpy(first * (k - 1) + second - 1).to(K.device)
+    ib = torch.from_numpy(second * (k - 1) + first).to(K.device)
+    return flat.index_select(1, ia) + flat.index_select(1, ib) + intercept.to(K.dtype)

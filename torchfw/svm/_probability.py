@@ -166,8 +166,8 @@ def platt_proba(scores: np.ndarray, A: np.ndarray, B: np.ndarray, n_classes: int
         return np.column_stack([1.0 - p[:, 0], p[:, 0]])
     if shape == "ovo":
         r = np.full((cols.shape[0], n_classes, n_classes), 0.5)
-        for c, (i, j) in enumerate(_problems("ovo", n_classes)):
-            r[:, i, j] = p[:, c]
-            r[:, j, i] = 1.0 - p[:, c]
+        first, second = np.triu_indices(n_classes, 1)  # the pairs in _problems' order
+        r[:, first, second] = p
+        r[:, second, first] = 1.0 - p
         return couple_pairwise(r)
     return normalize_ovr(p)

@@ -18,8 +18,25 @@ from torch import Tensor
 
 from ..utils.data import as_sample_weight, take_rows
 from ..utils.estimator import check_is_fitted
-from ._attrs import class_order, example_class, namespace_of, not_one_vs_one, publish
+from ._attrs import (
+    class_order,
+    example_class,
+    namespace_of,
+    not_one_vs_one,
+    publish,
+    to_namespace,
+    unpack_ovo,
+)
 from ._kernel_range import finite_margins as _finite_margins
+from ._multiclass import (
+    BinaryProblem,
+    OverRows,
+    PairProblems,
+    _pair_values_compiled,
+    ovo_pair_values,
+    pair_classes,
+)
+from ._pairs import PairAlphas, PairResults
 from .problem import example_C
 
 __all__ = ["SklearnSVCMixin"]
@@ -70,6 +87,20 @@ def _zero_margin_message(C) -> str:
                if np.isinf(float(C)) else ""))
 
 
+def _n_iters(results) -> np.ndarray:
+    """The iterations of every problem's solve (without building a batch's results)."""
+    if isinstance(results, PairResults):
+        return results.n_iters()
+    return np.array([r.n_iter for r in results], dtype=np.int64)
+
+
+def _all_converged(results) -> bool:
+    """Whether every problem met its stopping rule."""
+    if isinstance(results, PairResults):
+        return results.all_converged()
+    return all(r.converged for r in results)
+
+
 class SklearnSVCMixin:
     """What :class:`~torchfw.SVC` shares with scikit-learn's SVC (see the module docstring)."""
 
@@ -94,8 +125,8 @@ class SklearnSVCMixin:
 
     def _check_hard_margin(self, results) -> None:
         """C=inf converges only on data the kernel separates: a clear error otherwise."""
-        if np.isinf(float(self.C)) and not all(r.converged for r in results):
-            worst = max(r.n_iter for r in results)
+        if np.isinf(float(self.C)) and not _all_converged(results):
+            worst = int(_n_iters(results).max())
             raise ValueError(f"C=inf (the hard margin) did not converge in {worst} iterations: "
                              f"the margin is near 0, so the data are not (or barely) separable "
                              f"by this kernel (identical or near-identical examples of "
@@ -130,43 +161,138 @@ class SklearnSVCMixin:
 
     def _set_model(self, X: Tensor, problems, alphas, results,
                    defer_publish: bool = False) -> None:
-        """The fitted model from the problems' labels over ``X`` and their dual solutions.
+        """The fitted model from the binary problems over ``X`` and their dual solutions.
 
-        Keeps the torch copies prediction uses (``_sv``, ``_coef``, ``_bias``; one row per
-        binary problem) and sets the public attributes in scikit-learn's layout
-        (:mod:`torchfw.svm._attrs`; ``defer_publish``: the caller publishes once it is done).
+        ``problems`` are :class:`~torchfw.svm._multiclass.BinaryProblem` s, or each problem's
+        labels over all examples (:math:`\\pm 1`, 0 outside a pair). Keeps the torch copies
+        prediction uses (``_sv``, ``_coef``, ``_bias``: one coefficient row per binary problem,
+        or for one-vs-one LIBSVM's packed ``(k - 1, n_SV)`` rows, :func:`_ovo_model`) and sets
+        the public attributes in scikit-learn's layout (:mod:`torchfw.svm._attrs`;
+        ``defer_publish``: the caller publishes once it is done).
         """
-        # All problems at once in NumPy (per-problem tensor ops: a fifth of a 100-example fit)
-        A = torch.stack(alphas).cpu().numpy()
-        labels = np.stack(problems)
-        positive = A > 0
-        support = np.flatnonzero(positive.any(0))
-        # Class by class, by index within a class: LIBSVM's and scikit-learn's order.
-        k = len(self.classes_)
-        sv_class = example_class(labels[:, support], k, self._scheme())
-        support = support[class_order(support, sv_class)]
-        signed = A * labels
         # rho = alpha' K~ alpha = 2 f at the alpha the model uses (the tail average if any)
-        rho = np.array([2.0 * (r.value if r.average is None else r.average_value)
-                        for r in results])
+        rho = results.margins() if isinstance(results, PairResults) else \
+            np.array([2.0 * (r.value if r.average is None else r.average_value)
+                      for r in results])
+        k = len(self.classes_)
+        if k > 2 and self._scheme() == "ovo" and (isinstance(problems, PairProblems)
+                                                  or isinstance(problems[0], BinaryProblem)):
+            support, sv_class, coef, bias = self._ovo_model(problems, alphas, results, rho,
+                                                            X.shape[0])
+        else:
+            support, sv_class, coef, bias = self._problem_rows(problems, alphas, results, rho,
+                                                               X.shape[0])
+        self.support_ = support.astype(np.int32)
+        self.n_support_ = np.bincount(sv_class, minlength=k).astype(np.int32)
+        self._sv = take_rows(X, torch.from_numpy(support).to(X.device))
+        self._coef = torch.from_numpy(coef).to(X.device)
+        self._bias = torch.from_numpy(bias).to(X.device)
+        self.result_ = results[0] if len(results) == 1 else results
+        # A problem its start already solves (the exact solve on the initial subset) counts
+        # one iteration: that solve is the solver's work (scikit-learn's n_iter_ >= 1).
+        self.n_iter_ = np.maximum(1, _n_iters(results)).astype(np.int32)
+        # scikit-learn's fit_status_: 0 when every problem met its stopping rule, else 1.
+        self.fit_status_ = int(not _all_converged(results))
+        del self._X_train
+        if not defer_publish:
+            publish(self)
+
+    def _check_margins(self, A: np.ndarray, rho: np.ndarray, results) -> None:
+        """Finite dual values and positive margins, or a clear error."""
         if not np.isfinite(A).all() or not (np.isfinite(rho).all() or np.isinf(self.C)):
             _finite_margins(A, results)  # raises: the kernel's values overflowed
         if not (np.isfinite(rho).all() and (rho > 0).all()):
             raise ValueError(_zero_margin_message(self.C))
-        self.support_ = support.astype(np.int32)
-        self.n_support_ = np.bincount(sv_class, minlength=k).astype(np.int32)
-        self._sv = take_rows(X, torch.from_numpy(support).to(X.device))
-        self._coef = torch.from_numpy(signed[:, support] / rho[:, None]).to(X.device)
-        self._bias = torch.from_numpy(signed.sum(1) / rho).to(X.device)
-        self.result_ = results[0] if len(results) == 1 else results
-        # A problem its start already solves (the exact solve on the initial subset) counts
-        # one iteration: that solve is the solver's work (scikit-learn's n_iter_ >= 1).
-        self.n_iter_ = np.array([max(1, r.n_iter) for r in results], dtype=np.int32)
-        # scikit-learn's fit_status_: 0 when every problem met its stopping rule, else 1.
-        self.fit_status_ = int(not all(r.converged for r in results))
-        del self._X_train
-        if not defer_publish:
-            publish(self)
+
+    def _problem_rows(self, problems, alphas, results, rho, m: int):
+        """``(support, their classes, coef (n_problems, n_SV), bias)``: one row per problem
+        (binary, one-vs-rest, or one-vs-one pairs given as labels over all examples)."""
+        if problems and isinstance(problems[0], BinaryProblem):
+            problems = [p.labels_over(m) for p in problems]
+        # All problems at once in NumPy (per-problem tensor ops: a fifth of a 100-example fit)
+        A = torch.stack([a.full() if isinstance(a, OverRows) else a
+                         for a in alphas]).cpu().numpy()
+        labels = np.stack(problems)
+        support = np.flatnonzero((A > 0).any(0))
+        # Class by class, by index within a class: LIBSVM's and scikit-learn's order.
+        sv_class = example_class(labels[:, support], len(self.classes_), self._scheme())
+        order = class_order(support, sv_class)
+        support, sv_class = support[order], sv_class[order]
+        signed = A * labels
+        self._check_margins(A, rho, results)
+        return support, sv_class, signed[:, support] / rho[:, None], signed.sum(1) / rho
+
+    def _ovo_model(self, problems, alphas, results, rho, m: int):
+        """``(support, their classes, packed coef (k - 1, n_SV), bias (k(k-1)/2,))`` of a
+        one-vs-one fit, built from each pair's dual vector on its own rows.
+
+        A support vector of class :math:`c` keeps its coefficient
+        :math:`\\alpha_s y_s / \\rho_p` for the pair :math:`p = (c, o)` in row :math:`o - 1`
+        if :math:`o > c`, else in row :math:`o` (LIBSVM's layout, :mod:`torchfw.svm._attrs`).
+        Every array here is over the pairs' rows, :math:`(k - 1) m` entries in all: never a
+        row per pair over all examples or support vectors (1,000 classes of 2 examples:
+        499,500 pairs, 2 million entries against a billion).
+        """
+        k = len(self.classes_)
+        first, second = pair_classes(k)
+        if isinstance(problems, PairProblems):  # the pairs' arrays as they are
+            sizes, rows, y = problems.sizes, problems.rows, problems.y
+        else:
+            sizes = np.fromiter((p.rows.shape[0] for p in problems), dtype=np.int64,
+                                count=len(problems))
+            rows = np.concatenate([p.rows for p in problems])
+            y = np.concatenate([p.y for p in problems])
+        pair = np.repeat(np.arange(len(problems)), sizes)
+        if isinstance(alphas, PairAlphas):  # all pairs' vectors in one array already
+            A = alphas.flat
+        else:
+            A = torch.cat([a.values if isinstance(a, OverRows) else a[torch.from_numpy(p.rows)]
+                           for a, p in zip(alphas, problems, strict=True)]).cpu().numpy()
+        self._check_margins(A, rho, results)
+        cls = np.where(y > 0, first[pair], second[pair])  # the class of each entry's example
+        other = np.where(y > 0, second[pair], first[pair])
+        example_of = np.full(m, -1, dtype=np.int64)
+        example_of[rows] = cls
+        is_sv = np.zeros(m, dtype=bool)
+        is_sv[rows[A > 0]] = True
+        support = np.flatnonzero(is_sv)
+        sv_class = example_of[support]
+        # Class by class, by index within a class: LIBSVM's and scikit-learn's order.
+        order = class_order(support, sv_class)
+        support, sv_class = support[order], sv_class[order]
+        column = np.full(m, -1, dtype=np.int64)
+        column[support] = np.arange(support.shape[0])
+        signed = A * y
+        keep = column[rows] >= 0
+        packed = np.zeros((max(k - 1, 1), support.shape[0]))
+        packed[np.where(other > cls, other - 1, other)[keep], column[rows[keep]]] = \
+            signed[keep] / rho[pair[keep]]
+        bias = np.bincount(pair, weights=signed, minlength=len(problems)) / rho
+        return support, sv_class, packed, bias
+
+    def _packed(self) -> bool:
+        """Whether the coefficients are LIBSVM's packed one-vs-one rows ``(k - 1, n_SV)``."""
+        return len(self.classes_) > 2 and self._scheme() == "ovo"
+
+    def _scores_from_kernel(self, K: Tensor, packed_t=None) -> Tensor:
+        """Decision values ``(n, n_problems)`` from the kernel values ``K`` ``(n, n_SV)``
+        between ``n`` rows and the support vectors (float64); ``packed_t``: the packed
+        coefficients as :func:`~torchfw.svm._multiclass.packed_rows` gives them, if made."""
+        coef = self._coef.to(device=K.device, dtype=torch.float64)
+        bias = self._bias.to(device=K.device, dtype=torch.float64)
+        if self._packed():
+            return ovo_pair_values(K.to(torch.float64), coef, bias, self.n_support_, packed_t)
+        return K.to(torch.float64) @ coef.T + bias
+
+    def _score_columns(self) -> int:
+        """Float64 numbers per test row that :meth:`_scores_from_kernel` holds besides ``K``
+        (to size the blocks of rows scored at a time)."""
+        k = len(self.classes_)
+        if not self._packed():
+            return self._bias.shape[0]
+        # the pair values, and the torch path's class sums (k, k - 1) where not compiled
+        compiled = self._sv.device.type == "cpu" and _pair_values_compiled is not None
+        return k * (k - 1) // 2 + (0 if compiled else k * (k - 1))
 
     # -- scikit-learn's attributes ---------------------------------------------------------------
 
@@ -197,8 +323,16 @@ class SklearnSVCMixin:
     @property
     def problem_dual_coef_(self):
         """One row per binary problem ``(n_problems, n_SV)``: 1, ``k`` (one-vs-rest) or
-        ``k(k-1)/2`` (one-vs-one pairs, zeros outside a pair's classes)."""
+        ``k(k-1)/2`` (one-vs-one pairs, zeros outside a pair's classes).
+
+        A one-vs-one model keeps LIBSVM's packed ``dual_coef_`` only: these rows are built from
+        it on each read, ``k(k-1)/2 x n_SV`` numbers (1,000 classes: 499,500 rows).
+        """
         check_is_fitted(self, "_coef")
+        if self._problem_dual_coef_public is None:  # one-vs-one: unpacked on demand
+            coef = unpack_ovo(self._coef.detach().to(torch.float64).cpu().numpy(),
+                              self.n_support_)
+            return to_namespace(torch.from_numpy(coef).to(self._coef.device), self._namespace)
         return self._problem_dual_coef_public
 
     @property
@@ -220,7 +354,11 @@ class SklearnSVCMixin:
         if self._dual_coef_public is None:
             raise not_one_vs_one("coef_")
         sv = self._sv.to_dense() if self._sv.layout == torch.sparse_csr else self._sv
-        w = self._coef @ sv.to(torch.float64)
+        if self._packed():  # w of pair (i, j): class i's vectors by row j - 1, j's by row i
+            w = self._scores_from_kernel(sv.to(torch.float64).T).T
+            w = w - self._bias.to(device=w.device, dtype=torch.float64)[:, None]
+        else:
+            w = self._coef @ sv.to(torch.float64)
         if self._namespace == "torch":
             return w
         out = w.cpu().numpy()

@@ -96,6 +96,11 @@ def check_svc_state(state: dict) -> None:
     if len(set(classes)) != len(classes):
         raise ValueError("SVC state: 'classes' has repeated labels")
     n_problems = 1 if len(classes) == 2 else len(classes)
+    n_pairs = len(classes) * (len(classes) - 1) // 2
+    # Version 3 keeps a one-vs-one model of more than two classes in LIBSVM's packed layout:
+    # k - 1 coefficient rows, one intercept per pair (version 2: one row per pair).
+    packed = state.get("version", 1) >= 3 and len(classes) > 2 and \
+        state.get("multi_class_") == "ovo"
     gamma = state["gamma"]
     if not isinstance(gamma, (int, float)) or not math.isfinite(gamma) or gamma <= 0:
         raise ValueError(f"SVC state: 'gamma' must be a positive number, got {gamma!r}")
@@ -105,11 +110,13 @@ def check_svc_state(state: dict) -> None:
     coef = _tensor(state, "dual_coef", 2)
     intercept = _tensor(state, "intercept", 1)
     n_rows = coef.shape[0]
-    if n_rows not in (n_problems, len(classes) * (len(classes) - 1) // 2):
-        raise ValueError(f"SVC state: 'dual_coef' has {n_rows} rows for {len(classes)} classes")
-    if intercept.shape != (n_rows,):
+    if n_rows not in ((len(classes) - 1,) if packed else (n_problems, n_pairs)):
+        raise ValueError(f"SVC state: 'dual_coef' has {n_rows} rows for {len(classes)} classes"
+                         + (" (one-vs-one, packed: k - 1 rows)" if packed else ""))
+    n_outputs = n_pairs if packed else n_rows  # one intercept per binary problem
+    if intercept.shape != (n_outputs,):
         raise ValueError(f"SVC state: 'intercept' has shape {tuple(intercept.shape)}, expected "
-                         f"({n_rows},)")
+                         f"({n_outputs},)")
     sv = state["support_vectors"]
     kernel = state["params"].get("kernel", "rbf")
     if not isinstance(kernel, str):
@@ -157,9 +164,31 @@ def check_svc_state(state: dict) -> None:
     for key in ("prob_a", "prob_b"):
         value = state.get(key)
         if value is not None and (not isinstance(value, torch.Tensor)
-                                  or value.shape != (n_rows,)
+                                  or value.shape != (n_outputs,)
                                   or not bool(torch.isfinite(value).all())):
-            raise ValueError(f"SVC state: {key!r} must be {n_rows} finite numbers")
+            raise ValueError(f"SVC state: {key!r} must be {n_outputs} finite numbers")
+    if packed:
+        _check_packed_signs(coef, _tensor(state, "n_support", 1))
+
+
+def _check_packed_signs(packed: torch.Tensor, n_support: torch.Tensor) -> None:
+    r"""Refuse packed one-vs-one coefficients whose signs contradict their class blocks.
+
+    A support vector of class :math:`c` has :math:`\alpha y / \rho \ge 0` in the pairs where
+    :math:`c` is first (rows :math:`o - 1`, :math:`o > c`) and :math:`\le 0` where it is second
+    (rows :math:`o < c`): a state whose ``n_support`` counts were changed would otherwise give
+    the pairs other vectors' coefficients and predict differently, without a word.
+    """
+    k = packed.shape[0] + 1
+    owner = torch.repeat_interleave(torch.arange(k), n_support.to(torch.int64))
+    rows = torch.arange(k - 1).unsqueeze(1)
+    first = rows >= owner.unsqueeze(0)  # row o - 1 >= c: o > c, the vector's class is first
+    wrong = (first & (packed < 0)) | (~first & (packed > 0))
+    if bool(wrong.any()):
+        column = int(torch.nonzero(wrong.any(0))[0])
+        raise ValueError(f"SVC state: the one-vs-one coefficient signs of support vector "
+                         f"{column} do not fit its class {int(owner[column])} (by 'n_support'):"
+                         f" the counts or the order of the support vectors were changed")
 
 
 def svc_state(model) -> dict:
@@ -186,7 +215,9 @@ def svc_state(model) -> dict:
 
     # Version 2: support vectors class by class, n_support per class (scikit-learn's layout);
     # dual_coef and intercept hold one row per binary problem, as the model predicts with them.
-    return {"format": "torchfw.SVC", "version": 2, "params": params,
+    # Version 3: a one-vs-one model of more than two classes holds LIBSVM's packed (k - 1, n_SV)
+    # dual_coef (as it predicts with it), intercept one per pair.
+    return {"format": "torchfw.SVC", "version": 3, "params": params,
             "classes": model.classes_.tolist(), "gamma": float(model._gamma),
             "n_features_in": int(model.n_features_in_),
             "support": torch.from_numpy(np.asarray(model.support_, dtype=np.int64)),
@@ -228,6 +259,10 @@ def restore_svc(model, state: dict, device=None) -> None:
         coef = coef[:, index]
     else:
         n_support = state["n_support"].numpy()
+    if state.get("version", 1) < 3 and model._packed():  # one row per pair: pack them
+        from ._attrs import pack_ovo
+
+        coef = torch.from_numpy(pack_ovo(coef.to(torch.float64).numpy(), n_support))
     model.support_ = support.astype(np.int32)
     model.n_support_ = np.asarray(n_support, dtype=np.int32)
     model._sv = placed(sv)

@@ -29,6 +29,7 @@ accuracy against ``tol``, ``benchmarks/svm_small.py`` the small problems behind 
 
 from __future__ import annotations
 
+import functools
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -52,12 +53,13 @@ from . import _kernel_range
 from ._attrs import publish
 from ._binary import fit_binary
 from ._multiclass import (
+    PairVotes,
     binary_problems,
-    ovo_to_ovr,
-    ovo_vote,
+    packed_rows,
     resolve_scheme,
     restrict,
     scatter,
+    squash_confidence,
 )
 from ._params import check_params
 from ._plan import feature_dtype, resolve_plan
@@ -379,8 +381,7 @@ class SVC(SklearnSVCMixin, BaseEstimator):
                 results.append(result)
         self._alphas = alphas
         self._check_hard_margin(results)
-        self._set_model(X, [p.labels_over(X.shape[0]) for p in problems], alphas, results,
-                        defer_publish=True)
+        self._set_model(X, problems, alphas, results, defer_publish=True)
         if self._precomputed():  # as scikit-learn: the kernel values stand for the vectors
             self._sv = torch.empty((0, 0), dtype=kdtype, device=X.device)
         if objects is not None:  # the support vectors are the user's own rows
@@ -413,31 +414,45 @@ class SVC(SklearnSVCMixin, BaseEstimator):
         column per class) or, with ``decision_function_shape="ovo"``, ``(n, k(k-1)/2)``: one
         column per pair :math:`(i, j)`, positive for class :math:`i` (see ``multi_class``).
         """
+        check_is_fitted(self, "_coef")
+        if self._scheme() == "ovo" and len(self.classes_) > 2 and \
+                self.decision_function_shape == "ovr":
+            return self._decision_values(X, PairVotes(len(self.classes_), True,
+                                                      squash_confidence))
         scores = self._decision_values(X)
         self._check_shape(scores)
-        if scores.ndim == 2 and self._scheme() == "ovo" and \
-                self.decision_function_shape == "ovr":
-            return ovo_to_ovr(scores, len(self.classes_))
         return scores
 
-    def _decision_values(self, X) -> np.ndarray:
-        """One column per binary problem (a vector for two classes), on the margin-1 scale."""
+    def _decision_values(self, X, reduce=None) -> np.ndarray:
+        """One column per binary problem (a vector for two classes), on the margin-1 scale.
+
+        ``reduce`` (optional) maps a block of rows' values to what is returned for them (the
+        votes, the per-class columns): the :math:`k(k-1)/2` pair values of all rows are then
+        never held at once (1,000 classes: 4 MB a row).
+        """
         check_is_fitted(self, "_coef")
         if self._precomputed():
-            return _kernel_range.finite_scores(_svc_custom.precomputed_scores(self, X), self)
-        if getattr(self, "_sv_objects", None) is not None:  # a callable kernel, non-numeric X
-            return _kernel_range.finite_scores(_svc_custom.object_scores(self, X), self)
-        sv = self._sv
-        shape = getattr(X, "shape", None)
-        work = shape[0] * shape[1] * sv.shape[0] if shape is not None and len(shape) == 2 \
-            else None
-        with few_threads(X, work, device=sv.device):
-            return self._kernel_scores(self._check_predict_input(X), sv)
+            scores = _kernel_range.finite_scores(_svc_custom.precomputed_scores(self, X), self)
+        elif getattr(self, "_sv_objects", None) is not None:  # a callable kernel, non-numeric X
+            scores = _kernel_range.finite_scores(_svc_custom.object_scores(self, X), self)
+        else:
+            sv = self._sv
+            shape = getattr(X, "shape", None)
+            work = shape[0] * shape[1] * sv.shape[0] if shape is not None and len(shape) == 2 \
+                else None
+            with few_threads(X, work, device=sv.device):
+                return self._kernel_scores(self._check_predict_input(X), sv, reduce)
+        return scores if reduce is None else reduce(scores)
 
-    def _kernel_scores(self, X: Tensor, sv: Tensor) -> np.ndarray:
-        out = []
-        chunk = max(1, int(2**27 // (8 * max(1, sv.shape[0]))))  # ~128 MB kernel blocks
-        coef = self._coef.to(torch.float64)
+    def _kernel_scores(self, X: Tensor, sv: Tensor, reduce=None) -> np.ndarray:
+        out: list[np.ndarray] = []
+        bad: list[np.ndarray] = []
+        # ~128 MB blocks: the kernel values and what the scores hold besides; 32 MB for
+        # one-vs-one's pair values, which are reduced block by block (votes, class columns)
+        budget = 2**25 if self._packed() else 2**27
+        chunk = max(1, int(budget // (8 * max(1, sv.shape[0] + self._score_columns()))))
+        packed_t = packed_rows(self._coef) if self._packed() and sv.device.type == "cpu" \
+            else None
         for start in range(0, X.shape[0], chunk):
             rows = torch.arange(start, min(X.shape[0], start + chunk), device=X.device)
             block = take_rows(X, rows)
@@ -448,10 +463,26 @@ class SVC(SklearnSVCMixin, BaseEstimator):
                 # that a row scores the same alone as in a batch (scikit-learn's
                 # check_methods_subset_invariance).
                 block = torch.cat([block, block[:1].expand(8 - n_rows, -1)])
-            K = self._kernel.pairwise(block, sv)[:n_rows].to(torch.float64)
-            out.append(K @ coef.T + self._bias.to(torch.float64))
-        scores = _kernel_range.finite_scores(torch.cat(out).cpu().numpy(), self)
-        return scores[:, 0] if scores.shape[1] == 1 else scores
+            K = self._kernel.pairwise(block, sv)[:n_rows]
+            fused = reduce.from_kernel(K, packed_t, self._bias, self.n_support_) \
+                if isinstance(reduce, PairVotes) else None
+            if fused is not None:  # votes as the pair values are made (none stored)
+                wrong = np.flatnonzero(~fused[1])
+                if wrong.size or bad:
+                    bad.append(wrong + start)
+                else:
+                    out.append(fused[0])
+                continue
+            scores = self._scores_from_kernel(K, packed_t).cpu().numpy()
+            wrong = _kernel_range.nonfinite_rows(scores)
+            if wrong.size or bad:  # reported once all rows are scored
+                bad.append(wrong + start)
+                continue
+            scores = scores[:, 0] if scores.shape[1] == 1 else scores
+            out.append(scores if reduce is None else reduce(scores))
+        if bad and np.concatenate(bad).size:
+            raise _kernel_range.nonfinite_error(np.concatenate(bad), X.shape[0], self)
+        return np.concatenate(out)
 
     def _check_predict_input(self, X) -> Tensor:
         sv = self._sv
@@ -466,15 +497,18 @@ class SVC(SklearnSVCMixin, BaseEstimator):
         class index on ties; by confidence with ``break_ties=True``). One-vs-rest: the largest
         decision value.
         """
-        scores = self._decision_values(X)
-        if scores.ndim == 1:
-            return self.classes_[(scores > 0).astype(int)]
-        if self._scheme() == "ovo":
-            k = len(self.classes_)
-            index = np.argmax(ovo_to_ovr(scores, k), axis=1) if self.break_ties else \
-                ovo_vote(scores, k)
+        check_is_fitted(self, "_coef")
+        k = len(self.classes_)
+        if k == 2:
+            return self.classes_[(self._decision_values(X) > 0).astype(int)]
+        if self._scheme() == "ovo":  # votes block by block (no k(k-1)/2 columns for all rows)
+            # LIBSVM's vote (ties to the lowest index: argmax takes the first maximum), or
+            # scikit-learn's break_ties (the argmax of the "ovr"-shaped columns)
+            index = self._decision_values(X, PairVotes(
+                k, bool(self.break_ties), (lambda v, c: np.argmax(squash_confidence(v, c), 1))
+                if self.break_ties else (lambda v, c: np.argmax(v, axis=1))))
             return self.classes_[index]
-        return self.classes_[np.argmax(scores, axis=1)]
+        return self.classes_[np.argmax(self._decision_values(X), axis=1)]
 
     def _has_probability(self) -> bool:
         if not self.probability:
@@ -495,8 +529,9 @@ class SVC(SklearnSVCMixin, BaseEstimator):
         assert self.probB_ is not None  # fitted with probA_
         from ._probability import platt_proba
 
-        return platt_proba(self._decision_values(X), self.probA_, self.probB_,
-                           len(self.classes_), shape=self._scheme())
+        return self._decision_values(X, functools.partial(
+            platt_proba, A=self.probA_, B=self.probB_, n_classes=len(self.classes_),
+            shape=self._scheme()))
 
     @available_if(_has_probability)
     def predict_log_proba(self, X) -> np.ndarray:
@@ -524,7 +559,8 @@ class SVC(SklearnSVCMixin, BaseEstimator):
         return KernelSVMHead(self._sv, self._coef, self._bias,
                              kernel=self.kernel, gamma=self._gamma, degree=self.degree,
                              coef0=self.coef0, classes=self.classes_,
-                             multi_class=self._scheme())
+                             multi_class=self._scheme(),
+                             n_support=self.n_support_ if self._packed() else None)
 
     def state_dict(self) -> dict:
         """The fitted model as tensors and plain values (loadable with ``weights_only=True``)."""
