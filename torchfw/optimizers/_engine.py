@@ -158,24 +158,27 @@ def feasible_interval(w, w_prev, lam, i, *, support=None, n_support: int = 0):
     -------
     (lo, hi)
         Host floats for NumPy arrays and for tensors with a Python ``i``; tensors (0-d, or
-        ``(B,)``) otherwise.
+        ``(B,)``) for a tensor ``i`` (device scalars: no host read).
     """
     if isinstance(w, np.ndarray):
         if support is not None:
             return K.extrapolation_bounds_on(w, w_prev, lam, i, support, n_support)
         return K.extrapolation_bounds(w, w_prev, lam, i)
-    if w.dim() == 2:
-        wt = w * _column(1.0 - lam)
+    if w.dim() == 2:  # B problems: lam and i of shape (B,)
+        wt = w * _column(1 - lam)
         wt.scatter_add_(1, i[:, None], lam[:, None].to(wt.dtype))
-    elif isinstance(i, int) and i < 0:
-        wt = w * (1.0 - lam)
     else:
-        return K.torch_extrapolation_bounds(w, w_prev, lam, i)
+        wt = w * (1 - lam)
+        if not (isinstance(i, int) and i < 0):  # -1: the atom is another rank's
+            wt.index_add_(0, torch.as_tensor(i, device=w.device).reshape(1),
+                          torch.as_tensor(lam, dtype=w.dtype, device=w.device).reshape(1))
     delta = wt - w_prev
     inf = torch.full_like(wt, math.inf)
     hi = torch.where(delta < 0, wt / (-delta), inf).amin(-1)
     lo = torch.where(delta > 0, -wt / delta, -inf).amax(-1)
-    return (lo, hi) if w.dim() == 2 else (float(lo), float(hi))
+    if w.dim() == 2 or isinstance(i, Tensor):
+        return lo, hi
+    return float(lo), float(hi)
 
 
 # ---------------------------------------------------------------------------------------------
