@@ -59,7 +59,7 @@ small demo). See ``docs/scale.md``.
 
 The package has one module per concern: :mod:`~torchfw.distributed.comm` (collectives and the
 rank layout), :mod:`~torchfw.distributed.operator` (the sharded kernel operator),
-:mod:`~torchfw.distributed.engine` (the sharded engine), :mod:`~torchfw.distributed.run`
+:mod:`~torchfw.distributed.engine` (the sharded storage and its engine), :mod:`~torchfw.distributed.run`
 (:func:`minimize`), :mod:`~torchfw.distributed.svc` (:class:`DistributedSVC`) and
 :mod:`~torchfw.distributed.cli` (the demo).
 """
@@ -70,11 +70,11 @@ from ..optimizers import _kernels as K  # noqa: F401  (idem)
 from ..svm import _kernel_cpu  # noqa: F401  (re-exported: tests switch its numba path off)
 from .cli import main  # noqa: F401  (``torchfw.distributed.main``, the demo)
 from .comm import HAVE_DISTRIBUTED, Communicator, gather_shards, shard_range
-from .engine import EXCHANGES, DistributedQuadraticEngine
+from .engine import EXCHANGES, DistributedQuadraticEngine, ShardedStorage
 from .operator import ShardedSVMDualOperator
 from .run import minimize
 from .svc import DISTRIBUTED_SOLVERS, DistributedSVC, fit_svc  # noqa: F401
 
 __all__ = ["HAVE_DISTRIBUTED", "Communicator", "ShardedSVMDualOperator",
-           "DistributedQuadraticEngine", "minimize", "DistributedSVC", "fit_svc", "shard_range",
-           "gather_shards", "EXCHANGES"]
+           "DistributedQuadraticEngine", "ShardedStorage", "minimize", "DistributedSVC",
+           "fit_svc", "shard_range", "gather_shards", "EXCHANGES"]

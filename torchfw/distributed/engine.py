@@ -16,10 +16,11 @@ import torch
 from torch import Tensor
 
 from ..optimizers import _kernels as K
-from ..optimizers._engine import QuadraticEngine, feasible_interval, update_vectors
+from ..optimizers._engine import QuadraticEngine
 from ..optimizers._moves import Coefficients
 from ..optimizers._selection import select_host
 from ..optimizers._state import StorageState
+from ..optimizers._vectors import feasible_interval, update_vectors
 from ..sets.oracles import Simplex
 from ..utils.column_cache import ColumnCache
 from ..utils.scalars import HOST
@@ -43,7 +44,7 @@ class ShardedStorage(StorageState):
     run unchanged on every rank, as over the streaming storage: entries of remote atoms come
     from the round-1 records). Local vectors have one extra *ghost* entry at the end: an atom
     owned by another rank is addressed as the ghost, so the single-process vector update
-    (:func:`~torchfw.optimizers._engine.update_vectors`) applies moves unchanged, and the ghost
+    (:func:`~torchfw.optimizers._vectors.update_vectors`) applies moves unchanged, and the ghost
     is zeroed afterwards.
 
     Parameters

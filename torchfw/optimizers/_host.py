@@ -19,10 +19,10 @@ from ..objectives import ColumnOperator, Quadratic
 from ..sets.oracles import AtomicLMO, Simplex
 from ..utils.scalars import Scalars
 from . import _kernels as K
-from ._engine import feasible_interval, update_vectors
 from ._moves import Coefficients
 from ._selection import select
 from ._state import StorageState
+from ._vectors import feasible_interval, update_vectors
 
 __all__ = ["HostStorage"]
 

@@ -27,7 +27,7 @@ from ._moves import pair_curvature, toward_curvature
 __all__ = ["HAVE_NUMBA", "update", "select", "active_argmin", "extrapolation_bounds",
            "extrapolation_bounds_on", "shift_update_on",
            "second_order_partner", "torch_update", "torch_active_argmin",
-           "torch_extrapolation_bounds", "torch_second_order_partner"]
+           "torch_second_order_partner"]
 
 _INF = math.inf
 
@@ -424,17 +424,6 @@ def torch_active_argmin(w, s):
     masked = torch.where(active, s, torch.full_like(s, math.inf))
     best = torch.argmin(masked).reshape(1)
     return best, masked.gather(0, best), active.sum()
-
-
-def torch_extrapolation_bounds(w, w_prev, lam, i):
-    """Tensor version of :func:`extrapolation_bounds`."""
-    wt = w * (1 - lam)
-    _scatter_add(wt, i, lam)
-    delta = wt - w_prev
-    inf = torch.full_like(w, math.inf)
-    hi = torch.where(delta < 0, wt / (-delta), inf).amin()
-    lo = torch.where(delta > 0, -wt / delta, -inf).amax()
-    return lo, hi
 
 
 def torch_second_order_partner(w, s, h, diag, ct, i, si, dii):

@@ -61,11 +61,11 @@ from torch import Tensor
 
 from ..utils.scalars import HOST
 from . import _kernels as K
-from ._engine import feasible_interval, update_vectors
 from ._kernel_rows import KernelRows
 from ._moves import Coefficients
 from ._selection import active_max
 from ._state import StorageState
+from ._vectors import feasible_interval, update_vectors
 
 __all__ = ["SampledStorage", "DEFAULT_SAMPLE_SIZE"]
 

@@ -108,12 +108,12 @@ class Storage(Protocol):
 
     def extrapolation_bounds(self, lam, i) -> tuple[Any, Any]:
         r"""PARTAN: the feasible :math:`\mu` interval ``(lo, hi)``
-        (:func:`~torchfw.optimizers._engine.feasible_interval` over the storage's vectors)."""
+        (:func:`~torchfw.optimizers._vectors.feasible_interval` over the storage's vectors)."""
 
     # -- writes --------------------------------------------------------------------------------
     def update(self, co: Coefficients) -> None:
         """Apply the move to the vectors
-        (:func:`~torchfw.optimizers._engine.update_vectors`), then :meth:`reselect`."""
+        (:func:`~torchfw.optimizers._vectors.update_vectors`), then :meth:`reselect`."""
 
     def reselect(self) -> None:
         """The selection from the vectors (sets the scalars above): one definition,

@@ -40,10 +40,10 @@ from ..objectives import Quadratic
 from ..sets.oracles import LMO, Simplex
 from ..utils.scalars import HOST
 from . import _kernels as K
-from ._engine import feasible_interval, update_vectors
 from ._moves import Coefficients
 from ._selection import select_host
 from ._state import StorageState
+from ._vectors import feasible_interval, update_vectors
 
 __all__ = ["StreamingStorage"]
 

@@ -25,9 +25,10 @@ from torch import Tensor
 from ..linesearch import ExactLineSearch, OpenLoop
 from ..sets.oracles import Simplex
 from ..utils.scalars import DEVICE
-from ._engine import Coefficients, QuadraticEngine, feasible_interval, update_vectors
+from ._engine import Coefficients, QuadraticEngine
 from ._selection import select
 from ._state import StorageState
+from ._vectors import feasible_interval, update_vectors
 from ._stopping import BatchedStop
 
 __all__ = ["BatchedStorage", "BatchedQuadraticEngine", "BatchedResult", "minimize_batched"]
@@ -50,7 +51,7 @@ class BatchedStorage(StorageState):
 
     Vectors are ``(B, N)``; each problem's selection is the single-problem one
     (:func:`~torchfw.optimizers._selection.select` over the last dimension), its update
-    :func:`~torchfw.optimizers._engine.update_vectors` over rows. ``active`` masks the problems
+    :func:`~torchfw.optimizers._vectors.update_vectors` over rows. ``active`` masks the problems
     that still run (:class:`BatchedQuadraticEngine` gives the others the identity move).
     """
 
