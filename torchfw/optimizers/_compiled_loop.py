@@ -14,7 +14,7 @@ atom as row ``k`` of a *row source*, through :func:`vertex_row`, which numba res
 source's type when it compiles the loop (``numba.extending.overload``):
 
 * a 2-D array: its rows are the vertex gradients, read in place (the dense engine's matrix
-  :math:`H`, :class:`~torchfw.optimizers._dense.DenseQuadraticEngine`);
+  :math:`H`, :class:`~torchfw.optimizers._dense.DenseStorage`);
 * any other type a family registers an ``overload`` of :func:`vertex_row` for -- the SVM's signed
   rows of :math:`K + 1`, whole or from a cache of rows (:mod:`torchfw.svm._dense`), which
   computes the row into the buffer it is given.

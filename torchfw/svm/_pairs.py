@@ -29,6 +29,7 @@ import numpy as np
 import torch
 
 from .. import exceptions
+from ..optimizers import _compiled_loop as _loop
 from ..optimizers import _face
 from ..utils.jit import njit
 from ..utils.threads import parallel_map, workers
@@ -92,9 +93,13 @@ def _solve_block(P, cache, rows, offsets, y, y_pm, inv_c, diag, seeds, budgets, 
         hist = np.empty((n_checks, 3))
         hist_counts = np.empty((n_checks, n_counters), dtype=np.int64)
         counts = np.zeros(n_counters, dtype=np.int64)
+        # The one compiled loop over the pair's signed rows (torchfw.svm._dense.row_source);
+        # no linear term, so the diagonal stands in for it (read only with has_ct).
+        bufs = np.empty((2, n), dtype=P.dtype)
         k, status, n_hist = _solve_in(
-            variant, P, cache, r, yp, ic, diag[a:b], w, s, wp, sp, support, state, this, tol,
-            rtol, check_every, zero_tol, counts, hist, hist_counts, True, pause_at)
+            variant, (P, cache, r, yp, ic), bufs, diag[a:b], diag[a:b], False, 0.0, w, s, wp,
+            sp, support, state, this, tol, rtol, check_every, zero_tol, counts, hist,
+            hist_counts, True, pause_at)
         if status != _CONVERGED and status != _MAX_ITER:  # paused, non-finite: one by one
             out[p, 5] = -1.0
             continue
@@ -113,11 +118,11 @@ def _solve_block(P, cache, rows, offsets, y, y_pm, inv_c, diag, seeds, budgets, 
 
 
 # The callees and constants, by global name (numba resolves them when it compiles the block).
-_MIN_WINDOW, _MAX_CHECKS = _face.MIN_WINDOW, _svc_dense.MAX_CHECKS
-_CONVERGED, _MAX_ITER = _svc_dense._CONVERGED, _svc_dense._MAX_ITER
+_MIN_WINDOW, _MAX_CHECKS = _face.MIN_WINDOW, _loop.MAX_CHECKS
+_CONVERGED, _MAX_ITER = _loop.CONVERGED, _loop.MAX_ITER
 _subset_in = _svc_start._subset_compiled
 _start_in = _svc_start.start
-_solve_in = _svc_dense.solve_compiled
+_solve_in = _loop.run_loop
 _solve_block_compiled = njit(_solve_block) if _subset_in is not None else None
 
 
