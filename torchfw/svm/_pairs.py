@@ -208,7 +208,7 @@ def solve_small_pairs(plan, src, problems, previous, inv_c_all, diag_np, variant
         t0 = time.perf_counter()
         _solve_block_compiled(src[0], src[1], rows, offsets, y, y_pm, inv_c, diag, seeds,
                               budgets, block, plan.n_init, max_atoms, keep_previous, variant,
-                              tol, rtol, check_every, _svc_dense.ZERO_TOL, chunks,
+                              tol, rtol, check_every, _loop.ZERO_TOL, chunks,
                               len(_svc_dense.COUNTERS), w, out)
         return (time.perf_counter() - t0) / block.size
 
