@@ -44,8 +44,9 @@ __all__ = ["fit_problems", "dense_budget_ok", "stopping_rule", "fit_all", "PARAL
 
 
 def fit_all(model, X, problems, C_examples, kdtype, previous, rule, gram=None):
-    """:func:`torchfw.svm._fit.fit_problems` (which calls it on one torch thread); ``rule``
-    is the lazy path's ``(tol, rtol, check_every)`` (:func:`~torchfw.svm._fit.stopping_rule`)."""
+    """:func:`torchfw.svm._fit.fit_problems` (which calls it on one torch thread); ``rule(n)``
+    is the lazy path's ``(tol, rtol, check_every)`` for a problem of ``n`` examples
+    (:func:`~torchfw.svm._fit.stopping_rule`: ``tol="auto"`` depends on a problem's size)."""
     from ._multiclass import restrict, scatter
     from .kernels import ORDERED_MATVEC_MAX
 
@@ -208,10 +209,10 @@ def _operator_start(model, X, sub, job, kdtype, variant) -> Start:
 
 
 def _solve_job(src, variant, rule, job, start):
-    """:func:`solve` of a job from ``start`` under the stopping ``rule`` ``(tol, rtol,
-    check_every)``; its history arrays copied (the buffers sized for ``max_iter`` are let
-    go)."""
-    tol, rtol, check_every = rule
+    """:func:`solve` of a job from ``start`` under the stopping rule ``rule(n)`` ``(tol, rtol,
+    check_every)`` of its ``n`` examples; its history arrays copied (the buffers sized for
+    ``max_iter`` are let go)."""
+    tol, rtol, check_every = rule(job.y.shape[0])
     n_iter, status, hist, hist_counts = solve(
         variant, src, job.rows, job.y, job.inv_c, job.diag, start, max_iter=job.max_iter,
         tol=tol, rtol=rtol, check_every=check_every, stop=job.stop)
@@ -235,7 +236,8 @@ def _result(model, start, outcome, elapsed, matrix_info):
     if result.status == Status.MAX_ITER:
         warnings.warn(f"SVC solver {model.solver!r} stopped on {result.status} after "
                       f"{n_iter} iterations with relative gap "
-                      f"{gap / max(2 * value, 1e-300):.3g} > tol={model._stop_tol()}",
+                      f"{gap / max(2 * value, 1e-300):.3g} > "
+                      f"tol={model._stop_tol(start.w.shape[0])}",
                       exceptions.ConvergenceWarning, stacklevel=5)
     return result.x, result
 
@@ -432,12 +434,14 @@ def fit_problems(model, X, problems, C_examples, kdtype, previous, factory, gram
     """
     with one_thread():
         return fit_all(model, X, problems, C_examples, kdtype, previous,
-                       stopping_rule(model, factory), gram)
+                       functools.lru_cache(maxsize=None)(
+                           functools.partial(stopping_rule, model, factory)), gram)
 
 
-def stopping_rule(model, factory) -> tuple[float, float, int]:
-    """``(tol, rtol, check_every)`` of the optimizer the lazy path builds for ``model``."""
-    optimizer = factory(model.solver)(tol=1e-300, rtol=2.0 * model._stop_tol())
+def stopping_rule(model, factory, n: int | None = None) -> tuple[float, float, int]:
+    """``(tol, rtol, check_every)`` of the optimizer the lazy path builds for ``model``'s
+    problems of ``n`` examples (``None``: of the fit's; ``SVC._stop_tol``)."""
+    optimizer = factory(model.solver)(tol=1e-300, rtol=2.0 * model._stop_tol(n))
     every = optimizer.check_every
     return float(optimizer.tol), float(optimizer.rtol), CHECK_EVERY if every is None else every
 

@@ -103,7 +103,7 @@ def _fit_binary_sampled(svc, X: Tensor, y_pm: np.ndarray, C_examples, kdtype, al
     C = C_examples if isinstance(C_examples, float) else C_examples.to(X.device)
     storage = KernelRows(X, y_t, svc._kernel, C, dtype=kdtype)
     time_limit = svc.time_limit
-    rtol = 2.0 * svc._stop_tol()
+    rtol = 2.0 * svc._stop_tol(m)
     subset = None
     if alpha0 is not None:
         support = torch.nonzero(alpha0 > 0).squeeze(1).to(X.device)
@@ -166,7 +166,7 @@ def _fit_binary_sampled(svc, X: Tensor, y_pm: np.ndarray, C_examples, kdtype, al
         warnings.warn(f"SVC solver {svc.solver!r} (sampled storage) stopped on {result.status} "
                       f"after {result.n_iter} iterations with sampled relative gap "
                       f"{result.info['sampled_gap'] / max(2 * result.value, 1e-300):.3g} > "
-                      f"tol={svc._stop_tol()}", ConvergenceWarning, stacklevel=4)
+                      f"tol={svc._stop_tol(m)}", ConvergenceWarning, stacklevel=4)
     result.info["cache"] = {"block_cached": result.info["block_cached"]}
     result.info["total_time"] = time.perf_counter() - start
     return result.x, result

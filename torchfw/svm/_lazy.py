@@ -47,7 +47,7 @@ def fit_binary(svc, X: Tensor, y_pm: np.ndarray, C_examples, kdtype, alpha0, k, 
     max_iter = iteration_budget(svc, m)
     options = {"average_from": average_from(svc.average, max_iter)} if streaming else {}
     solver = factory(svc.solver)(
-        tol=1e-300, rtol=0.0 if streaming else 2.0 * svc._stop_tol(), max_iter=max_iter,
+        tol=1e-300, rtol=0.0 if streaming else 2.0 * svc._stop_tol(m), max_iter=max_iter,
         sample_size=svc.sample_size, random_state=seed, verbose=bool(svc.verbose),
         time_limit=svc.time_limit, **options)
     result = solver.minimize(problem.objective, problem.x0)
@@ -55,7 +55,7 @@ def fit_binary(svc, X: Tensor, y_pm: np.ndarray, C_examples, kdtype, alpha0, k, 
         warnings.warn(f"SVC solver {svc.solver!r} stopped on {result.status} after "
                       f"{result.n_iter} iterations with relative gap "
                       f"{result.gap / max(2 * result.value, 1e-300):.3g} > "
-                      f"tol={svc._stop_tol()}",
+                      f"tol={svc._stop_tol(m)}",
                       _exceptions.ConvergenceWarning, stacklevel=4)
     result.info["cache"] = problem.operator.cache_info()
     # A run stopped (time_limit) before averaging began has only its last iterate.

@@ -290,10 +290,17 @@ def plain_problem(model, X, C_examples, kdtype, one_problem=False):
     ``cache_size`` MB of its rows (:func:`cached_source`); for ``one_problem`` (a binary fit)
     of :data:`ROWS_FROM` examples or more, a cache even when the full matrix fits.
     ``(None, None, None)`` when the operator has no host storage (``memory_budget``): the
-    caller takes the lazy path.
+    caller takes the lazy path -- except for sparse examples whose full matrix fits
+    ``cache_size``, computed without a dense copy (:mod:`torchfw.svm._sparse_gram`).
     """
     op = plain_operator(model, X, C_examples, kdtype)
     if op is None:
+        itemsize = 8 if kdtype == torch.float64 else 4
+        if X.layout == torch.sparse_csr and X.device.type == "cpu" and \
+                cache_slots(model, X.shape[0], np.dtype(f"f{itemsize}")) >= X.shape[0]:
+            from ._sparse_gram import sparse_plain_problem
+
+            return sparse_plain_problem(model, X, C_examples, kdtype)
         return None, None, None
     m = op.shape[0]
     slots = cache_slots(model, m, op._np_dtype)

@@ -1,0 +1,119 @@
+"""SVC with many classes: tiny one-vs-one pairs and wide sparse examples (sector's case)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+import torch
+
+import torchfw as tf
+from torchfw.svm._kernel_cpu import HAVE_NUMBA
+from torchfw.svm._multiclass import OVR_MAX, TINY_PAIR, resolve_scheme
+from torchfw.svm.estimator import SMALL_M, SMALL_TOL, TINY_M, TINY_TOL, TOL, auto_tol
+
+pytestmark = pytest.mark.filterwarnings("ignore:SVC solver")
+
+
+def _classes(k, per_class, d=20, seed=0, spread=1.5):
+    rng = np.random.default_rng(seed)
+    centres = rng.normal(size=(k, d))
+    y = np.repeat(np.arange(k), per_class)
+    return centres[y] + spread * rng.normal(size=(k * per_class, d)), y
+
+
+def test_auto_tol_by_problem_size():
+    assert [auto_tol(n) for n in (10, TINY_M - 1, TINY_M, SMALL_M - 1, SMALL_M, 10**6)] == \
+        [TINY_TOL, TINY_TOL, SMALL_TOL, SMALL_TOL, TOL, TOL]
+    # A one-vs-one pair: tiny pairs by their own size, larger ones by the fit's.
+    assert [auto_tol(5000, n) for n in (TINY_M - 1, TINY_M, SMALL_M)] == [TINY_TOL, TOL, TOL]
+    assert auto_tol(800, 500) == SMALL_TOL
+    model = tf.SVC()
+    model._n_fit = 5000  # the fit's size, read when no problem size is given
+    assert model._stop_tol() == TOL and model._stop_tol(120) == TINY_TOL
+    assert tf.SVC(tol=0.25)._stop_tol(120) == 0.25  # a given tol is left alone
+
+
+@pytest.mark.parametrize("dense", ["auto", False])
+def test_one_vs_one_pairs_stop_at_their_own_auto_tol(dense):
+    # 12 classes of 100: the fit has 1,200 examples (tol 0.3 for the fit as a whole), each
+    # pair 200, below TINY_M: every pair, on the compiled and the lazy path, must stop at
+    # TINY_TOL, which the fit's 0.3 leaves far behind on these overlapping classes.
+    X, y = _classes(12, 100)
+    model = tf.SVC(multi_class="ovo", dense=dense, random_state=0).fit(X, y)
+    assert len(model.result_) == 66
+    rel = np.array([r.gap / (2 * r.value) for r in model.result_])
+    assert (rel <= TINY_TOL * (1 + 1e-9)).all(), rel.max()
+    assert model.fit_status_ == 0
+
+
+def test_auto_takes_one_vs_rest_for_tiny_pairs():
+    # sector: 6,412 examples of 105 classes (pairs of ~122); letter: 15,000 of 26 (~1,150).
+    assert resolve_scheme("auto", 6412, 105, "ovr") == "ovr"
+    assert resolve_scheme("auto", 15000, 26, "ovr") == "ovo"
+    assert resolve_scheme("auto", OVR_MAX + 1, 200, "ovr") == "ovo"  # no shared matrix
+    assert resolve_scheme("auto", 6412, 105, "ovo") == "ovo"  # pair values asked for
+    assert resolve_scheme("ovo", 6412, 105, "ovr") == "ovo"
+    per_class = TINY_PAIR // 2 - 5  # pairs just under TINY_PAIR, over OVO_FROM examples in all
+    X, y = _classes(16, per_class, d=5, spread=0.3)
+    assert X.shape[0] >= 1500
+    model = tf.SVC(tol=0.5).fit(X, y)
+    assert model.multi_class_ == "ovr" and model.decision_function(X[:3]).shape == (3, 16)
+    assert model.score(X, y) > 0.9
+
+
+def _wide_sparse(m=240, k=6, width=1_200_000, seed=0):
+    # Few nonzeros spread over so many columns that a dense copy (m x width float32: 1.15 GB)
+    # exceeds the operator's memory budget (1 GB), as sector's 55,197 tf-idf columns do.
+    rng = np.random.default_rng(seed)
+    y = np.arange(m) % k
+    used = rng.choice(width, size=400, replace=False)
+    rows, cols, vals = [], [], []
+    for i in range(m):
+        own = used[(y[i] * 50 + rng.choice(80, size=12, replace=False)) % used.size]
+        rows += [i] * own.size
+        cols += own.tolist()
+        vals += rng.uniform(0.2, 1.0, size=own.size).tolist()
+    X = sp.csr_matrix((vals, (rows, cols)), shape=(m, width), dtype=np.float64)
+    X.sum_duplicates()
+    return X, y, np.unique(X.indices)
+
+
+@pytest.mark.skipif(not HAVE_NUMBA, reason="the compiled path needs numba")
+def test_wide_sparse_examples_take_the_compiled_path():
+    X, y, used = _wide_sparse()
+    params = dict(multi_class="ovo", decision_function_shape="ovo", tol=1e-6, random_state=0)
+    model = tf.SVC(**params).fit(X, y)
+    # Its matrix came from the sparse product, not the lazy path's columns.
+    assert all(r.info["engine"] == "compiled whole solve" for r in model.result_)
+    # The same model as on the columns that hold values (a dense copy fits the budget there),
+    # up to the rounding of the kernel values: solved tightly, the pair values agree.
+    narrow = tf.SVC(gamma=model.gamma_, **params).fit(X[:, used], y)
+    assert narrow.result_[0].info["matrix_bytes"] == model.result_[0].info["matrix_bytes"]
+    np.testing.assert_allclose(model.decision_function(X), narrow.decision_function(X[:, used]),
+                               atol=1e-3)
+    assert np.array_equal(model.predict(X), narrow.predict(X[:, used]))
+
+
+@pytest.mark.skipif(not HAVE_NUMBA, reason="the compiled path needs numba")
+@pytest.mark.parametrize("kernel", ["rbf", "linear", "poly", "sigmoid"])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_sparse_matrix_is_the_kernel_plus_one(kernel, dtype, monkeypatch):
+    from torchfw.svm import _sparse_gram
+    from torchfw.svm.kernels import make_kernel
+    from torchfw.utils.data import as_matrix
+
+    monkeypatch.setattr(_sparse_gram, "BLOCK_ROWS", 7)  # several blocks, a ragged last one
+    X, y, _ = _wide_sparse(m=45, width=3000)
+    Xt = as_matrix(X, dtype=dtype)
+    model = tf.SVC(kernel=kernel, gamma=0.3, coef0=0.5)
+    model._kernel = make_kernel(kernel, 0.3, 3, 0.5)
+    C = torch.linspace(1.0, 3.0, 45, dtype=torch.float64)
+    (P, cache), diag, inv_c = _sparse_gram.sparse_plain_problem(model, Xt, C, dtype)
+    assert cache is None and P.dtype == (np.float64 if dtype == torch.float64 else np.float32)
+    dense = torch.from_numpy(X.toarray()).to(torch.float64)
+    expected = model._kernel.pairwise(dense, dense).numpy() + 1.0
+    tol = 1e-12 if dtype == torch.float64 else 2e-5
+    np.testing.assert_allclose(P, expected, rtol=tol, atol=tol)
+    np.testing.assert_allclose(inv_c, 1.0 / C.numpy(), rtol=1e-6)
+    np.testing.assert_allclose(diag, np.diag(expected) + 1.0 / C.numpy(), rtol=tol, atol=tol)
