@@ -117,3 +117,22 @@ def test_sparse_matrix_is_the_kernel_plus_one(kernel, dtype, monkeypatch):
     np.testing.assert_allclose(P, expected, rtol=tol, atol=tol)
     np.testing.assert_allclose(inv_c, 1.0 / C.numpy(), rtol=1e-6)
     np.testing.assert_allclose(diag, np.diag(expected) + 1.0 / C.numpy(), rtol=tol, atol=tol)
+
+
+@pytest.mark.skipif(not HAVE_NUMBA, reason="the compiled path needs numba")
+def test_pair_over_the_cache_is_compiled_on_a_cache_of_its_rows():
+    # shuttle's case: one class far larger than the others, so that the pairs with it exceed
+    # cache_size. They are solved compiled on a cache of their rows (the other pairs on their
+    # own matrices), with the iterates of the lazy path, where they all used to go.
+    rng = np.random.default_rng(0)
+    y = np.repeat([0, 1, 2, 3], [1100, 60, 40, 30])
+    X = rng.normal(size=(3, 4))[np.minimum(y, 2)] * 2 + rng.normal(size=(y.size, 4))
+    params = dict(cache_size=2.0, decision_function_shape="ovo", random_state=0)
+    model = tf.SVC(**params).fit(X, y)
+    big = [r.info for r, n in zip(model.result_, (1160, 1140, 1130, 100, 90, 70)) if n > 1000]
+    assert all(i["engine"] == "compiled whole solve" and i["cached_rows"] > 0 for i in big)
+    assert all(r.info["engine"] == "compiled whole solve" for r in model.result_)
+    lazy = tf.SVC(dense=False, **params).fit(X, y)
+    assert np.array_equal(model.n_iter_, lazy.n_iter_)
+    np.testing.assert_allclose(model.decision_function(X), lazy.decision_function(X),
+                               rtol=1e-5, atol=1e-5)

@@ -35,7 +35,14 @@ from ..result import History
 from ..utils.threads import one_thread, parallel_map, workers
 from ._dense import _CONVERGED, _NONFINITE, COUNTERS, VARIANTS, Start, shows_bar, solve
 from ._large import LARGE_M
-from ._matrix import cache_slots, full_source, plain_kernel_matrix, plain_operator, plain_problem
+from ._matrix import (
+    ROWS_FROM,
+    cache_slots,
+    full_source,
+    plain_kernel_matrix,
+    plain_operator,
+    plain_problem,
+)
 from ._params import iteration_budget
 from ._start import initial_subset
 from ._start import start as start_compiled
@@ -43,10 +50,11 @@ from ._start import start as start_compiled
 __all__ = ["fit_problems", "dense_budget_ok", "stopping_rule", "fit_all", "PARALLEL_WORK"]
 
 
-def fit_all(model, X, problems, C_examples, kdtype, previous, rule, gram=None):
+def fit_all(model, X, problems, C_examples, kdtype, previous, rule, gram=None, first=0):
     """:func:`torchfw.svm._fit.fit_problems` (which calls it on one torch thread); ``rule(n)``
     is the lazy path's ``(tol, rtol, check_every)`` for a problem of ``n`` examples
-    (:func:`~torchfw.svm._fit.stopping_rule`: ``tol="auto"`` depends on a problem's size)."""
+    (:func:`~torchfw.svm._fit.stopping_rule`: ``tol="auto"`` depends on a problem's size);
+    ``first`` is the index of ``problems[0]`` in the fit (its seed: one pair solved alone)."""
     from ._multiclass import restrict, scatter
     from .kernels import ORDERED_MATVEC_MAX
 
@@ -85,7 +93,7 @@ def fit_all(model, X, problems, C_examples, kdtype, previous, rule, gram=None):
         prev = None if previous is None else previous[k]
         alpha0 = prev if rows is None or prev is None else prev[torch.from_numpy(rows)]
         y = problem.y.astype(src[0].dtype)
-        seed = model._problem_seed(k)
+        seed = model._problem_seed(first + k)
         jobs.append(_Job(
             k, problem, alpha0, _NO_ROWS if rows is None else rows, y,
             inv_c_all if rows is None else inv_c_all[rows],
@@ -252,7 +260,7 @@ def _fit_one_by_one(model, X, problems, C_examples, kdtype, previous, variant, r
     (:func:`_own_matrix_solve`); at most ``threads + 1`` pairs are in flight, and as many
     matrices as threads fit ``cache_size`` together (the budget each pair's alone fits).
     """
-    from ._multiclass import restrict, scatter
+    from ._multiclass import BinaryProblem, restrict, scatter
 
     m = X.shape[0]
     threads = 1
@@ -268,7 +276,8 @@ def _fit_one_by_one(model, X, problems, C_examples, kdtype, previous, variant, r
             prev = None if previous is None else previous[k]
             alpha0 = prev if rows is None or prev is None else prev[torch.from_numpy(rows)]
             op = None
-            if own_matrix:
+            # A pair whose matrix alone exceeds cache_size is solved below, by itself.
+            if own_matrix and _fits(model, rows.shape[0]):
                 Xk, Ck, _ = restrict(X, C_examples, None, rows)
                 op = plain_operator(model, Xk, Ck, kdtype)
             if op is None:  # the lazy path, below
@@ -290,7 +299,15 @@ def _fit_one_by_one(model, X, problems, C_examples, kdtype, previous, variant, r
     for job, start, outcome, elapsed, src, matrix_info in solved:
         problem, rows, k = job.problem, job.problem.rows, job.k
         sub = functools.partial(restrict, X, C_examples, None, rows)
-        if job.y is None:  # no host storage: the lazy path
+        if job.y is None and own_matrix and rows.shape[0] >= ROWS_FROM:
+            # A pair over cache_size (shuttle's largest class against another, 10,000
+            # examples): one binary problem on a cache of its rows, compiled, as a binary fit
+            # of that size; it took the lazy path's interpreted loop (~1 ms an iteration).
+            Xk, Ck, _ = sub()
+            (alpha,), (result,) = fit_all(
+                model, Xk, [BinaryProblem(None, problem.y)], Ck, kdtype,
+                None if job.alpha0 is None else [job.alpha0], rule, first=k)
+        elif job.y is None:  # no host storage: the lazy path
             Xk, Ck, _ = sub()
             alpha, result = model._fit_binary(Xk, problem.y, Ck, kdtype, job.alpha0, k)
         else:
@@ -399,7 +416,8 @@ def dense_budget_ok(model, X, problems=None) -> bool:
         return False
     n = X.shape[0]
     if problems and all(p.rows is not None for p in problems):
-        return _fits(model, max(p.rows.shape[0] for p in problems))
+        # One-vs-one: pairs over the budget are solved one by one on a cache of their rows.
+        n = max(p.rows.shape[0] for p in problems)
     if _fits(model, n):
         return True
     f64 = model.dtype == torch.float64
