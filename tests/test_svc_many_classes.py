@@ -136,3 +136,31 @@ def test_pair_over_the_cache_is_compiled_on_a_cache_of_its_rows():
     assert np.array_equal(model.n_iter_, lazy.n_iter_)
     np.testing.assert_allclose(model.decision_function(X), lazy.decision_function(X),
                                rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.skipif(not HAVE_NUMBA, reason="the compiled path needs numba")
+def test_matrix_rows_are_handed_out_in_small_blocks(monkeypatch):
+    # Two threads on two halves of the rows: when another job takes one core, its half waits,
+    # and the matrix takes longer than on one thread. The rows go out in many blocks instead,
+    # taken in turn by the free threads; the matrix keeps its bits.
+    from torchfw.svm import _matrix
+    from torchfw.svm.kernels import SVMDualOperator, make_kernel
+
+    X = torch.from_numpy(np.random.default_rng(0).normal(size=(300, 5)))
+    op = SVMDualOperator(X, torch.ones(300, dtype=torch.float64), make_kernel("rbf", 0.3, 3, 0),
+                         1.0, dtype=torch.float32)
+    one = _matrix.plain_kernel_matrix(op, threads=1)
+    seen = []
+    real = _matrix.parallel_map
+
+    def recording(fn, items, threads, **kw):
+        items = list(items)
+        seen.append((len(items), threads, items))
+        return real(fn, items, threads, **kw)
+
+    monkeypatch.setattr(_matrix, "parallel_map", recording)
+    two = _matrix.plain_kernel_matrix(op, threads=2)
+    (n_blocks, threads, bounds), = seen
+    assert threads == 2 and n_blocks == 2 * _matrix.BLOCKS_PER_THREAD >= 8
+    assert max(hi - lo for lo, hi in bounds) <= 300 // n_blocks + 1
+    assert np.array_equal(one, two)

@@ -113,9 +113,17 @@ def plain_kernel_matrix(op, threads: int | None = None) -> np.ndarray:
 
     if threads is None:
         threads = workers(m, float(m) * m * (d + 8), PARALLEL_ENTRIES)
-    edges = [m * b // threads for b in range(threads + 1)]
+    # BLOCKS_PER_THREAD blocks per thread, taken in turn by whichever thread is free: a thread
+    # whose core another job holds delays the matrix by a block, not by its half of the rows.
+    blocks = 1 if threads <= 1 else min(m, threads * BLOCKS_PER_THREAD)
+    edges = [m * b // blocks for b in range(blocks + 1)]
     parallel_map(block, zip(edges[:-1], edges[1:], strict=True), threads)
     return out
+
+
+#: Row blocks per thread of :func:`plain_kernel_matrix` (each row is computed by the same code
+#: whatever the blocks, so the matrix has the same bits).
+BLOCKS_PER_THREAD = 8
 
 
 #: Work of the matrix, ``m * m * (features + 8)`` (the dots, plus about 8 for the kernel's
