@@ -33,7 +33,14 @@ from ..result import History
 from ..utils.threads import one_thread, parallel_map, workers
 from ._binary import fit_binary
 from ._dense import _CONVERGED, _NONFINITE, COUNTERS, VARIANTS, Start, solve
-from ._matrix import cache_slots, full_source, plain_kernel_matrix, plain_operator, plain_problem
+from ._matrix import (
+    ROWS_FROM,
+    cache_slots,
+    full_source,
+    plain_kernel_matrix,
+    plain_operator,
+    plain_problem,
+)
 from ._multiclass import pair_sizes
 from ._pairs import solve_small_pairs
 from ._plan import FitPlan
@@ -43,8 +50,9 @@ from ._start import start as start_compiled
 __all__ = ["fit_problems", "dense_budget_ok", "takes_compiled", "fit_all", "PARALLEL_WORK"]
 
 
-def fit_all(plan: FitPlan, X, problems, C_examples, previous, gram=None):
-    """:func:`torchfw.svm._fit.fit_problems` (which calls it on one torch thread)."""
+def fit_all(plan: FitPlan, X, problems, C_examples, previous, gram=None, first=0):
+    """:func:`torchfw.svm._fit.fit_problems` (which calls it on one torch thread); ``first``
+    is the index of ``problems[0]`` in the fit (its seed: one pair solved alone)."""
     from ._multiclass import restrict, scatter
     from .kernels import ORDERED_MATVEC_MAX
 
@@ -96,7 +104,7 @@ def fit_all(plan: FitPlan, X, problems, C_examples, previous, gram=None):
             inv_c_all if rows is None else inv_c_all[rows],
             diag_np if rows is None else diag_np[rows],
             # The lazy path's budget, over the problem's examples (a pair's).
-            plan.budget(y.shape[0]), plan.n_init, plan.problem_seed(k)))
+            plan.budget(y.shape[0]), plan.n_init, plan.problem_seed(first + k)))
     # A cache of rows is written as rows arrive: its problems run one after the other (and
     # share the rows they have in common, labels aside).
     threads = 1 if src[1] is not None else \
@@ -255,7 +263,7 @@ def _fit_one_by_one(plan: FitPlan, X, problems, C_examples, previous, variant, r
     (:func:`_own_matrix_solve`); at most ``threads + 1`` pairs are in flight, and as many
     matrices as threads fit ``cache_size`` together (the budget each pair's alone fits).
     """
-    from ._multiclass import restrict, scatter
+    from ._multiclass import BinaryProblem, restrict, scatter
 
     m = X.shape[0]
     threads = 1
@@ -271,7 +279,8 @@ def _fit_one_by_one(plan: FitPlan, X, problems, C_examples, previous, variant, r
             prev = None if previous is None else previous[k]
             alpha0 = prev if rows is None or prev is None else prev[torch.from_numpy(rows)]
             op = None
-            if own_matrix:
+            # A pair whose matrix alone exceeds cache_size is solved below, by itself.
+            if own_matrix and _fits(plan, rows.shape[0]):
                 Xk, Ck, _ = restrict(X, C_examples, None, rows)
                 op = plain_operator(plan, Xk, Ck)
             if op is None:  # the lazy path, below
@@ -291,7 +300,15 @@ def _fit_one_by_one(plan: FitPlan, X, problems, C_examples, previous, variant, r
     for job, start, outcome, elapsed, src, matrix_info in solved:
         problem, rows, k = job.problem, job.problem.rows, job.k
         sub = functools.partial(restrict, X, C_examples, None, rows)
-        if job.y is None:  # no host storage: the lazy path
+        if job.y is None and own_matrix and rows.shape[0] >= ROWS_FROM:
+            # A pair over cache_size (shuttle's largest class against another, 10,000
+            # examples): one binary problem on a cache of its rows, compiled, as a binary fit
+            # of that size; it took the lazy path's interpreted loop (~1 ms an iteration).
+            Xk, Ck, _ = sub()
+            (alpha,), (result,) = fit_all(
+                plan, Xk, [BinaryProblem(None, problem.y)], Ck,
+                None if job.alpha0 is None else [job.alpha0], first=k)
+        elif job.y is None:  # no host storage: the lazy path
             Xk, Ck, _ = sub()
             alpha, result = fit_binary(plan, Xk, problem.y, Ck, job.alpha0, k)
         else:
@@ -413,7 +430,8 @@ def dense_budget_ok(plan: FitPlan, X, problems=None) -> bool:
     n = X.shape[0]
     sizes = pair_sizes(problems) if problems else None
     if sizes is not None:
-        return _fits(plan, int(sizes.max()))
+        # One-vs-one: pairs over the budget are solved one by one on a cache of their rows.
+        n = int(sizes.max())
     if _fits(plan, n):
         return True
     f64 = plan.dtype == torch.float64

@@ -113,9 +113,17 @@ def plain_kernel_matrix(op, threads: int | None = None) -> np.ndarray:
 
     if threads is None:
         threads = workers(m, float(m) * m * (d + 8), PARALLEL_ENTRIES)
-    edges = [m * b // threads for b in range(threads + 1)]
+    # BLOCKS_PER_THREAD blocks per thread, taken in turn by whichever thread is free: a thread
+    # whose core another job holds delays the matrix by a block, not by its half of the rows.
+    blocks = 1 if threads <= 1 else min(m, threads * BLOCKS_PER_THREAD)
+    edges = [m * b // blocks for b in range(blocks + 1)]
     parallel_map(block, zip(edges[:-1], edges[1:], strict=True), threads)
     return out
+
+
+#: Row blocks per thread of :func:`plain_kernel_matrix` (each row is computed by the same code
+#: whatever the blocks, so the matrix has the same bits).
+BLOCKS_PER_THREAD = 8
 
 
 #: Work of the matrix, ``m * m * (features + 8)`` (the dots, plus about 8 for the kernel's
@@ -290,10 +298,17 @@ def plain_problem(plan, X, C_examples, one_problem=False):
     ``cache_size`` MB of its rows (:func:`cached_source`); for ``one_problem`` (a binary fit)
     of :data:`ROWS_FROM` examples or more, a cache even when the full matrix fits.
     ``(None, None, None)`` when the operator has no host storage (``memory_budget``): the
-    caller takes the lazy path.
+    caller takes the lazy path -- except for sparse examples whose full matrix fits
+    ``cache_size``, computed without a dense copy (:mod:`torchfw.svm._sparse_gram`).
     """
     op = plain_operator(plan, X, C_examples)
     if op is None:
+        itemsize = 8 if plan.dtype == torch.float64 else 4
+        if X.layout == torch.sparse_csr and X.device.type == "cpu" and \
+                cache_slots(plan, X.shape[0], np.dtype(f"f{itemsize}")) >= X.shape[0]:
+            from ._sparse_gram import sparse_plain_problem
+
+            return sparse_plain_problem(plan, X, C_examples)
         return None, None, None
     m = op.shape[0]
     slots = cache_slots(plan, m, op._np_dtype)

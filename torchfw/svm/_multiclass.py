@@ -48,13 +48,23 @@ MULTI_CLASS = ("auto", "ovr", "ovo")
 #: of 64 features, 10 classes: 12.3 against 15.0 ms, ``benchmarks/svm_small.py``).
 OVO_FROM = 1500
 
+#: ``multi_class="auto"`` trains one-vs-rest, even from :data:`OVO_FROM` examples on, when the
+#: pairs average fewer than ``TINY_PAIR`` examples (many classes: ``2 n / k``) and the matrix of
+#: all ``n <= OVR_MAX`` examples fits the default ``cache_size`` in float32 (200 MB: 7,240), so
+#: that the ``k`` problems share it. Tiny pairs are all overhead, and each sees two classes'
+#: few examples: sector (6,412 tf-idf documents, 105 classes, pairs of ~122), ``SVC()`` on its
+#: test file: one-vs-one 31.0 s, 86.0 %; one-vs-rest 9.1 s, 93.0 % (scikit-learn's one-vs-one
+#: 241 s, 87.2 %; ``benchmarks/svm_multiclass.py``).
+TINY_PAIR, OVR_MAX = 250, 7240
+
 
 def resolve_scheme(multi_class: str, n_samples: int, n_classes: int,
                    decision_function_shape: str) -> str:
     """``"ovr"`` or ``"ovo"`` for a fit of ``n_samples`` examples of ``n_classes`` classes.
 
-    ``"auto"`` takes one-vs-one from :data:`OVO_FROM` examples on, whenever the pair values are
-    asked for (``decision_function_shape="ovo"``), and for at most three classes at any size:
+    ``"auto"`` takes one-vs-one from :data:`OVO_FROM` examples on (unless the pairs are tiny:
+    :data:`TINY_PAIR`), whenever the pair values are asked for
+    (``decision_function_shape="ovo"``), and for at most three classes at any size:
     there the ``k (k - 1) / 2`` pairs are no more problems than the ``k`` of one-vs-rest, and each
     holds two classes' examples, not all. 3 classes of 490 and 1,050 examples: one-vs-one takes
     0.84 and 0.69 of one-vs-rest's time (``benchmarks/results/svc_scheme_crossover.md``); the
@@ -63,8 +73,9 @@ def resolve_scheme(multi_class: str, n_samples: int, n_classes: int,
     if multi_class != "auto":
         return multi_class
     pairs_are_fewer = n_classes * (n_classes - 1) // 2 <= n_classes
-    return ("ovo" if n_samples >= OVO_FROM or pairs_are_fewer or decision_function_shape == "ovo"
-            else "ovr")
+    tiny_pairs = 2 * n_samples < TINY_PAIR * n_classes and n_samples <= OVR_MAX
+    return ("ovo" if (n_samples >= OVO_FROM and not tiny_pairs) or pairs_are_fewer
+            or decision_function_shape == "ovo" else "ovr")
 
 
 class BinaryProblem(NamedTuple):
