@@ -164,7 +164,7 @@ class FirstGapStop(StoppingRule):
         self.gap_target = math.inf
 
     def target(self, value: float) -> float:
-        """The gap target: :math:`\max(\text{tol}, \text{rtol}\, g_1)` once the first gap
+        r"""The gap target: :math:`\max(\text{tol}, \text{rtol}\, g_1)` once the first gap
         is known, else infinite."""
         return self.gap_target
 
