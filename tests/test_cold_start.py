@@ -20,7 +20,7 @@ def _run(code: str) -> dict:
 
 
 def test_import_is_light_and_submodules_are_attributes():
-    # Issue 19 item 3: torch users write torch.optim.X after `import torch`.
+    # torch users write torch.optim.X after `import torch`.
     result = _run("""
 import json, sys, types
 import torch
@@ -103,7 +103,7 @@ print(json.dumps({"new": new, "op": _selection._reduce_op is not None}))
 
 
 def test_compiled_fit_loads_only_its_path():
-    # Issue 16's cold start: `from torchfw import SVC` and a binary fit on the compiled CPU
+    # The cold start: `from torchfw import SVC` and a binary fit on the compiled CPU
     # path (with its predict) load neither the compiler stack nor the modules of the paths
     # they do not take, whose imports svm.py defers to where they are used.
     result = _run("""
@@ -137,7 +137,7 @@ print(json.dumps({"imported": sorted(imported), "fitted": sorted(set(sys.modules
 
 
 def test_second_process_loads_compiled_kernels_from_cache():
-    # Issue 16: compiled kernels come from numba's on-disk cache in a second process, so a fresh
+    # Compiled kernels come from numba's on-disk cache in a second process, so a fresh
     # process's first fit pays a cache load, never a compilation (seconds per kernel).
     pytest.importorskip("numba")
     code = """

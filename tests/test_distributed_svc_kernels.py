@@ -3,7 +3,7 @@
 SVC trains ``kernel="precomputed"`` and callable kernels on one process from the whole Gram
 matrix; the sharded operator computes kernel columns from every rank's features, which only the
 built-in kernels do. The refusal must say so, not fall through to ``make_kernel``'s "unknown
-kernel" (issue 19).
+kernel".
 """
 
 from __future__ import annotations

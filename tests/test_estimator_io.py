@@ -1,4 +1,4 @@
-"""Every estimator saves and loads the same safe way (issue 19, item 7).
+"""Every estimator saves and loads the same safe way.
 
 ``save``/``load`` live once in :class:`torchfw.utils.estimator.BaseEstimator`: ``torch.save`` of the
 estimator's ``state_dict`` (tensors and plain values) and ``torch.load(weights_only=True)``

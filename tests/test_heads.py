@@ -1,4 +1,4 @@
-"""Saving and loading the SVM heads of torchfw.heads (issue 19, item 9)."""
+"""Saving and loading the SVM heads of torchfw.heads."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Bad input to the core gets a clear error naming what is wrong (issue 19, item 8).
+"""Bad input to the core gets a clear error naming what is wrong.
 
 A certificate that does not hold is worse than an error: an indefinite or non-symmetric ``Q``
 used to be solved "to gap 0" at a wrong point.

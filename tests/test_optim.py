@@ -285,7 +285,7 @@ def test_all_unconstrained_with_explicit_none():
     p.grad = torch.ones(3, dtype=DTYPE)
     opt.step()
     assert torch.equal(p.detach(), torch.zeros(3, dtype=DTYPE))
-    assert torch.isnan(opt.fw_gap())  # no constrained parameter: no gap (was None, issue 19)
+    assert torch.isnan(opt.fw_gap())  # no constrained parameter: no gap (was None)
 
 
 # --------------------------------------------------------------------------------------------

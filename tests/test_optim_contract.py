@@ -1,4 +1,4 @@
-"""StochasticFrankWolfe against the torch.optim contract (issue 19, items 2, 8, 11 and 12).
+"""StochasticFrankWolfe against the torch.optim contract.
 
 Exact resume from an in-memory state dict, degenerate gradients (zero, NaN), old state dicts,
 tensor learning rates, ``maximize``/``foreach``, the gap before the first step, and
@@ -29,7 +29,7 @@ def _digits():
 
 
 def _issue_setup(model):
-    """The configuration of issue 19, item 2."""
+    """The configuration of the state-dict round trip."""
     return StochasticFrankWolfe([
         {"params": [model[0].weight], "lmo": L1Ball(30.0)},
         {"params": [model[2].weight], "lmo": LinfBall(0.5)},
@@ -46,7 +46,7 @@ def _epoch(model, opt, X, y, batches=30, size=50):
 
 
 def test_resume_from_a_live_optimizer_state_dict_is_bit_identical():
-    # Issue 19 item 2: loading opt.state_dict() (no copy, no disk) into a fresh optimizer used
+    # Loading opt.state_dict() (no copy, no disk) into a fresh optimizer used
     # to share the momentum buffers with the original; both then updated the same tensors and
     # the LinfBall groups diverged at the next step.
     X, y = _digits()
@@ -120,7 +120,7 @@ def test_zero_rows_and_box_coordinates_stay_others_move():
 
 @pytest.mark.parametrize("lmo", ORACLES, ids=lambda o: type(o).__name__)
 def test_nan_gradient_shows_in_the_parameter(lmo):
-    # Issue 19 item 8: a NaN gradient used to move the parameter quietly towards a vertex.
+    # A NaN gradient used to move the parameter quietly towards a vertex.
     # Like torch.optim.SGD, the NaN now reaches the weights (the whole set: here one row).
     p = nn.Parameter(torch.zeros(3, 4, dtype=DTYPE))
     per_row = not isinstance(lmo, Box)
@@ -193,7 +193,7 @@ def _run(model, opt, steps, seed=5, sign=1.0):
 
 
 def test_state_dict_saved_before_later_options_loads():
-    # Issue 19 item 12: groups saved before per_row/rescale/weight_decay (and maximize/foreach)
+    # Groups saved before per_row/rescale/weight_decay (and maximize/foreach)
     # existed failed with KeyError; step counters were Python ints then.
     model, opt = _pair()
     _run(model, opt, 3)
@@ -296,7 +296,7 @@ def _compiled_vs_eager(backend, steps=4):
 
 
 def test_compiled_step_eager_backend():
-    # Issue 19 item 12: the data_ptr() comparison made every backend fail.
+    # The data_ptr() comparison made every backend fail.
     torch._dynamo.reset()
     eager, compiled = _compiled_vs_eager("eager")
     for a, b in zip(eager, compiled, strict=True):

@@ -1,4 +1,4 @@
-"""StochasticFrankWolfe with the sets of issue 20 (torchfw.sets.polytopes, torchfw.sets.spectral).
+"""StochasticFrankWolfe with the polytope and spectral sets (torchfw.sets.polytopes, torchfw.sets.spectral).
 
 Every new set works as a parameter group: steps keep the weights feasible, the diameter
 rescaling uses each row's own radius, the oracle survives ``state_dict`` with

@@ -1057,7 +1057,7 @@ def test_partan_update_over_the_support_equals_the_full_update():
 @pytest.mark.parametrize("radius_set", ["simplex", "l1"])
 def test_partan_in_float32_stays_in_the_set(radius_set):
     # The extrapolation multiplies float32 rounding by 1 + 2 mu: without the rescaling the
-    # iterate left a radius-2 L1 ball by 4e-5 (issue 19); the other variants stay within 1e-6.
+    # iterate left a radius-2 L1 ball by 4e-5; the other variants stay within 1e-6.
     lmo = tf.Simplex(2.0) if radius_set == "simplex" else tf.L1Ball(2.0)
     worst = 0.0
     for seed in range(5):

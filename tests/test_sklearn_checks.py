@@ -4,8 +4,8 @@
 :class:`~torchfw.SVC`, :class:`~torchfw.Lasso` and :class:`~torchfw.WestonWatkinsSVC`. A check
 that the design legitimately does not meet is listed in ``EXPECTED_FAILURES`` with its reason
 (at most two per estimator); scikit-learn then runs it as an expected failure, so a check that
-starts passing is reported (strict xfail). The other tests pin the conventions of issue 19
-items 4, 5, 7 and 13 one by one, each with an input the old code got wrong.
+starts passing is reported (strict xfail). The other tests pin scikit-learn's
+conventions one by one, each with an input the old code got wrong.
 """
 
 from __future__ import annotations

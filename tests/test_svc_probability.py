@@ -3,7 +3,7 @@
 * probabilities are rows of a distribution and ``predict_proba``'s argmax agrees with
   ``predict`` on most rows (Platt scaling is monotone per problem, not across classes);
 * calibrated: on digits, the log-loss is within 5% of scikit-learn's ``SVC(probability=True)``
-  with the same ``C`` and ``gamma`` (issue 19's acceptance; both fitted by 5-fold CV);
+  with the same ``C`` and ``gamma`` (both fitted by 5-fold CV);
 * the probabilities survive save/load; without ``probability=True`` there is no
   ``predict_proba`` attribute (scikit-learn's convention), and too few examples of a class
   for the internal cross-validation is an error that says so.

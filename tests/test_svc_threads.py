@@ -1,4 +1,4 @@
-"""The compiled SVC path on several threads gives the one-thread fit bit for bit (issue 16).
+"""The compiled SVC path on several threads gives the one-thread fit bit for bit.
 
 The matrix rows are computed in blocks on a thread pool and the binary problems solved on it
 (torchfw.svm._matrix, torchfw.svm._fit). Whatever the number of threads, every row and every

@@ -1,4 +1,4 @@
-"""Weston-Watkins screening and shrinking, on unscaled data above all (issue 19, item 1).
+"""Weston-Watkins screening and shrinking, on unscaled data above all.
 
 The default, safe screening, must not change the answer at all: the same iterates, epochs and
 model as plain BCD, bit for bit. The opt-in heuristic shrinking stops on the same full-problem

@@ -46,7 +46,7 @@ from ..utils.validation import resolve_device
 # Imported here: what every fit and predict uses, and the compiled CPU path's modules. The
 # other paths' modules (sampled storage, lazy host path, batched one-vs-rest, probabilities,
 # the nn.Module head) are imported where used: a fresh process that fits on the compiled path
-# then does not load them (issue 16's cold-start budget; tests/test_cold_start.py).
+# then does not load them (tests/test_cold_start.py).
 from . import _custom as _svc_custom
 from . import _fit as _svc_fit
 from . import _kernel_range
