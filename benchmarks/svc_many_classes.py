@@ -15,7 +15,7 @@ not take it down).
 Usage::
 
     python benchmarks/svc_many_classes.py --classes 100 300 1000 \
-        --out benchmarks/results/svc_many_classes_epyc2.md
+        --out benchmarks/results/svc_many_classes_xeon2.md
 """
 
 from __future__ import annotations
