@@ -58,6 +58,19 @@ SECTIONS = [
      "`tol`, over 100 splits. All on a 2-core Intel Xeon.",
      ["svm_small_xeon.md", "svc_scheme_crossover.md", "svc_rows_crossover.md",
       "svm_small_cold_xeon.md", "svm_small_c.md"]),
+    ("Multiclass SVMs against scikit-learn",
+     "torchfw `SVC()` against scikit-learn's `SVC()` and scikit-learn-intelex's at the defaults "
+     "of all, on the 11 multiclass LIBSVM sets, quiet and with one core kept busy by another "
+     "job (`benchmarks/svm_multiclass.py`), and one-vs-one on many classes of 2 examples: fit "
+     "and predict time and memory (`benchmarks/svc_many_classes.py`).",
+     ["svm_multiclass_xeon2.md", "svm_multiclass_busy_xeon2.md", "svc_many_classes_xeon2.md"]),
+    ("Convergence where model searches go: large C, polynomial kernels, raw features",
+     "LIBSVM's default grid (`tools/grid.py`'s C and gamma, 5-fold CV) with torchfw and LIBSVM "
+     "side by side, the single fits that used to crawl (`benchmarks/svm_grid.py`), polynomial "
+     "kernels of degree 2-5 on raw and scaled features (`benchmarks/svm_poly.py`), and the "
+     "corrective step's face factor (`benchmarks/face_factor.py`).",
+     ["svm_grid_table_xeon2.md", "svm_grid_xeon2.md", "svm_grid_xeon2_a9a.md",
+      "svm_poly_xeon2.md", "face_factor_xeon2.md"]),
     ("Probabilities: calibration against scikit-learn",
      "`SVC(probability=True)` (Platt sigmoids on 5-fold out-of-fold decision values, as "
      "LIBSVM's `-b 1`) against scikit-learn's `SVC(probability=True)` with the same `C` and "
@@ -115,8 +128,14 @@ SECTIONS = [
      "Walrus against the iterative subproblem solver, and safe screening against no shrinking "
      "and heuristic shrinking (the default) (`benchmarks/ww_vs_liblinear.py`, "
      "`benchmarks/ww_screening.py`, `benchmarks/ww_walrus_batched.py`).",
-     ["ww_defaults_epyc2.md", "ww_defaults_epyc2_tol_study.md", "ww.md", "ww_unscaled.md",
+     ["ww_vs_liblinear_defaults_xeon2.md", "ww_defaults_epyc2.md",
+      "ww_defaults_epyc2_tol_study.md", "ww.md", "ww_unscaled.md",
       "ww_screening.md", "ww_batched.md"]),
+    ("The torch.optim step",
+     "One `StochasticFrankWolfe.step()` against a plain reference SFW step written in the "
+     "benchmark from Pokutta, Spiegel & Zimmer's update rule, eager and compiled "
+     "(`benchmarks/sfw_step.py`).",
+     ["sfw_step_xeon2.md"]),
     ("Matrix completion over a nuclear-norm ball",
      "Frank-Wolfe and BPCG with the warm-started Lanczos LMO against projected gradient with a "
      "full SVD per step, time to the same held-out RMSE (`benchmarks/nuclear.py`).",
