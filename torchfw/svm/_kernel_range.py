@@ -107,7 +107,9 @@ def needs_float64(model, X: Tensor, c_max: float) -> bool:
 
     A precomputed or callable kernel is never switched (its values are given, not bounded).
     """
-    log_k = _log_kernel_max(model, max_row_norm_sq(X))
+    # rbf and sigmoid are bounded by 1 whatever the data: no pass over X for them.
+    s = max_row_norm_sq(X) if model.kernel in ("linear", "poly") else 0.0
+    log_k = _log_kernel_max(model, s)
     if log_k is None or not c_max > 0 or not math.isfinite(c_max):
         return False
     if not log_k <= math.log(torch.finfo(torch.float32).max / _MARGIN):
