@@ -357,6 +357,21 @@ def ovo_to_ovr(decision: np.ndarray, n_classes: int) -> np.ndarray:
     return votes + confidence / (3.0 * (np.abs(confidence) + 1.0))
 
 
+def _cast_vote(votes, confidence, r, i, j, f, zero_to_first):
+    """Row ``r``'s vote of the pair ``(i, j)`` with value ``f``: class ``i`` when ``f > 0`` (or
+    ``f == 0`` with ``zero_to_first``, LIBSVM's tie rule), else ``j``; ``f`` adds to ``i``'s
+    confidence and subtracts from ``j``'s (scikit-learn's ``ovr`` shape)."""
+    if f > 0.0 or (zero_to_first and f == 0.0):
+        votes[r, i] += 1
+    else:
+        votes[r, j] += 1
+    confidence[r, i] += f
+    confidence[r, j] -= f
+
+
+_cast_vote_in = njit(_cast_vote, fallback=True)  # both vote kernels call it by this name
+
+
 def _votes_rows(decision, n_classes, zero_to_first, votes, confidence):
     """Votes and summed confidences of pair values, pair after pair (:func:`ovo_votes`,
     :func:`ovo_to_ovr`): one pass, in compiled code (1,000 classes: 499,500 pairs a row)."""
@@ -364,13 +379,7 @@ def _votes_rows(decision, n_classes, zero_to_first, votes, confidence):
         p = 0
         for i in range(n_classes):
             for j in range(i + 1, n_classes):
-                f = decision[r, p]
-                if f > 0.0 or (zero_to_first and f == 0.0):
-                    votes[r, i] += 1
-                else:
-                    votes[r, j] += 1
-                confidence[r, i] += f
-                confidence[r, j] -= f
+                _cast_vote_in(votes, confidence, r, i, j, decision[r, p], zero_to_first)
                 p += 1
 
 
@@ -426,12 +435,7 @@ def _pair_votes_rows(K, packed_t, bounds, intercept, zero_to_first, votes, confi
                 f = G[i, j - 1] + G[j, i] + intercept[p]
                 if not np.isfinite(f):
                     ok = False
-                if f > 0.0 or (zero_to_first and f == 0.0):
-                    votes[r, i] += 1
-                else:
-                    votes[r, j] += 1
-                confidence[r, i] += f
-                confidence[r, j] -= f
+                _cast_vote_in(votes, confidence, r, i, j, f, zero_to_first)
                 p += 1
         finite[r] = ok
 
