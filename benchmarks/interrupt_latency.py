@@ -30,7 +30,7 @@ import sys
 import time
 from pathlib import Path
 
-from _machine import cpu_model  # benchmarks/ is sys.path[0] for these scripts
+from _machine import cpu_model, machine_tag  # benchmarks/ is sys.path[0] for these scripts
 
 ROOT = Path(__file__).resolve().parents[1]
 MODES = {"chunked (0.2 s)": "0.2", "one call": "none"}
@@ -116,8 +116,11 @@ def main() -> None:
     p.add_argument("--after", type=float, default=3.0, help="seconds into the fit")
     p.add_argument("--timeout", type=float, default=300.0)
     p.add_argument("--full", action="store_true", help="also time uninterrupted fits")
-    p.add_argument("--out", default=str(ROOT / "benchmarks" / "results" /
-                                        "interrupt_latency_epyc2"))
+    p.add_argument("--modes", nargs="+", default=list(MODES.values()), choices=list(MODES.values()),
+                   help="0.2: chunked (the default solve); none: one call (minutes on a9a)")
+    p.add_argument("--machine", default=f"{machine_tag()}{os.cpu_count()}")
+    p.add_argument("--out", default=None, help="report path without suffix "
+                   "(default benchmarks/results/interrupt_latency_<machine>)")
     args = p.parse_args()
     if args.child is not None:
         child(args.child, args.tol)
@@ -128,7 +131,11 @@ def main() -> None:
     print(f"teardown of an idle process after loading a9a: median "
           f"{statistics.median(teardown):.2f} s", flush=True)
     rows = {}
+    if args.out is None:
+        args.out = str(ROOT / "benchmarks" / "results" / f"interrupt_latency_{args.machine}")
     for name, chunk in MODES.items():
+        if chunk not in args.modes:
+            continue
         runs = [run_one(chunk, args.tol, args.after, args.timeout) for _ in range(args.runs)]
         full = run_one(chunk, args.tol, None, args.timeout) if args.full else None
         rows[name] = {"runs": runs, "full": full}
