@@ -38,18 +38,11 @@ def _row_by_row():
     """The previous kernel, compiled: each row's entries left to right, one dot product each."""
     import numba
 
-    from torchfw.optimizers._face import _dot4
+    from torchfw.optimizers._face import _dot4, _pivot_cutoff
 
     @numba.njit(cache=False)
     def rowwise(L, k0, k):
-        big = 0.0
-        for a in range(k0):
-            if L[a, a] * L[a, a] > big:
-                big = L[a, a] * L[a, a]
-        for a in range(k0, k):
-            if abs(L[a, a]) > big:
-                big = abs(L[a, a])
-        cutoff = big * (k + 1) * 2.220446049250313e-16 * 16.0
+        cutoff = _pivot_cutoff(L, k0, k)
         for a in range(k0, k):
             for b in range(a):
                 L[a, b] = (L[a, b] - _dot4(L[a], L[b], b)) / L[b, b]

@@ -175,12 +175,10 @@ def _extend_factor_py(L, k0, k):
     return _factor_rows(L, k0, k, 0)
 
 
-def _factor_rows_py(L, k0, k, c0):
-    r""":func:`extend_factor` of rows ``k0 .. k-1`` whose columns before ``c0 <= k0`` are
-    already factored (:func:`prune` keeps them: they depend on the row's own entries and on
-    the factor's first ``c0`` rows alone, so they are the same bits); the rest of each row
-    holds :math:`G` up to the diagonal. ``c0 = 0`` is :func:`extend_factor`.
-    """
+def _pivot_cutoff_py(L, k0, k):
+    """The smallest pivot :func:`extend_factor` accepts: ``16 (k + 1)`` float64 epsilons of the
+    largest diagonal entry of :math:`G` (rows ``< k0`` hold the factor, whose squared diagonal
+    is ``G``'s; rows ``k0 .. k-1`` still hold ``G``'s diagonal)."""
     big = 0.0
     for a in range(k0):
         if L[a, a] * L[a, a] > big:
@@ -188,7 +186,16 @@ def _factor_rows_py(L, k0, k, c0):
     for a in range(k0, k):
         if abs(L[a, a]) > big:
             big = abs(L[a, a])
-    cutoff = big * (k + 1) * 2.220446049250313e-16 * 16.0
+    return big * (k + 1) * 2.220446049250313e-16 * 16.0
+
+
+def _factor_rows_py(L, k0, k, c0):
+    r""":func:`extend_factor` of rows ``k0 .. k-1`` whose columns before ``c0 <= k0`` are
+    already factored (:func:`prune` keeps them: they depend on the row's own entries and on
+    the factor's first ``c0`` rows alone, so they are the same bits); the rest of each row
+    holds :math:`G` up to the diagonal. ``c0 = 0`` is :func:`extend_factor`.
+    """
+    cutoff = _pivot_cutoff(L, k0, k)
     out = np.empty(4)
     saved = np.empty((FACTOR_ROWS, k))
     for a0 in range(k0, k, FACTOR_ROWS):
@@ -548,6 +555,7 @@ def _correction_window_py(n_face, n):
 
 _dot4 = njit(_dot4_py, fallback=True)
 _dots4 = njit(_dots4_py, fallback=True)
+_pivot_cutoff = njit(_pivot_cutoff_py, fallback=True)
 _factor_rows = njit(_factor_rows_py, fallback=True)
 extend_factor = njit(_extend_factor_py, fallback=True)
 _extend_factor = extend_factor
