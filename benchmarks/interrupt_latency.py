@@ -1,8 +1,9 @@
 """Ctrl-C latency of a compiled SVC solve: from SIGINT to the end of the process.
 
-The compiled whole solve (:mod:`torchfw.svm._dense`) runs in numba code, where Python's signal
+The compiled whole solve (:mod:`torchfw.svm._dense`, the row-source storage's
+:meth:`~torchfw.optimizers._rows.RowStorage.solve`) runs in numba code, where Python's signal
 handlers cannot run: a Ctrl-C is handled when the compiled call returns. With
-``torchfw.svm._dense.CHUNK_SECONDS`` (default 0.2 s) the loop returns to Python between chunks
+``torchfw.optimizers._rows.CHUNK_SECONDS`` (default 0.2 s) the loop returns to Python between chunks
 of iterations; ``None`` makes it one call for the whole solve, as before.
 
 For each mode, a fresh subprocess loads a9a, compiles the kernels on a small fit, says it is
@@ -45,11 +46,11 @@ def child(chunk: str, tol: float) -> None:
     import torch
     from _data import load_libsvm
 
-    import torchfw.svm._dense as dense
+    import torchfw.optimizers._rows as rows
     from torchfw import SVC
     from torchfw.utils.data import take_rows
 
-    dense.CHUNK_SECONDS = None if chunk in ("none", "exit") else float(chunk)
+    rows.CHUNK_SECONDS = None if chunk in ("none", "exit") else float(chunk)
     d = load_libsvm("a9a")
     # Compile outside the timing: a binary fit from 1,000 examples takes the same compiled
     # path as a9a's (a cache of kernel rows), so every function it calls is compiled here.

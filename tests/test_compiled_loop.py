@@ -149,6 +149,26 @@ def _loop_run(variant, source, corrective, code=None):
     return iterations, values, gaps, weights, steps
 
 
+def _storage_run(variant, source):
+    """The variant's Python steps (the engine's moves) on the row-source storage of the
+    problem, started as the loop is: ``(iterations, values, gaps, weights, steps)``."""
+    from torchfw.optimizers._rows import RowStorage
+
+    objective, lmo, x0, src, bufs, diag, has_ct, constant = _problem(source)
+    opt = HOST_VARIANTS[variant](lmo, execution="host", check_every=CHECK_EVERY)
+    opt._ls = tf.ExactLineSearch()
+    host = QuadraticEngine(objective, lmo, lmo.to_weights(x0), ops=HOST,
+                           keep_previous=opt.keeps_previous, pair_columns=opt.uses_pairs)
+    storage = RowStorage(src, host._diag_np if diag is None else diag,
+                         L.LoopState.of_engine(host), ct=host._ct_np if has_ct else None,
+                         constant=constant, row_dtype=None if bufs.shape[1] == 0 else bufs.dtype)
+    rule = _Recording(tol=TOL, rtol=0.0, max_iter=MAX_ITER)
+    result = opt._run(QuadraticEngine(storage), "host", rule=rule)
+    assert result.info["storage"] == "RowStorage"
+    h = result.history
+    return h.iteration, h.value, h.gap, rule.weights, h.steps[-1]
+
+
 def _nonzero(steps):
     return {k: v for k, v in steps.items() if v}
 
@@ -173,6 +193,44 @@ def test_the_loop_takes_the_host_steps(variant, source):
     ref = _host_run(variant, source, corrective)
     assert len(ref[0]) >= 4, "too short a run to compare"
     _compare(ref, _loop_run(variant, source, corrective), f"{variant} on {source}")
+
+
+@needs_numba
+@pytest.mark.parametrize("source", SOURCES)
+@pytest.mark.parametrize("variant", list(HOST_VARIANTS))
+def test_the_row_storage_answers_the_protocol_as_the_host_storage(variant, source):
+    # The engine's Python moves over the row-source storage (its entries, rows, selections,
+    # SWAP-2o partner, PARTAN bounds and updates) step as over the host storage; the compiled
+    # solve of the same storage is the loop's, compared above and in tests/test_svc_dense.py.
+    ref = _host_run(variant, source, False)
+    assert len(ref[0]) >= 4, "too short a run to compare"
+    _compare(ref, _storage_run(variant, source), f"{variant} on the {source} storage")
+
+
+@needs_numba
+def test_the_row_storage_solve_is_the_loop_and_restores_exactly():
+    from torchfw.optimizers._rows import RowStorage
+
+    objective, lmo, x0, src, bufs, diag, has_ct, constant = _problem("svm-rows")
+    host = QuadraticEngine(objective, lmo, lmo.to_weights(x0), ops=HOST)
+    start = L.LoopState.of_engine(host)
+    expected = _loop_run("away", "svm-rows", True)
+    engine = QuadraticEngine(RowStorage(src, diag, start, row_dtype=bufs.dtype))
+    snap = engine.snapshot()
+    w0 = start.w.copy()
+    n_iter, status, hist, counts = engine.solve(
+        L.AWAY, StoppingRule(tol=TOL, rtol=0.0, max_iter=MAX_ITER), check_every=CHECK_EVERY)
+    assert n_iter == engine.iteration() == expected[0][-1]
+    assert hist[:, 0].tolist() == expected[0] and hist[:, 2].tolist() == expected[2]
+    np.testing.assert_array_equal(start.w, expected[3][-1])
+    assert engine.step_counts() == expected[4]
+    assert engine.gap() == start.gap() and engine.value() == start.value()
+    engine.restore(snap)  # back to the start, exactly
+    np.testing.assert_array_equal(engine.weights().numpy(), w0)
+    assert engine.iteration() == n_iter  # the counter is the run's, not the iterate's
+    with pytest.raises(ValueError, match="time_limit"):
+        engine.solve(L.AWAY, StoppingRule(tol=TOL, rtol=0.0, max_iter=5, time_limit=1.0),
+                     check_every=CHECK_EVERY)
 
 
 @needs_numba

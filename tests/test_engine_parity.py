@@ -490,12 +490,13 @@ def _storage_classes():
     from torchfw.distributed.engine import ShardedStorage
     from torchfw.optimizers._dense import DenseStorage
     from torchfw.optimizers._host import HostStorage
+    from torchfw.optimizers._rows import RowStorage
     from torchfw.optimizers._sampled import SampledStorage
     from torchfw.optimizers._streaming import StreamingStorage
     from torchfw.optimizers.batched import BatchedStorage
 
-    return [HostStorage, DenseStorage, StreamingStorage, BatchedStorage, ShardedStorage,
-            SampledStorage]
+    return [HostStorage, RowStorage, DenseStorage, StreamingStorage, BatchedStorage,
+            ShardedStorage, SampledStorage]
 
 
 _MOVES = ("toward", "away", "pairwise", "extrapolation", "apply", "_next_cross", "_line",
@@ -512,7 +513,7 @@ def test_every_storage_defines_the_protocol_itself_and_no_move(cls):
     assert not issubclass(cls, QuadraticEngine)
     for member in STORAGE_MEMBERS:
         assert callable(getattr(cls, member, None)), (cls.__name__, member)
-        # Defined by a storage class (the dense storage declares itself the host storage),
+        # Defined by a storage class (the dense storage is the row-source storage over H),
         # never by the shared base classes of the bookkeeping.
         owner = next(c for c in cls.__mro__ if member in vars(c))
         assert owner in storages, (cls.__name__, member, owner.__name__)

@@ -24,6 +24,7 @@ import numpy as np
 import pytest
 import torch
 
+import torchfw.optimizers._rows as rows
 import torchfw.svm._dense as dense
 import torchfw.utils.atomic as atomic
 from torchfw import SVC
@@ -387,8 +388,8 @@ def test_chunked_compiled_solve_is_the_one_call_solve(monkeypatch):
     X, y = _data(300, 5, classes=3)
     runs = []
     for chunk, first in ((None, 2000), (1e-9, 10)):  # one call; chunks of one check each
-        monkeypatch.setattr(dense, "CHUNK_SECONDS", chunk)
-        monkeypatch.setattr(dense, "FIRST_CHUNK", first)
+        monkeypatch.setattr(rows, "CHUNK_SECONDS", chunk)
+        monkeypatch.setattr(rows, "FIRST_CHUNK", first)
         for solver in ("swap", "partan"):
             m = SVC(solver=solver, tol=1e-5, multi_class="ovr", dense=True,
                     random_state=0).fit(X, y)
@@ -717,8 +718,8 @@ def test_chunked_solve_keeps_the_corrective_window(monkeypatch):
     X, y = make_classification(80, 5, random_state=0)
     runs = []
     for chunk, first in ((None, 2000), (1e-9, 10)):
-        monkeypatch.setattr(dense, "CHUNK_SECONDS", chunk)
-        monkeypatch.setattr(dense, "FIRST_CHUNK", first)
+        monkeypatch.setattr(rows, "CHUNK_SECONDS", chunk)
+        monkeypatch.setattr(rows, "FIRST_CHUNK", first)
         m = SVC(C=2e4, solver="fw", dense=True, random_state=0).fit(X, y)
         history = m.result_.history
         runs.append((np.asarray(m.dual_coef_), m.result_.n_iter, list(history.gap),

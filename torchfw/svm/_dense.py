@@ -5,10 +5,12 @@ atom touched, one interpreted iteration per step) spends most of its time in the
 tens of microseconds of Python per iteration around a few microseconds of arithmetic. When the
 ``m x m`` matrix :math:`\tilde K` fits a byte budget, this module computes it once and runs the
 whole solve -- every iteration, the checks every ``check_every`` iterations and the stopping test
--- in one compiled call: the one compiled quadratic loop of the engine layer
-(:mod:`torchfw.optimizers._compiled_loop`), given the SVM's row source. This module is the glue:
+-- in compiled code: the engine's row-source storage (:class:`~torchfw.optimizers._rows.
+RowStorage`, whose whole solve is the one compiled quadratic loop of
+:mod:`torchfw.optimizers._compiled_loop`) over the SVM's row source. This module is the glue:
 the row source (:func:`_row_py`, linked into the loop as an overload of
-:func:`~torchfw.optimizers._compiled_loop.vertex_row`) and :func:`solve`'s arguments.
+:func:`~torchfw.optimizers._compiled_loop.vertex_row`), the problem's :func:`storage` and
+:func:`solve`.
 
 **Same iterates.** The matrix rows are computed (:mod:`torchfw.svm._matrix`) by the very
 kernels that compute the lazy path's columns (:mod:`torchfw.svm._kernel_cpu`, same summation order,
@@ -30,12 +32,15 @@ import numpy as np
 
 from ..optimizers import _compiled_loop as L
 from ..optimizers import _kernels as K
+from ..optimizers._engine import QuadraticEngine
+from ..optimizers._rows import RowStorage
+from ..optimizers._stopping import StoppingRule
 from ..utils.jit import HAVE_NUMBA
 from ..utils.jit import njit as _njit  # None without numba
 from ._matrix import full_source, plain_kernel_matrix, source_row
 
-__all__ = ["VARIANTS", "plain_kernel_matrix", "full_source", "solve", "signed_row", "COUNTERS",
-           "Start", "SolveCancelled", "store_state", "K"]
+__all__ = ["VARIANTS", "plain_kernel_matrix", "full_source", "storage", "solve", "signed_row",
+           "COUNTERS", "Start", "SolveCancelled", "store_state", "K"]
 
 #: Solver name -> code of the compiled loop.
 VARIANTS = L.VARIANTS
@@ -109,43 +114,28 @@ if HAVE_NUMBA:
         return None
 
 
-#: Seconds one compiled call runs before it returns to Python: :func:`solve` runs the loop in
-#: chunks of iterations sized to about this long, each resuming exactly where the last stopped.
-#: Between two chunks the interpreter runs, so that a Ctrl-C (``KeyboardInterrupt``) stops a
-#: fit within about this long, and a cancelled fit's solves on worker threads stop too. None:
-#: one call for the whole solve (signals wait until it returns: 40 s on a9a at tol=1e-3).
-CHUNK_SECONDS: float | None = 0.2
-
-#: Iterations of the first chunk (rounded to a multiple of ``check_every``), timed to size the
-#: next ones: small problems converge within it, in one call as before. An iteration reads one
-#: or two rows of ``n`` entries, computed on first use from a cache of rows (a9a: ~2 ms per row
-#: early on, 2,000 iterations took 3.5 s), so the first chunk has at most
-#: ``FIRST_CHUNK_WORK / n`` iterations.
-FIRST_CHUNK = 2000
-FIRST_CHUNK_WORK = 2_000_000
+def storage(src, rows: np.ndarray, y: np.ndarray, inv_c: np.ndarray, diag: np.ndarray,
+            start: Start) -> RowStorage:
+    """The row-source storage of one problem (:class:`~torchfw.optimizers._rows.RowStorage`):
+    its signed rows (:func:`_row_py`) read from the source ``src`` (:func:`full_source` of a
+    matrix, or :func:`torchfw.svm._matrix.cached_source`), its state ``start``. The SVM dual
+    has no linear term and no constant."""
+    return RowStorage(row_source(src, rows, y, inv_c), diag, start, row_dtype=src[0].dtype)
 
 
 def solve(variant: int, src: tuple, rows: np.ndarray, y: np.ndarray, inv_c: np.ndarray,
           diag: np.ndarray, start: Start, *, max_iter: int, tol: float, rtol: float,
           check_every: int, stop=None, correct: bool = True):
-    """Run the compiled solve from ``start``, which holds the final iterate afterwards.
+    r"""Run the compiled solve from ``start``, which holds the final iterate afterwards.
 
-    The problem's matrix is read from the row source ``src`` (:func:`full_source` of a matrix,
-    or :func:`torchfw.svm._matrix.cached_source`) by :func:`_row_py` (``rows``, ``y``,
-    ``inv_c``), in the compiled loop (:func:`torchfw.optimizers._compiled_loop.run_chunked`:
-    chunks of :data:`CHUNK_SECONDS`, the first of at most :data:`FIRST_CHUNK` iterations and
-    :data:`FIRST_CHUNK_WORK` row entries; ``stop`` is read between chunks and raises
-    :class:`SolveCancelled` once set). ``correct``: take the active-set corrective step where
-    plain steps stall. The SVM dual has no linear term and no constant.
+    The whole solve of the engine over the problem's :func:`storage`
+    (:meth:`~torchfw.optimizers._rows.RowStorage.solve`: the compiled loop to
+    :math:`g \le \max(\text{tol}, \text{rtol}\,|f|)` or ``max_iter``, in chunks between
+    which ``stop`` is read and a Ctrl-C honoured; ``correct``: the active-set corrective step
+    where plain steps stall).
 
     Returns ``(n_iter, status_code, history array (n, 3), counts per check (n, 8))``.
     """
-    P = src[0]
-    bufs = np.empty((2, y.shape[0]), dtype=P.dtype)
-    first = min(FIRST_CHUNK, FIRST_CHUNK_WORK // max(1, y.shape[0]))
-    # No linear term: the loop reads ``ct`` only with has_ct, so ``diag`` stands in for it.
-    return L.run_chunked(variant, row_source(src, rows, y, inv_c), bufs, diag, diag, False,
-                         0.0, start, max_iter=max_iter, tol=tol, rtol=rtol,
-                         check_every=check_every, stop=stop, correct=correct,
-                         chunk_seconds=CHUNK_SECONDS, first_chunk=first)
-
+    engine = QuadraticEngine(storage(src, rows, y, inv_c, diag, start))
+    return engine.solve(variant, StoppingRule(tol=tol, rtol=rtol, max_iter=max_iter),
+                        check_every=check_every, stop=stop, correct=correct)

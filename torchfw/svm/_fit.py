@@ -150,7 +150,7 @@ def _cancelled_on_error():
     """An event set when the block raises (a ``KeyboardInterrupt`` while waiting on the pool):
     the solves still running on worker threads read it between chunks and stop, instead of
     running to the end while the process waits for its threads
-    (:data:`torchfw.svm._dense.CHUNK_SECONDS`)."""
+    (:data:`torchfw.optimizers._rows.CHUNK_SECONDS`)."""
     stop = threading.Event()
     try:
         yield stop

@@ -30,7 +30,7 @@ import torch
 
 from .. import exceptions
 from ..optimizers import _compiled_loop as _loop
-from ..optimizers import _face
+from ..optimizers import _face, _rows
 from ..utils.jit import njit
 from ..utils.threads import parallel_map, workers
 from . import _dense as _svc_dense
@@ -128,7 +128,7 @@ _solve_block_compiled = njit(_solve_block) if _subset_in is not None else None
 
 def _first_chunk(n: int, check_every: int) -> int:
     """The iterations of :func:`torchfw.svm._dense.solve`'s first chunk on ``n`` examples."""
-    first = min(_svc_dense.FIRST_CHUNK, _svc_dense.FIRST_CHUNK_WORK // max(1, n))
+    first = _rows.first_chunk(n)
     return max(check_every, first // check_every * check_every)
 
 
