@@ -155,6 +155,38 @@ def test_compiled_loop_formulas_are_the_shared_ones():
     assert "1e-11" not in body and "lam * lam" not in body, "PARTAN's line written out again"
 
 
+def test_second_order_gain_is_written_once():
+    """SWAP-2o's partner score is :func:`torchfw.optimizers._moves.second_order_gain`: the
+    compiled partner search calls it compiled, the sharded storage (which compares its ranks'
+    best partners by it) calls it on host floats; the bits agree, NaN and tiny curvatures
+    included."""
+    from torchfw.distributed import engine as sharded
+    from torchfw.optimizers import _moves
+
+    assert _python_function(K._second_order_gain) is _moves.second_order_gain
+    partner = ast.unparse(ast.parse(Path(K.__file__).read_text()))
+    partner = partner[partner.index("def _second_order_partner_py"):]
+    partner = partner[:partner.index("\ndef ")]
+    for source in (partner, ast.unparse(ast.parse(Path(sharded.__file__).read_text()))):
+        assert "diff * diff" not in source and "1e-300" not in source, "the gain written again"
+    rng = np.random.default_rng(3)
+    diffs = list(rng.normal(size=100)) + [0.0, 1e-200, math.inf]
+    curvatures = list(rng.normal(size=100)) + [0.0, -1.0, 1e-300, 1e-301, math.nan, math.inf]
+    for d in diffs:
+        for q in curvatures:
+            ref = _moves.second_order_gain(float(d), float(q))
+            assert _bits(K._second_order_gain(float(d), float(q))) == _bits(ref), (d, q)
+    if K.HAVE_NUMBA:  # the search picks the argmax of that score over active atoms above s_i
+        w = np.array([0.5, 0.0, 0.25, 0.25])
+        s = np.array([1.0, 5.0, 3.0, 2.0])
+        h = np.array([1.0, 0.5, 0.5, 0.9])
+        diag = np.array([2.0, 2.0, 2.0, 2.0])
+        gains = [_moves.second_order_gain(s[r] - 1.0, _moves.pair_curvature(2.0, diag[r], h[r]))
+                 for r in (2, 3)]
+        assert K.second_order_partner(w, s, h, diag, s, False, 0, 1.0, 2.0) == \
+            (2 if gains[0] >= gains[1] else 3)
+
+
 # ---------------------------------------------------------------------------------------------
 # The Weston-Watkins block FW step: compiled (specialised) vs the generic BCD block step
 # ---------------------------------------------------------------------------------------------

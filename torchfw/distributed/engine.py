@@ -17,7 +17,7 @@ from torch import Tensor
 
 from ..optimizers import _kernels as K
 from ..optimizers._engine import QuadraticEngine
-from ..optimizers._moves import Coefficients
+from ..optimizers._moves import Coefficients, pair_curvature, second_order_gain
 from ..optimizers._selection import select_host
 from ..optimizers._state import StorageState
 from ..optimizers._vectors import feasible_interval, update_vectors
@@ -367,10 +367,9 @@ class ShardedStorage(StorageState):
             hj = float(h[j]) if j >= 0 else 0.0
         record = np.zeros(1 + _REC)
         if j >= 0:
-            # The same expression as the compiled kernel, so ranks compare like with like.
-            q = max(dii + float(self.op._diag_host[j]) - 2.0 * hj, 1e-300)
-            diff = float(s[j]) - si
-            record[0] = diff * diff / q
+            # The kernel's own score of its partner, so ranks compare like with like.
+            record[0] = second_order_gain(
+                float(s[j]) - si, pair_curvature(dii, float(self.op._diag_host[j]), hj))
             self._write_candidate(record[1:], j, float(s[j]))
         else:
             record[0] = -_INF

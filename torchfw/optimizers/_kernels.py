@@ -22,7 +22,7 @@ import torch
 # numba is optional at run time: without it the torch kernels below are used.
 from ..utils.jit import HAVE_NUMBA
 from ..utils.jit import njit as _njit  # None without numba
-from ._moves import pair_curvature, toward_curvature
+from ._moves import pair_curvature, second_order_gain, toward_curvature
 
 __all__ = ["HAVE_NUMBA", "update", "select", "active_argmin", "extrapolation_bounds",
            "extrapolation_bounds_on", "shift_update_on",
@@ -297,7 +297,8 @@ def _extrapolation_bounds_on_py(w, w_prev, lam, i, support, n_support):
 
 
 def _second_order_partner_py(w, s, h, diag, ct, has_ct, i, si, dii):
-    """SWAP-2o away atom: argmax over active j with s_j > s_i of (s_j - s_i)^2 / (2 q_ij).
+    """SWAP-2o away atom: argmax over active j with s_j > s_i of the second-order gain
+    (:func:`torchfw.optimizers._moves.second_order_gain`, (s_j - s_i)^2 / q_ij).
 
     ``q_ij = Q_ii + Q_jj - 2 Q_ij`` with ``Q_ij = h_j - ct_j`` (``h`` is the vertex gradient of i).
     Returns -1 when no active atom qualifies.
@@ -307,11 +308,7 @@ def _second_order_partner_py(w, s, h, diag, ct, has_ct, i, si, dii):
     for r in range(w.shape[0]):
         if w[r] > 0.0 and r != i and s[r] > si:
             qij = h[r] - ct[r] if has_ct else h[r]
-            q = dii + diag[r] - 2.0 * qij
-            if q <= 1e-300:
-                q = 1e-300
-            diff = s[r] - si
-            gain = diff * diff / q
+            gain = _second_order_gain(s[r] - si, _pair_curvature_kernel(dii, diag[r], qij))
             if gain > best_gain:
                 best_gain = gain
                 best = r
@@ -367,6 +364,7 @@ _away_max_kernel = _njit(_away_step_max) if HAVE_NUMBA else _away_step_max
 # The scalar algebra of _moves, compiled for the compiled loop (one formula for both).
 _toward_curvature_kernel = _njit(toward_curvature) if HAVE_NUMBA else toward_curvature
 _pair_curvature_kernel = _njit(pair_curvature) if HAVE_NUMBA else pair_curvature
+_second_order_gain = _njit(second_order_gain) if HAVE_NUMBA else second_order_gain
 
 
 # --------------------------------------------------------------------------------------------

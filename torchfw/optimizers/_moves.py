@@ -104,6 +104,21 @@ def pair_curvature(diag_i, diag_j, q_ij):
     return diag_i + diag_j - 2.0 * q_ij
 
 
+def second_order_gain(diff, curvature):
+    r"""SWAP-2o's score of moving mass from atom ``j`` to the FW atom ``i``:
+    :math:`(s_j - s_i)^2 / \max(q_{ij}, 10^{-300})` with ``diff`` :math:`= s_j - s_i` and
+    ``curvature`` :math:`q_{ij}` the pair curvature (:func:`pair_curvature`).
+
+    Twice the second-order decrease of the unconstrained pairwise step (seed 000, SWAP-2o);
+    the factor is dropped, the partner is its argmax. Host floats only (compiled in the
+    kernels' partner search, and read by the sharded storage, which compares ranks' best
+    partners by it): a NaN curvature stays NaN.
+    """
+    if curvature <= 1e-300:
+        curvature = 1e-300
+    return diff * diff / curvature
+
+
 def cross_after(co: Coefficients, q, u_i, u_j, W):
     r"""The PARTAN cross term after a move: :math:`W' = w_{\text{new}}^\top \tilde Q w`.
 
