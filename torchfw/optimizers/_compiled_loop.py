@@ -13,14 +13,17 @@ arithmetic; here an iteration is the arithmetic.
 atom as row ``k`` of a *row source*, through :func:`vertex_row`, which numba resolves by the
 source's type when it compiles the loop (``numba.extending.overload``):
 
-* a 2-D array: its rows are the vertex gradients, read in place (the dense engine's matrix
+* a 2-D array: its rows are the vertex gradients, read in place (the dense storage's matrix
   :math:`H`, :class:`~torchfw.optimizers._dense.DenseStorage`);
 * any other type a family registers an ``overload`` of :func:`vertex_row` for -- the SVM's signed
   rows of :math:`K + 1`, whole or from a cache of rows (:mod:`torchfw.svm._dense`), which
   computes the row into the buffer it is given.
 
 The core imports nothing of the families: a family links its source in by registering the
-overload when it is imported. Each source compiles its own specialisation of the loop, with the
+overload when it is imported. The loop's caller is the row-source storage
+(:class:`~torchfw.optimizers._rows.RowStorage`: blocks for the run loop, the whole solve in
+chunks), which the engine holds; SVC's small one-vs-one pairs call it from compiled code, a
+block of pairs per call (:mod:`torchfw.svm._pairs`). Each source compiles its own specialisation of the loop, with the
 row read inlined (a function passed as a first-class value would be an indirect call per row).
 
 **The moves** are the host engine's, through the shared kernels: selection, update and exact step

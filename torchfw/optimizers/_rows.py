@@ -28,6 +28,8 @@ Python moves run on it, and it runs the compiled loop on the same state in two w
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import torch
 
@@ -86,9 +88,21 @@ def _gradient_from_rows_py(src, w, s, buf):
 _row_at = _njit(_row_at_py)
 _gradient_from_rows = _njit(_gradient_from_rows_py)
 
-#: The scalars of a loop state, by position (:class:`~torchfw.optimizers._compiled_loop.
-#: LoopState`); ``n_support`` (position 9) is the storage's ``_n_support``.
-_SCALARS = ("p", "t", "s_min", "i_min", "s_max", "j_max", "W", "p_prev", "t_prev")
+_CPU = torch.device("cpu")
+
+
+def _scalar(pos: int, kind=float):
+    """A scalar of the state, read from and written to the loop state's array at ``pos``
+    (:class:`~torchfw.optimizers._compiled_loop.LoopState`): the compiled calls and the Python
+    moves share it, with no copy between them."""
+
+    def get(self):
+        return kind(self.start.state[pos])
+
+    def put(self, value) -> None:
+        self.start.state[pos] = value
+
+    return property(get, put)
 
 
 class RowStorage(EngineState):
@@ -143,26 +157,32 @@ class RowStorage(EngineState):
         self._in_place = row_dtype is None
         self._bufs = (np.empty((2, 0), dtype=src.dtype) if self._in_place
                       else np.empty((2, n), dtype=row_dtype))
-        self._init_counters(torch.device("cpu"))
-        self._load()
+        # EngineState's counters, set here: an SVC fit builds a storage per problem solved.
+        self.k = 0
+        self._counts: dict[str, Any] = {}
+        self._device = _CPU
         self._in_support: np.ndarray | None = None  # PARTAN's, built on first Python move
 
-    # -- the scalars: the state array <-> attributes -------------------------------------------
+    # -- the scalars: views of the state array ------------------------------------------------
 
-    def _load(self) -> None:
-        """The scalars from the state array (after a compiled call), with the FW atom."""
-        st = self.start.state.tolist()
-        p, t, s_min, i_min, s_max, j_max, W, p_prev, t_prev, n_support = st[:10]
-        self.__dict__.update(p=p, t=t, s_min=s_min, i_min=int(i_min), s_max=s_max,
-                             j_max=int(j_max), i_fw=int(i_min), s_fw=s_min, W=W,
-                             p_prev=p_prev, t_prev=t_prev, _n_support=int(n_support))
+    p = _scalar(0)
+    t = _scalar(1)
+    s_min = _scalar(2)
+    i_min = _scalar(3, int)
+    s_max = _scalar(4)
+    j_max = _scalar(5, int)
+    W = _scalar(6)
+    p_prev = _scalar(7)
+    t_prev = _scalar(8)
+    _n_support = _scalar(9, int)
+    #: The FW atom is the atom of smallest score (no sampled selection on this storage).
+    i_fw = i_min
+    s_fw = s_min
 
-    def _save(self) -> None:
-        """The scalars into the state array (before a compiled call)."""
-        state = self.start.state
-        for pos, name in enumerate(_SCALARS):
-            state[pos] = getattr(self, name)
-        state[9] = self._n_support
+    def _set(self, **values) -> None:
+        """Store scalars into the state array (the bookkeeping's ``set_scalars``)."""
+        for name, value in values.items():
+            setattr(self, name, value)
 
     # -- rows ----------------------------------------------------------------------------------
 
@@ -205,9 +225,8 @@ class RowStorage(EngineState):
         loop's own); the FW atom is the smallest score."""
         imin, smin, jmax, smax, p, t = K.select(self.start.w, self.start.s, self._ct_arg,
                                                  self.ct is not None)
-        self.__dict__.update(i_min=int(imin), s_min=float(smin), j_max=int(jmax),
-                             s_max=float(smax), p=float(p), t=float(t), i_fw=int(imin),
-                             s_fw=float(smin))
+        state = self.start.state
+        state[0], state[1], state[2], state[3], state[4], state[5] = p, t, smin, imin, smax, jmax
 
     def active_min(self):
         best, value, _ = K.active_argmin(self.start.w, self.start.s)
@@ -266,7 +285,6 @@ class RowStorage(EngineState):
     def snapshot(self):
         """Copies of the vectors and the scalars: :meth:`restore` returns to this iterate
         exactly."""
-        self._save()
         st = self.start
         vectors = (st.w, st.s, st.wp, st.sp, st.support) if self.keep_previous else (st.w, st.s)
         return tuple(v.copy() for v in vectors), st.state.copy()
@@ -280,7 +298,6 @@ class RowStorage(EngineState):
             target[:] = saved
         st.state[:] = state
         self._in_support = None
-        self._load()
 
     def refresh(self) -> None:
         """Renormalize ``w`` and recompute ``s`` from the rows of its atoms (bounds float
@@ -326,7 +343,6 @@ class RowStorage(EngineState):
                 np.empty((2, len(L.COUNTERS)), dtype=np.int64))
         counts, hist, hist_counts = args
         counts.fill(0)
-        self._save()
         st = self.start
         # The first ten entries: the scalars alone, no corrective window to carry.
         L.run_loop(variant, self.src, self._bufs, self.diag, self._ct_arg, self.ct is not None,
@@ -334,7 +350,6 @@ class RowStorage(EngineState):
                    n, L.NEVER, L.NEVER, n, ZERO_TOL, counts, hist, hist_counts, False, n)
         self.k += n
         self._add_counts(counts)
-        self._load()
 
     def solve(self, variant: int, rule: StoppingRule, *, check_every: int, stop=None,
               correct: bool = True):
@@ -359,7 +374,6 @@ class RowStorage(EngineState):
         if rule.time_limit is not None or rule.callback is not None:
             raise ValueError("the compiled solve stops on tol, rtol and max_iter only: no "
                              "time_limit or callback")
-        self._save()
         n_iter, status, hist, hist_counts = L.run_chunked(
             variant, self.src, self._bufs, self.diag, self._ct_arg, self.ct is not None,
             float(self.constant), self.start, max_iter=rule.max_iter, tol=rule.tol,
@@ -368,5 +382,4 @@ class RowStorage(EngineState):
         self.k += n_iter
         if hist_counts.shape[0]:
             self._add_counts(hist_counts[-1])
-        self._load()
         return n_iter, status, hist, hist_counts

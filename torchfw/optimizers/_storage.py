@@ -21,9 +21,12 @@ storage                     where the numbers live
 ``HostStorage``             one process, host scalars (numba kernels over NumPy views of the
                             tensors) or device scalars (tensor ops, no host read: compiled and
                             CUDA-graph captured), ``optimizers/_host.py``
-``DenseStorage``            the host storage with the ``N x N`` vertex gradients formed once;
-                            its whole-block compiled loop is a declared second implementation
-                            of FW, away and pairwise steps (``optimizers/_dense.py``)
+``RowStorage``              one problem whose vertex gradients are rows of a row source (a
+                            matrix read in place, SVC's signed kernel rows, a cache of rows);
+                            blocks or the whole solve in the one compiled loop
+                            (``optimizers/_rows.py``, ``optimizers/_compiled_loop.py``)
+``DenseStorage``            the row-source storage over the ``N x N`` vertex gradients ``H``,
+                            formed once (``execution="dense"``, ``optimizers/_dense.py``)
 ``StreamingStorage``        a working set of admitted atoms, vectors by slot (seed 001),
                             ``optimizers/_streaming.py``
 ``BatchedStorage``          ``B`` problems in lockstep, every scalar of shape ``(B,)``, stopped
@@ -176,7 +179,17 @@ def check_storage(storage: object) -> None:
     TypeError
         ``"<class> is not an engine storage: it lacks <member>"``.
     """
+    cls = type(storage)
+    if cls in _CHECKED:
+        return
     for name in STORAGE_MEMBERS + BOOKKEEPING:
         if not callable(getattr(storage, name, None)):
-            raise TypeError(f"{type(storage).__name__} is not an engine storage: it lacks "
+            raise TypeError(f"{cls.__name__} is not an engine storage: it lacks "
                             f"{name}() (torchfw.optimizers._storage.Storage)")
+    _CHECKED.add(cls)
+
+
+#: Storage classes that passed :func:`check_storage`: the members are the class's (no storage
+#: sets one per instance), so one check per class holds for all its instances, and an engine
+#: built per problem (SVC's compiled solves, microseconds each) does not repeat it.
+_CHECKED: set[type] = set()
