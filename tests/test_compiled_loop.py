@@ -228,6 +228,11 @@ def test_the_row_storage_solve_is_the_loop_and_restores_exactly():
     engine.restore(snap)  # back to the start, exactly
     np.testing.assert_array_equal(engine.weights().numpy(), w0)
     assert engine.iteration() == n_iter  # the counter is the run's, not the iterate's
+    # The scores recomputed from the rows of the atoms with weight are the start's to rounding.
+    s0, gap0 = start.s.copy(), engine.gap()
+    engine.refresh()
+    np.testing.assert_allclose(start.s, s0, rtol=1e-12, atol=1e-12)
+    assert engine.gap() == pytest.approx(gap0, rel=1e-9)
     with pytest.raises(ValueError, match="time_limit"):
         engine.solve(L.AWAY, StoppingRule(tol=TOL, rtol=0.0, max_iter=5, time_limit=1.0),
                      check_every=CHECK_EVERY)

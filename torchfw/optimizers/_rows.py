@@ -117,7 +117,7 @@ class RowStorage(EngineState):
         :func:`~torchfw.optimizers._compiled_loop.vertex_row` (the row computed into a buffer
         of ``row_dtype``).
     diag : ndarray
-        :math:`\tilde Q_{kk}` (float64, ``(N,)``).
+        :math:`\tilde Q_{kk}` (``(N,)``, in the weights' precision).
     start : LoopState
         The start, held (not copied): the storage's vectors are its vectors, the final iterate
         is left in it. Its scalars must be the selection of its vectors (a start built by
