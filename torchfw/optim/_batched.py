@@ -209,14 +209,35 @@ def _finite_norm(d: Tensor, norm: float) -> bool:
     return math.isfinite(float(torch.linalg.vector_norm(d, dtype=torch.float64)))
 
 
+# Below this many entries per tensor on average, a step is bound by launching kernels, not
+# by memory: the L-infinity step then takes its signs and guards on one concatenated vector.
+_SMALL_TENSORS = 8192
+
+
+def linf_host_constants(radii: list[float], gammas: list[float] | None,
+                        params: list[Tensor]) -> tuple:
+    """What :func:`_linf_host` reads on the host, computed once per plan: ``-r``, the step
+    sizes (None for a tensor lr), the least ``||sign(d)||`` of a direction without a zero entry
+    (``sqrt(numel - 1/2)``), whether a count needs float64 (2**21 entries or more), and, for
+    small tensors, ``-r`` repeated over each tensor's entries (else None)."""
+    numels = [p.numel() for p in params]
+    total = sum(numels)
+    small = total <= _SMALL_TENSORS * len(numels) and total < 2 ** 21
+    neg_full = torch.cat([torch.full((n,), -r, dtype=params[0].dtype, device=params[0].device)
+                          for n, r in zip(numels, radii, strict=True)]) if small else None
+    return ([-r for r in radii], gammas, [math.sqrt(n - 0.5) for n in numels],
+            max(numels) >= 2 ** 21, neg_full, numels, math.sqrt(total - 0.5))
+
+
 def linf_update(params: list[Tensor], ds: list[Tensor], radii: Tensor,
                 gammas: Tensor, flats: tuple[FlatViews, FlatViews] | None = None,
-                gaps: bool = True) -> tuple[Tensor, ...] | None:
+                gaps: bool = True, host: tuple | None = None) -> tuple[Tensor, ...] | None:
     r"""L-infinity balls: :math:`\theta \leftarrow \theta - \gamma\, s (r + s\theta)`.
 
     ``radii`` and ``gammas`` hold one value per tensor (:func:`as_vector`). Returns the gaps
     :math:`\langle d, \theta - v\rangle` (one ``(1,)`` tensor per parameter) when ``gaps`` is
-    true, else ``None`` and no dot product is taken. ``flats`` is accepted for a uniform call.
+    true, else ``None`` and no dot product is taken. ``flats`` is accepted for a uniform call;
+    ``host`` holds :func:`linf_host_constants` (built here when not given).
     """
     if _host_guards(params[0]):
         values = None
@@ -225,7 +246,10 @@ def linf_update(params: list[Tensor], ds: list[Tensor], radii: Tensor,
             fd, fp = (flats[1](ds), flats[0](params)) if flats is not None else \
                 ([d.reshape(-1) for d in ds], [p.reshape(-1) for p in params])
             values = _flat_dots(fd, fp).add_(radii * torch.stack(torch._foreach_norm(ds, 1)))
-        _linf_host(params, ds, radii, gammas)
+        if host is None or host[1] is None:
+            host = linf_host_constants(radii.tolist(), gammas.tolist(), params)
+        if host[4] is None or not _linf_host_small(params, ds, host, flats):
+            _linf_host(params, ds, host)
         return None if values is None else _rows(values)
     s = torch._foreach_sign(ds)
     u = torch._foreach_addcmul(list(radii.unbind()), s, params)
@@ -241,7 +265,30 @@ def linf_update(params: list[Tensor], ds: list[Tensor], radii: Tensor,
     return None if values is None else _rows(values)
 
 
-def _linf_host(params: list[Tensor], ds: list[Tensor], radii: Tensor, gammas: Tensor) -> None:
+def _linf_host_small(params: list[Tensor], ds: list[Tensor], host: tuple,
+                     flats: tuple[FlatViews, FlatViews] | None) -> bool:
+    r""":func:`_linf_host` for small tensors: signs and guards on one concatenated vector.
+
+    One ``cat``, one ``sign``, one 2-norm of each and one multiply by the repeated ``-r``
+    replace a kernel per tensor for each; only the move itself (a multi-tensor ``lerp`` of the
+    parameters' 1-d views) stays per tensor. Returns False, having changed nothing, when some
+    direction has a zero or non-finite entry (the per-tensor form then decides, tensor by
+    tensor) or a parameter is not contiguous.
+    """
+    neg_full, numels, least_total, steps = host[4], host[5], host[6], host[1]
+    if flats is None or not all(p.is_contiguous() for p in params):
+        return False
+    d = torch.cat([t.reshape(-1) for t in ds])
+    s = torch.sign(d)
+    norm, signs = _stacked(torch._foreach_norm([d, s], 2))
+    if not (signs > least_total and norm < math.inf):
+        return False
+    s.mul_(neg_full)  # the vertices, v = -r sign(d), one after the other
+    torch._foreach_lerp_(flats[0](params), list(s.split(numels)), steps)
+    return True
+
+
+def _linf_host(params: list[Tensor], ds: list[Tensor], host: tuple) -> None:
     r""":func:`linf_update` without gaps on the CPU, its guards decided on the host.
 
     Two reductions per tensor, read at once: :math:`\|d\|_2` (finite exactly when :math:`d` is,
@@ -253,28 +300,27 @@ def _linf_host(params: list[Tensor], ds: list[Tensor], radii: Tensor, gammas: Te
     one with zero entries takes :math:`\theta - \gamma\, s (r + s\theta)`, which keeps those
     coordinates; one without direction does not move, and a non-finite one turns NaN.
     """
+    neg_radius, steps, least, wide = host[:4]
     s = torch._foreach_sign(ds)
     # "no zero entry" is count > numel - 1/2 with count = ||s||^2: float32 tells the two
     # apart below 2**21 entries (relative error 1.2e-7 of the square); larger, count in float64
-    if max(d.numel() for d in ds) < 2 ** 21:
+    if not wide:
         values = _stacked(torch._foreach_norm(list(ds) + list(s), 2))  # one call for both
     else:
         values = _stacked(torch._foreach_norm(ds, 2)
                           + torch._foreach_norm(s, 2, dtype=torch.float64))
     n = len(params)
-    norms = values[:n]
-    counts = [c * c for c in values[n:]]
-    steps = gammas.tolist()
-    radius = radii.tolist()
-    fast = [i for i in range(n)
-            if counts[i] > params[i].numel() - 0.5 and norms[i] < math.inf]
-    if len(fast) == n:  # the common step: every tensor moves by the lerp
-        torch._foreach_mul_(s, [-r for r in radius])
+    norms, signs = values[:n], values[n:]
+    if all(c > t for c, t in zip(signs, least)) and all(x < math.inf for x in norms):
+        # the common step: every tensor moves by the lerp
+        torch._foreach_mul_(s, neg_radius)
         torch._foreach_lerp_(params, s, steps)
         return
+    counts = [c * c for c in signs]
+    fast = [i for i in range(n) if signs[i] > least[i] and norms[i] < math.inf]
     if fast:
         v = [s[i] for i in fast]
-        torch._foreach_mul_(v, [-radius[i] for i in fast])
+        torch._foreach_mul_(v, [neg_radius[i] for i in fast])
         torch._foreach_lerp_([params[i] for i in fast], v, [steps[i] for i in fast])
     moved = set(fast)
     for i in range(n):
@@ -284,7 +330,7 @@ def _linf_host(params: list[Tensor], ds: list[Tensor], radii: Tensor, gammas: Te
         if not (math.isfinite(counts[i]) and _finite_norm(ds[i], norms[i])):
             p.fill_(math.nan)  # as a NaN step would show it
             continue
-        w = s[i].mul(p).add_(radius[i])  # r + s theta; u = s w is 0 where d_i == 0
+        w = s[i].mul(p).sub_(neg_radius[i])  # r + s theta; u = s w is 0 where d_i == 0
         p.addcmul_(s[i], w, value=-steps[i])
 
 

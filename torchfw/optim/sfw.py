@@ -80,6 +80,7 @@ from ._batched import (
     gamma_of,
     ksparse_update,
     l2_update,
+    linf_host_constants,
     linf_update,
 )
 from ._checks import (
@@ -391,14 +392,14 @@ class StochasticFrankWolfe(torch.optim.Optimizer):
             for i in bucket["generic"]:
                 group = bucket["groups"][i]
                 frank_wolfe_update(params[i], ds[i], group, states[i], group["track_gap"])
-            for kind, track, idx, radii, gammas, ks, flats in bucket["fast"]:
+            for kind, track, idx, radii, gammas, ks, flats, host in bucket["fast"]:
                 ps = [params[i] for i in idx]
                 pds = [ds[i] for i in idx]
                 if gammas is None:  # a tensor lr: gamma changes with its value
                     gammas = as_vector([gamma_of(bucket["groups"][i], bucket["diameters"][i], p)
                                         for i, p in zip(idx, ps, strict=True)], ps[0])
                 if kind == "linf":
-                    gaps = linf_update(ps, pds, radii, gammas, flats, track)
+                    gaps = linf_update(ps, pds, radii, gammas, flats, track, host)
                 elif kind == "l2":
                     gaps = l2_update(ps, pds, radii, gammas, flats, track)
                 else:
@@ -519,7 +520,11 @@ class StochasticFrankWolfe(torch.optim.Optimizer):
                 ks = [getattr(g["lmo"], "k", 0) for g in groups]
                 # 1-d views of the parameters and the directions, for the gaps' dot products
                 flats = None if compiling else (FlatViews(), FlatViews())
-                fast.append((kind, track, idx, radii, gammas, ks, flats))
+                # the host's copies of the constants, for the eager CPU step of L-inf balls
+                host = None if compiling or kind != "linf" else linf_host_constants(
+                    radii.tolist(), None if gammas is None else gammas.tolist(),
+                    [bucket["params"][i] for i in idx])
+                fast.append((kind, track, idx, radii, gammas, ks, flats, host))
             bucket["fast"] = fast
             plan.append(bucket)
         if not compiling:
