@@ -512,18 +512,19 @@ class StochasticFrankWolfe(torch.optim.Optimizer):
             for (kind, track), idx in bucket["fast"].items():
                 like = bucket["params"][idx[0]]
                 groups = [bucket["groups"][i] for i in idx]
-                radii = as_vector([float(g["lmo"].radius) for g in groups], like)
+                radius = [float(g["lmo"].radius) for g in groups]
+                radii = as_vector(radius, like)
                 tensor_lr = any(isinstance(g["lr"], Tensor) for g in groups)
-                gammas = None if tensor_lr else as_vector(
-                    [gamma_of(g, bucket["diameters"][i], like)
-                     for g, i in zip(groups, idx, strict=True)], like)
+                steps = None if tensor_lr else [gamma_of(g, bucket["diameters"][i], like)
+                                                for g, i in zip(groups, idx, strict=True)]
+                gammas = None if steps is None else as_vector(steps, like)
                 ks = [getattr(g["lmo"], "k", 0) for g in groups]
                 # 1-d views of the parameters and the directions, for the gaps' dot products
                 flats = None if compiling else (FlatViews(), FlatViews())
                 # the host's copies of the constants, for the eager CPU step of L-inf balls
-                host = None if compiling or kind != "linf" else linf_host_constants(
-                    radii.tolist(), None if gammas is None else gammas.tolist(),
-                    [bucket["params"][i] for i in idx])
+                # (from the Python numbers: reading the device vectors would synchronize)
+                host = None if compiling or kind != "linf" or like.device.type != "cpu" \
+                    else linf_host_constants(radius, steps, [bucket["params"][i] for i in idx])
                 fast.append((kind, track, idx, radii, gammas, ks, flats, host))
             bucket["fast"] = fast
             plan.append(bucket)
