@@ -19,14 +19,16 @@ stored:
   and then :math:`\gamma v` is added on its K entries; the gap is
   :math:`\langle d, \theta\rangle + r \sum_{\text{top } K} |d_i|`.
 
-The gap :math:`G = \langle d, \theta - v\rangle` of each tensor is one dot product, and the guards
-of :mod:`torchfw.optim._update` hold: a tensor whose direction is exactly zero does not move, and a
-non-finite direction turns the whole tensor NaN. On a GPU and under ``torch.compile`` they hold
-without a host read, through :math:`\gamma + 0 \cdot G` and :math:`\gamma\,\mathrm{sign}(\cdot)`
-(two more multi-tensor passes over the step sizes). On the CPU in eager mode a host read costs no
-synchronization, so the per-tensor numbers the step has anyway (gaps, norms) are read once and
-the guards are decided in Python: the rare tensor that needs one is handled alone, and the
-common step launches nothing for them.
+The gap :math:`G = \langle d, \theta - v\rangle` of each tensor is one dot product, taken only
+for groups with ``track_gap=True`` (``gaps=True`` here). The guards of
+:mod:`torchfw.optim._update` hold either way: a tensor whose direction is exactly zero does not
+move, and a non-finite direction turns the whole tensor NaN. On a GPU and under
+``torch.compile`` they hold without a host read, through :math:`\gamma + 0 \cdot x` and
+:math:`\gamma\,\mathrm{sign}(\cdot)` with :math:`x` the gap or, without gaps, a per-tensor
+norm of the direction. On the CPU in eager mode a host read costs no synchronization, so
+per-tensor 2-norms (of :math:`d`, of :math:`\mathrm{sign}(d)`, of the top-K values) are read
+once and the guards are decided in Python: the rare tensor that needs one is handled alone, and
+the common step moves every tensor with one multi-tensor call.
 
 The same functions run for one tensor and for many (``foreach=False`` changes nothing), and
 every other set, ``per_row=True``, ``rescale="gradient"`` and tensor radii take the per-tensor
