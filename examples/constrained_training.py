@@ -69,7 +69,7 @@ def make_fw(model: nn.Sequential, lr: float, rescale: str) -> StochasticFrankWol
         {"params": [last.weight], "lmo": LinfBall(linf_last)},
         {"params": [first.bias, last.bias], "lmo": LinfBall(1.0)},
     ]
-    opt = StochasticFrankWolfe(groups, lr=lr, momentum=0.9, rescale=rescale)
+    opt = StochasticFrankWolfe(groups, lr=lr, momentum=0.9, rescale=rescale, track_gap=True)
     opt.make_feasible()
     return opt
 

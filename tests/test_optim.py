@@ -15,6 +15,7 @@ from torch import nn
 import torchfw.optim.sfw
 from torchfw.optim import StochasticFrankWolfe, lmo_from_state, lmo_to_state, make_feasible
 from torchfw.sets.oracles import LMO, Box, L1Ball, L2Ball, LinfBall, Simplex
+from torchfw.sets.polytopes import KSparsePolytope
 
 DTYPE = torch.float64
 ATOL = 1e-9
@@ -164,7 +165,7 @@ def test_update_matches_reference(rescale, per_row):
     grads = [torch.randn(3, 4, dtype=DTYPE) for _ in range(6)]
     p = nn.Parameter(p0.clone())
     opt = StochasticFrankWolfe([p], lmo=lmo, lr=0.4, momentum=0.8, rescale=rescale,
-                               weight_decay=0.01, per_row=per_row)
+                               weight_decay=0.01, per_row=per_row, track_gap=True)
     gaps = []
     for g in grads:
         p.grad = g.clone()
@@ -624,7 +625,7 @@ def test_fw_gaps_nonnegative_and_match_direct_computation():
     groups = [{"params": [model[0].weight], "lmo": L1Ball(1.0), "per_row": True},
               {"params": [model[2].weight], "lmo": Simplex(1.0)},
               {"params": [model[0].bias, model[2].bias], "lmo": None}]
-    opt = StochasticFrankWolfe(groups, lr=0.3, momentum=0.6)
+    opt = StochasticFrankWolfe(groups, lr=0.3, momentum=0.6, track_gap=True)
     opt.make_feasible()
     buffers = {}
     for batch in _batches(8):
@@ -656,9 +657,10 @@ def test_fw_gaps_nonnegative_and_match_direct_computation():
 
 def test_fw_gaps_by_name():
     model = _mlp()
-    opt = StochasticFrankWolfe(model.named_parameters(), lmo=LinfBall(1.0))
+    opt = StochasticFrankWolfe(model.named_parameters(), lmo=LinfBall(1.0), track_gap=True)
     with pytest.raises(ValueError):
-        StochasticFrankWolfe(model.parameters(), lmo=LinfBall(1.0)).fw_gaps(named=True)
+        StochasticFrankWolfe(model.parameters(), lmo=LinfBall(1.0),
+                             track_gap=True).fw_gaps(named=True)
     _train(model, opt, _batches(2))
     gaps = opt.fw_gaps(named=True)
     assert set(gaps) == {"0.weight", "0.bias", "2.weight", "2.bias"}
@@ -688,7 +690,7 @@ def test_cuda_matches_cpu_and_round_trips():
             {"params": [model[2].weight], "lmo": L2Ball(2.0), "rescale": "gradient"},
             {"params": [model[0].bias], "lmo": Box(-0.1, 0.1)},
             {"params": [model[2].bias], "lmo": None},
-        ], lr=0.5)
+        ], lr=0.5, track_gap=True)
         opt.make_feasible()
 
         def check(model=model, radius=radius):
@@ -723,10 +725,11 @@ def test_cuda_matches_cpu_and_round_trips():
 @pytest.mark.cuda
 @requires_cuda
 @pytest.mark.filterwarnings("ignore:Synchronization debug mode")
-def test_cuda_step_does_not_synchronize():
+@pytest.mark.parametrize("track", [True, False], ids=["gaps", "no-gaps"])
+def test_cuda_step_does_not_synchronize(track):
     torch.manual_seed(0)
     device = "cuda"
-    params = [nn.Parameter(torch.randn(5, 6, device=device) * 0.01) for _ in range(6)]
+    params = [nn.Parameter(torch.randn(5, 6, device=device) * 0.01) for _ in range(8)]
     opt = StochasticFrankWolfe([
         {"params": [params[0]], "lmo": L1Ball(torch.linspace(0.5, 1, 5, device=device)),
          "per_row": True},
@@ -734,8 +737,10 @@ def test_cuda_step_does_not_synchronize():
         {"params": [params[2]], "lmo": Box(-0.1, 0.1)},
         {"params": [params[3]], "lmo": LinfBall(0.2), "rescale": None},
         {"params": [params[4]], "lmo": Simplex(1.0), "per_row": True},
+        {"params": [params[6]], "lmo": L2Ball(1.5)},  # the multi-tensor L2 and
+        {"params": [params[7]], "lmo": KSparsePolytope(3, 0.2)},  # K-sparse steps
         {"params": [params[5]], "lmo": None},
-    ], lr=0.5, weight_decay=1e-3)
+    ], lr=0.5, weight_decay=1e-3, track_gap=track)
     opt.make_feasible()
     grads = [[torch.randn(5, 6, device=device) for _ in params] for _ in range(4)]
     for p, g in zip(params, grads[0], strict=True):
@@ -748,8 +753,9 @@ def test_cuda_step_does_not_synchronize():
             for p, g in zip(params, step_grads, strict=True):
                 p.grad = g
             opt.step()
-        gaps = opt.fw_gaps()
+        gaps = opt.fw_gaps() if track else {}
     finally:
         torch.cuda.set_sync_debug_mode(0)
-    assert len(gaps) == 5
-    assert all(float(g) >= -1e-5 for g in gaps.values())
+    if track:
+        assert len(gaps) == 7
+        assert all(float(g) >= -1e-5 for g in gaps.values())

@@ -84,7 +84,8 @@ def test_model_and_random_state_are_untouched_and_draws_are_seeded():
 def test_groups_train_with_stochastic_frank_wolfe_and_name_their_gaps():
     model = _model()
     opt = StochasticFrankWolfe(constraints_for(model, "linf", value=5.0,
-                                               unconstrained=(nn.LayerNorm,)), lr=0.1)
+                                               unconstrained=(nn.LayerNorm,)), lr=0.1,
+                               track_gap=True)
     assert opt.param_groups[2]["lmo"] is None and opt.param_groups[3]["lmo"] is None
     opt.make_feasible()
     x, y = torch.randn(16, 40), torch.randint(0, 5, (16,))

@@ -89,7 +89,8 @@ ORACLES = [Simplex(1.0), L1Ball(2.0), L2Ball(1.5), LinfBall(0.3), Box(-0.2, 0.5)
 @pytest.mark.parametrize("rescale", ["diameter", "gradient", None])
 def test_zero_gradient_does_not_move_and_gap_is_zero(lmo, rescale):
     p = nn.Parameter(torch.randn(3, 4, dtype=DTYPE))
-    opt = StochasticFrankWolfe([p], lmo=lmo, lr=0.5, momentum=0.9, rescale=rescale)
+    opt = StochasticFrankWolfe([p], lmo=lmo, lr=0.5, momentum=0.9, rescale=rescale,
+                               track_gap=True)
     opt.make_feasible()
     start = p.detach().clone()
     for _ in range(3):
@@ -104,7 +105,7 @@ def test_zero_rows_and_box_coordinates_stay_others_move():
     b = nn.Parameter(torch.zeros(4, dtype=DTYPE))
     opt = StochasticFrankWolfe([{"params": [w], "lmo": L1Ball(1.0), "per_row": True},
                                 {"params": [b], "lmo": LinfBall(1.0)}],
-                               lr=0.5, momentum=0.0, rescale=None)
+                               lr=0.5, momentum=0.0, rescale=None, track_gap=True)
     w.grad = torch.zeros(3, 4, dtype=DTYPE)
     w.grad[1, 2] = 1.0
     b.grad = torch.tensor([0.0, 2.0, 0.0, -1.0], dtype=DTYPE)
@@ -124,7 +125,8 @@ def test_nan_gradient_shows_in_the_parameter(lmo):
     # Like torch.optim.SGD, the NaN now reaches the weights (the whole set: here one row).
     p = nn.Parameter(torch.zeros(3, 4, dtype=DTYPE))
     per_row = not isinstance(lmo, Box)
-    opt = StochasticFrankWolfe([p], lmo=lmo, lr=0.5, momentum=0.9, per_row=per_row)
+    opt = StochasticFrankWolfe([p], lmo=lmo, lr=0.5, momentum=0.9, per_row=per_row,
+                               track_gap=True)
     opt.make_feasible()
     grad = torch.randn(3, 4, dtype=DTYPE)
     grad[1, 3] = math.nan
@@ -152,9 +154,48 @@ def test_infinite_gradient_shows_too():
 # Monitoring before the first step
 # --------------------------------------------------------------------------------------------
 
+def test_gaps_are_computed_only_when_tracked():
+    """track_gap=False (the default) computes no gap and says so when one is asked for;
+    turning it on brings the gap back, per group, and turning it off drops the stored gaps."""
+    model = nn.Linear(3, 2).double()
+    twin = copy.deepcopy(model)
+    opt = StochasticFrankWolfe(model.parameters(), lmo=LinfBall(1.0), lr=0.3)
+    tracked = StochasticFrankWolfe(twin.parameters(), lmo=LinfBall(1.0), lr=0.3, track_gap=True)
+    x = torch.randn(4, 3, dtype=DTYPE)
+    for m, o in ((model, opt), (twin, tracked)):
+        o.make_feasible()
+        m(x).square().sum().backward()
+        o.step()
+    for a, b in zip(model.parameters(), twin.parameters(), strict=True):
+        assert torch.equal(a, b)  # the gap changes no iterate
+        assert "fw_gap" not in opt.state[a] and "fw_gap" in tracked.state[b]
+    with pytest.raises(RuntimeError, match="track_gap=True"):
+        opt.fw_gap()
+    with pytest.raises(RuntimeError, match="track_gap=True"):
+        opt.fw_gaps()
+    opt.param_groups[0]["track_gap"] = True
+    opt.step()
+    assert float(opt.fw_gap()) >= 0.0
+    opt.param_groups[0]["track_gap"] = False
+    opt.step()
+    assert all("fw_gap" not in opt.state[p] for p in model.parameters())
+    # saved with tracking on, it loads on; a state dict from before the option keeps the
+    # loading optimizer's choice
+    state = tracked.state_dict()
+    fresh = StochasticFrankWolfe(model.parameters(), lmo=LinfBall(1.0))
+    fresh.load_state_dict(state)
+    assert fresh.param_groups[0]["track_gap"] is True
+    del state["param_groups"][0]["track_gap"]
+    fresh = StochasticFrankWolfe(model.parameters(), lmo=LinfBall(1.0))
+    fresh.load_state_dict(state)
+    assert fresh.param_groups[0]["track_gap"] is False
+    with pytest.raises(TypeError, match="track_gap"):
+        StochasticFrankWolfe(model.parameters(), lmo=LinfBall(1.0), track_gap=1)
+
+
 def test_fw_gap_before_the_first_step_is_a_nan_tensor():
     model = nn.Linear(3, 2)
-    opt = StochasticFrankWolfe(model.parameters(), lmo=LinfBall(1.0))
+    opt = StochasticFrankWolfe(model.parameters(), lmo=LinfBall(1.0), track_gap=True)
     gap = opt.fw_gap()
     assert isinstance(gap, torch.Tensor) and gap.dim() == 0
     assert math.isnan(gap.item())  # a logging hook's .item() works

@@ -52,7 +52,8 @@ def _train(model, opt, batches):
 def _opt(model, lmo, per_row, **kwargs):
     return StochasticFrankWolfe([{"params": [model[0].weight], "lmo": lmo, "per_row": per_row},
                                  {"params": [model[2].weight, model[0].bias, model[2].bias],
-                                  "lmo": None, "lr": 0.05}], lr=0.3, momentum=0.9, **kwargs)
+                                  "lmo": None, "lr": 0.05}], lr=0.3, momentum=0.9,
+                                track_gap=True, **kwargs)
 
 
 @pytest.mark.parametrize("per_row", [False, True], ids=["per-tensor", "per-row"])

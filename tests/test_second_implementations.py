@@ -274,7 +274,8 @@ def _core_run(lmo, Q, c, x0, iters):
 
 def _optim_run(lmo, Q, c, x0, iters):
     p = torch.nn.Parameter(x0.clone())
-    opt = StochasticFrankWolfe([p], lmo=lmo, lr=1.0, momentum=0.0, rescale=None)
+    opt = StochasticFrankWolfe([p], lmo=lmo, lr=1.0, momentum=0.0, rescale=None,
+                               track_gap=True)
     schedule = torch.optim.lr_scheduler.LambdaLR(opt, lambda k: 2.0 / (k + 2.0))
     points, gaps = [], []
     for _ in range(iters):

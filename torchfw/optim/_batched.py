@@ -19,14 +19,16 @@ stored:
   and then :math:`\gamma v` is added on its K entries; the gap is
   :math:`\langle d, \theta\rangle + r \sum_{\text{top } K} |d_i|`.
 
-The gap :math:`G = \langle d, \theta - v\rangle` of each tensor is one dot product, and the guards
-of :mod:`torchfw.optim._update` hold: a tensor whose direction is exactly zero does not move, and a
-non-finite direction turns the whole tensor NaN. On a GPU and under ``torch.compile`` they hold
-without a host read, through :math:`\gamma + 0 \cdot G` and :math:`\gamma\,\mathrm{sign}(\cdot)`
-(two more multi-tensor passes over the step sizes). On the CPU in eager mode a host read costs no
-synchronization, so the per-tensor numbers the step has anyway (gaps, norms) are read once and
-the guards are decided in Python: the rare tensor that needs one is handled alone, and the
-common step launches nothing for them.
+The gap :math:`G = \langle d, \theta - v\rangle` of each tensor is one dot product, taken only
+for groups with ``track_gap=True`` (``gaps=True`` here). The guards of
+:mod:`torchfw.optim._update` hold either way: a tensor whose direction is exactly zero does not
+move, and a non-finite direction turns the whole tensor NaN. On a GPU and under
+``torch.compile`` they hold without a host read, through :math:`\gamma + 0 \cdot x` and
+:math:`\gamma\,\mathrm{sign}(\cdot)` with :math:`x` the gap or, without gaps, a per-tensor
+norm of the direction. On the CPU in eager mode a host read costs no synchronization, so
+per-tensor 2-norms (of :math:`d`, of :math:`\mathrm{sign}(d)`, of the top-K values) are read
+once and the guards are decided in Python: the rare tensor that needs one is handled alone, and
+the common step moves every tensor with one multi-tensor call.
 
 The same functions run for one tensor and for many (``foreach=False`` changes nothing), and
 every other set, ``per_row=True``, ``rescale="gradient"`` and tensor radii take the per-tensor
@@ -191,28 +193,147 @@ def _rows(vector: Tensor) -> tuple[Tensor, ...]:
     return vector.view(-1, 1).unbind(0)
 
 
-def linf_update(params: list[Tensor], ds: list[Tensor], radii: Tensor,
-                gammas: Tensor, flats: tuple[FlatViews, FlatViews] | None = None
-                ) -> tuple[Tensor, ...]:
-    r"""L-infinity balls: :math:`\theta \leftarrow \theta - \gamma\, s (r + s\theta)`; returns gaps.
+def _stacked(values: list[Tensor] | tuple[Tensor, ...]) -> list[float]:
+    """Per-tensor numbers (0-d tensors) read on the host at once."""
+    return torch.stack(values).tolist()
 
-    ``radii`` and ``gammas`` hold one value per tensor (:func:`as_vector`). The gap is
-    :math:`\langle d, u\rangle`: the form :math:`\langle d, \theta\rangle + r\|d\|_1` over
-    cached 1-d views (as :func:`l2_update` reads it) reads the parameters once more and made
-    the step 1.2x slower on a 256-512-512-10 MLP. ``flats`` is accepted for a uniform call.
+
+def _finite_norm(d: Tensor, norm: float) -> bool:
+    r"""Whether :math:`d` is finite, given :math:`\|d\|_2` taken in ``d``'s own precision.
+
+    A finite float32 (or lower) tensor can still have an infinite norm when the squares
+    overflow; such a norm is taken again in float64 (a rare host read, eager CPU only).
     """
+    if math.isfinite(norm):
+        return True
+    if math.isnan(norm) or d.dtype == torch.float64:
+        return False
+    return math.isfinite(float(torch.linalg.vector_norm(d, dtype=torch.float64)))
+
+
+# Below this many entries per tensor on average, a step is bound by launching kernels, not
+# by memory: the L-infinity step then takes its signs and guards on one concatenated vector.
+_SMALL_TENSORS = 8192
+
+
+def linf_host_constants(radii: list[float], gammas: list[float] | None,
+                        params: list[Tensor]) -> tuple:
+    """What :func:`_linf_host` reads on the host, computed once per plan: ``-r``, the step
+    sizes (None for a tensor lr), the least ``||sign(d)||`` of a direction without a zero entry
+    (``sqrt(numel - 1/2)``), whether a count needs float64 (2**21 entries or more), and, for
+    small tensors, ``-r`` repeated over each tensor's entries (else None)."""
+    numels = [p.numel() for p in params]
+    total = sum(numels)
+    small = total <= _SMALL_TENSORS * len(numels) and total < 2 ** 21
+    neg_full = torch.cat([torch.full((n,), -r, dtype=params[0].dtype, device=params[0].device)
+                          for n, r in zip(numels, radii, strict=True)]) if small else None
+    return ([-r for r in radii], gammas, [math.sqrt(n - 0.5) for n in numels],
+            max(numels) >= 2 ** 21, neg_full, numels, math.sqrt(total - 0.5))
+
+
+def linf_update(params: list[Tensor], ds: list[Tensor], radii: Tensor,
+                gammas: Tensor, flats: tuple[FlatViews, FlatViews] | None = None,
+                gaps: bool = True, host: tuple | None = None) -> tuple[Tensor, ...] | None:
+    r"""L-infinity balls: :math:`\theta \leftarrow \theta - \gamma\, s (r + s\theta)`.
+
+    ``radii`` and ``gammas`` hold one value per tensor (:func:`as_vector`). Returns the gaps
+    :math:`\langle d, \theta - v\rangle` (one ``(1,)`` tensor per parameter) when ``gaps`` is
+    true, else ``None`` and no dot product is taken. ``flats`` is accepted for a uniform call;
+    ``host`` holds :func:`linf_host_constants` (built here when not given).
+    """
+    if _host_guards(params[0]):
+        values = None
+        if gaps:
+            # G = <d, theta> + r ||d||_1, read before the move
+            fd, fp = (flats[1](ds), flats[0](params)) if flats is not None else \
+                ([d.reshape(-1) for d in ds], [p.reshape(-1) for p in params])
+            values = _flat_dots(fd, fp).add_(radii * torch.stack(torch._foreach_norm(ds, 1)))
+        if host is None or host[1] is None:
+            host = linf_host_constants(radii.tolist(), gammas.tolist(), params)
+        if host[4] is None or not _linf_host_small(params, ds, host, flats):
+            _linf_host(params, ds, host)
+        return None if values is None else _rows(values)
     s = torch._foreach_sign(ds)
     u = torch._foreach_addcmul(list(radii.unbind()), s, params)
-    torch._foreach_mul_(u, s)  # u = theta - v, 0 where d == 0
-    gaps = _dots(ds, u)
-    if _host_guards(params[0]):
-        # a zero direction gives u = 0 (no move) by itself; a non-finite one shows in the gap
-        torch._foreach_addcmul_(params, u, gammas.unbind(), value=-1.0)
-        _nan_where_not_finite(params, gaps.tolist())
-        return _rows(gaps)
-    steps = _guarded_steps(gaps, gammas)
+    torch._foreach_mul_(u, s)  # u = theta - v = s (r + s theta), 0 where d == 0
+    if gaps:
+        values = _dots(ds, u)
+        steps = _guarded_steps(values, gammas)  # NaN where the gap is not finite
+    else:
+        # gamma + 0 * max |d|: NaN where d is not finite (no host read)
+        values = None
+        steps = _guarded_steps(torch.stack([d.abs().amax() for d in ds]), gammas)
     torch._foreach_addcmul_(params, u, steps.unbind(), value=-1.0)
-    return _rows(gaps)
+    return None if values is None else _rows(values)
+
+
+def _linf_host_small(params: list[Tensor], ds: list[Tensor], host: tuple,
+                     flats: tuple[FlatViews, FlatViews] | None) -> bool:
+    r""":func:`_linf_host` for small tensors: signs and guards on one concatenated vector.
+
+    One ``cat``, one ``sign``, one 2-norm of each and one multiply by the repeated ``-r``
+    replace a kernel per tensor for each; only the move itself (a multi-tensor ``lerp`` of the
+    parameters' 1-d views) stays per tensor. Returns False, having changed nothing, when some
+    direction has a zero or non-finite entry (the per-tensor form then decides, tensor by
+    tensor) or a parameter is not contiguous.
+    """
+    neg_full, numels, least_total, steps = host[4], host[5], host[6], host[1]
+    if flats is None or not all(p.is_contiguous() for p in params):
+        return False
+    d = torch.cat([t.reshape(-1) for t in ds])
+    s = torch.sign(d)
+    norm, signs = _stacked(torch._foreach_norm([d, s], 2))
+    if not (signs > least_total and norm < math.inf):
+        return False
+    s.mul_(neg_full)  # the vertices, v = -r sign(d), one after the other
+    torch._foreach_lerp_(flats[0](params), list(s.split(numels)), steps)
+    return True
+
+
+def _linf_host(params: list[Tensor], ds: list[Tensor], host: tuple) -> None:
+    r""":func:`linf_update` without gaps on the CPU, its guards decided on the host.
+
+    Two reductions per tensor, read at once: :math:`\|d\|_2` (finite exactly when :math:`d` is,
+    :func:`_finite_norm`) and :math:`\|\mathrm{sign}(d)\|_2`, the square root of the number of
+    nonzero :math:`d_i` (NaN with a NaN; a 2-norm, because the CPU's 1-norm kernel is several
+    times slower). A tensor whose direction has no zero entry -- the common
+    case -- moves to :math:`(1 - \gamma)\theta + \gamma v`, :math:`v = -r\,\mathrm{sign}(d)`, in
+    one multi-tensor ``lerp`` (exact at :math:`\gamma = 1`), with no temporary but the signs;
+    one with zero entries takes :math:`\theta - \gamma\, s (r + s\theta)`, which keeps those
+    coordinates; one without direction does not move, and a non-finite one turns NaN.
+    """
+    neg_radius, steps, least, wide = host[:4]
+    s = torch._foreach_sign(ds)
+    # "no zero entry" is count > numel - 1/2 with count = ||s||^2: float32 tells the two
+    # apart below 2**21 entries (relative error 1.2e-7 of the square); larger, count in float64
+    if not wide:
+        values = _stacked(torch._foreach_norm(list(ds) + list(s), 2))  # one call for both
+    else:
+        values = _stacked(torch._foreach_norm(ds, 2)
+                          + torch._foreach_norm(s, 2, dtype=torch.float64))
+    n = len(params)
+    norms, signs = values[:n], values[n:]
+    if all(c > t for c, t in zip(signs, least)) and all(x < math.inf for x in norms):
+        # the common step: every tensor moves by the lerp
+        torch._foreach_mul_(s, neg_radius)
+        torch._foreach_lerp_(params, s, steps)
+        return
+    counts = [c * c for c in signs]
+    fast = [i for i in range(n) if signs[i] > least[i] and norms[i] < math.inf]
+    if fast:
+        v = [s[i] for i in fast]
+        torch._foreach_mul_(v, [neg_radius[i] for i in fast])
+        torch._foreach_lerp_([params[i] for i in fast], v, [steps[i] for i in fast])
+    moved = set(fast)
+    for i in range(n):
+        if i in moved or counts[i] == 0.0:
+            continue  # moved, or no direction: no move
+        p = params[i]
+        if not (math.isfinite(counts[i]) and _finite_norm(ds[i], norms[i])):
+            p.fill_(math.nan)  # as a NaN step would show it
+            continue
+        w = s[i].mul(p).sub_(neg_radius[i])  # r + s theta; u = s w is 0 where d_i == 0
+        p.addcmul_(s[i], w, value=-steps[i])
 
 
 def _norms(ds: list[Tensor]) -> Tensor:
@@ -236,103 +357,134 @@ def _norms(ds: list[Tensor]) -> Tensor:
 
 
 def l2_update(params: list[Tensor], ds: list[Tensor], radii: Tensor,
-              gammas: Tensor, flats: tuple[FlatViews, FlatViews] | None = None
-              ) -> tuple[Tensor, ...]:
-    r"""L2 balls: :math:`\theta \leftarrow \theta - \gamma(\theta + r d / \|d\|)`; returns gaps."""
+              gammas: Tensor, flats: tuple[FlatViews, FlatViews] | None = None,
+              gaps: bool = True) -> tuple[Tensor, ...] | None:
+    r"""L2 balls: :math:`\theta \leftarrow \theta - \gamma(\theta + r d / \|d\|)`.
+
+    Returns the gaps when ``gaps`` is true (``None`` otherwise, and no dot product is taken).
+    """
     like = params[0]
-    if flats is not None and _host_guards(like):
-        return _l2_update_host(params, ds, radii, gammas, flats)
+    if _host_guards(like) and (flats is not None or not gaps):
+        return _l2_update_host(params, ds, radii, gammas, flats, gaps)
     norms = _norms(ds)
     # r / ||d|| where ||d|| > 0, and r where d == 0 (then u = theta and the gap is 0).
     nonzero = norms.sign()
     coef = (radii.to(norms.dtype) / torch.where(norms > 0, norms, 1.0)).to(like.dtype)
     u = torch._foreach_addcmul(params, ds, coef.unbind())  # theta - v
-    gaps = _dots(ds, u)
-    # No direction, no move: gamma * sign(||d||); NaN through the gap.
-    steps = _guarded_steps(gaps, gammas).mul_(nonzero.to(like.dtype))
+    # No direction, no move: gamma * sign(||d||); NaN through the gap (or the norm).
+    values = _dots(ds, u) if gaps else None
+    steps = _guarded_steps(norms if values is None else values, gammas)
+    steps = steps.to(like.dtype).mul_(nonzero.to(like.dtype))
     torch._foreach_addcmul_(params, u, steps.unbind(), value=-1.0)
-    return _rows(gaps)
+    return None if values is None else _rows(values)
 
 
 def _l2_update_host(params: list[Tensor], ds: list[Tensor], radii: Tensor,
-                    gammas: Tensor, flats: tuple[FlatViews, FlatViews]) -> tuple[Tensor, ...]:
+                    gammas: Tensor, flats: tuple[FlatViews, FlatViews] | None,
+                    gaps: bool = True) -> tuple[Tensor, ...] | None:
     r""":func:`l2_update` on the CPU, its guards decided on the host.
 
     The norms are read once (float32 ones that came out 0 or infinite are taken again in float64,
     as :func:`_norms` does); a tensor with no direction neither moves nor enters the multi-tensor
     calls (its gap is 0), one whose norm is not finite turns NaN, and the others move to
     :math:`\theta + \gamma (v - \theta)`, :math:`v = -(r / \|d\|)\,d`, in one multi-tensor
-    ``lerp`` (as the per-tensor update moves); the gap is :math:`\langle d, \theta\rangle +
-    r \|d\|`, read before the move.
+    ``lerp`` (as the per-tensor update moves); the gap, when asked for, is
+    :math:`\langle d, \theta\rangle + r \|d\|`, read before the move.
     """
     like = params[0]
-    norms = torch.stack(torch._foreach_norm(ds, 2)).tolist()
+    norms = _stacked(torch._foreach_norm(ds, 2))
     if like.dtype != torch.float64:
         for i, n in enumerate(norms):
             if n == 0.0 or not math.isfinite(n):  # under- or overflow of the squares?
                 norms[i] = float(torch.linalg.vector_norm(ds[i], dtype=torch.float64))
     radius = radii.tolist()
     if all(n > 0.0 and math.isfinite(n) for n in norms):  # the common step: no guard at work
-        # G = <d, theta> + r ||d||, read before the move, from cached 1-d views
-        gaps = _flat_dots(flats[1](ds), flats[0](params)).add_(
-            torch.tensor([r * n for r, n in zip(radius, norms, strict=True)], dtype=like.dtype))
+        values = None
+        if gaps:
+            # G = <d, theta> + r ||d||, read before the move, from cached 1-d views
+            fd, fp = (flats[1](ds), flats[0](params)) if flats is not None else \
+                ([d.reshape(-1) for d in ds], [p.reshape(-1) for p in params])
+            values = _flat_dots(fd, fp).add_(torch.tensor(
+                [r * n for r, n in zip(radius, norms, strict=True)], dtype=like.dtype))
         # theta <- theta + gamma (v - theta), v = -(r / ||d||) d: lerp, exact at gamma = 1
         vs = torch._foreach_mul(ds, [-r / n for r, n in zip(radius, norms, strict=True)])
         torch._foreach_lerp_(params, vs, gammas.tolist())
-        return _rows(gaps)
-    gaps = torch.zeros(len(params), dtype=like.dtype, device=like.device)
+        return None if values is None else _rows(values)
+    out = torch.zeros(len(params), dtype=like.dtype, device=like.device)
     live = [i for i, n in enumerate(norms) if n > 0.0 and math.isfinite(n)]
     _nan_where_not_finite(params, norms)
-    gaps[[i for i, n in enumerate(norms) if not math.isfinite(n)]] = math.nan
+    out[[i for i, n in enumerate(norms) if not math.isfinite(n)]] = math.nan
     if live:
         ps = [params[i] for i in live]
         pds = [ds[i] for i in live]
         u = torch._foreach_add(ps, torch._foreach_mul(pds, [radius[i] / norms[i] for i in live]))
-        gaps[live] = _dots(pds, u)
+        if gaps:
+            out[live] = _dots(pds, u)
         torch._foreach_addcmul_(ps, u, gammas[live].unbind(), value=-1.0)
-    return _rows(gaps)
+    return _rows(out) if gaps else None
+
+
+def _signed(val: Tensor, value: float) -> Tensor:
+    """``-value`` where ``val > 0``, ``+value`` elsewhere, in ``val``'s dtype."""
+    if val.dtype == torch.get_default_dtype():
+        # two Python numbers give the default dtype: one kernel fewer than a fill and a mask
+        return torch.where(val > 0, -value, value)
+    return torch.full_like(val, value).masked_fill_(val > 0, -value)
 
 
 def ksparse_update(params: list[Tensor], ds: list[Tensor], radii: Tensor,
                    ks: list[int], gammas: Tensor,
-                   flats: tuple[FlatViews, FlatViews] | None = None) -> tuple[Tensor, ...]:
-    r"""K-sparse polytopes: :math:`\theta \leftarrow (1-\gamma)\theta + \gamma v`; returns gaps.
+                   flats: tuple[FlatViews, FlatViews] | None = None,
+                   gaps: bool = True) -> tuple[Tensor, ...] | None:
+    r"""K-sparse polytopes: :math:`\theta \leftarrow (1-\gamma)\theta + \gamma v`.
 
     The vertex puts :math:`-r\,\mathrm{sign}(d_i)` (``+r`` for a zero :math:`d_i`) on the K
-    entries of largest :math:`|d_i|`, as :class:`~torchfw.sets.polytopes.KSparsePolytope` does.
-    Given ``flats`` (the plan's caches of 1-d views: an eager CPU step), the gap's dot products
-    read them and the guards are decided on the host.
+    entries of largest :math:`|d_i|`, as :class:`~torchfw.sets.polytopes.KSparsePolytope` does
+    (the K entries are found unsorted: their order does not matter, and sorting them cost
+    as much as finding them). The sum :math:`S` of the K largest :math:`|d_i|` carries the
+    guards: 0 exactly when :math:`d = 0` (no move), not finite when :math:`d` is not (``topk``
+    ranks NaN first). Returns the gaps :math:`\langle d, \theta\rangle + r S` when ``gaps``
+    is true, else ``None``. Given ``flats`` (the plan's caches of 1-d views: an eager CPU
+    step), the gap's dot products read them and the guards are decided on the host.
     """
-    host = flats is not None and _host_guards(params[0])
+    host = _host_guards(params[0]) and (flats is not None or not gaps)
     fds = flats[1](ds) if host and flats is not None else [d.reshape(-1) for d in ds]
     tops, idxs, vals = [], [], []
     for flat, k in zip(fds, ks, strict=True):
-        top = torch.topk(flat.abs(), min(k, flat.numel()))
+        top = torch.topk(flat.abs(), min(k, flat.numel()), sorted=False)
         tops.append(top.values)
         idxs.append(top.indices)
-        vals.append(flat[top.indices])
-    if host and flats is not None:
+        vals.append(torch.take(flat, top.indices))
+    values = None
+    if gaps or not host:
         sums = torch.stack([t.sum() for t in tops])
-        gaps = _flat_dots(fds, flats[0](params)).add_(radii * sums)
-        # No direction, no move (the top-K sum of |d| is 0 exactly when d == 0); a
-        # non-finite direction shows in the gap and turns the tensor NaN after the move.
-        host_steps = [0.0 if top_sum == 0.0 else g
-                      for top_sum, g in zip(sums.tolist(), gammas.tolist(), strict=True)]
+    if gaps:
+        fps = flats[0](params) if host and flats is not None else [p.reshape(-1) for p in params]
+        # <d, theta> - <d, v> = <d, theta> + r * (sum of the K largest |d_i|).
+        values = _flat_dots(fds, fps).add_(radii * sums)
+    if host:
+        # No direction, no move (the K largest |d_i| are 0 exactly when d == 0); a
+        # non-finite direction shows among them and turns the tensor NaN after the move.
+        # Without gaps, a 2-norm of the K values tells both (one multi-tensor call).
+        read = sums.tolist() if gaps else _stacked(torch._foreach_norm(tops, 2))
+        host_steps = [0.0 if largest == 0.0 else g
+                      for largest, g in zip(read, gammas.tolist(), strict=True)]
         torch._foreach_mul_(params, [1.0 - g for g in host_steps])
-        for p, idx, val, g, r in zip(params, idxs, vals, host_steps, radii.tolist(),
+        fps = flats[0](params) if flats is not None else [p.view(-1) for p in params]
+        for p, idx, val, g, r in zip(fps, idxs, vals, host_steps, radii.tolist(),
                                      strict=True):
             if g != 0.0:
-                p.view(-1).index_add_(0, idx, torch.full_like(val, r * g).masked_fill_(
-                    val > 0, -r * g))
-        _nan_where_not_finite(params, gaps.tolist())
-        return _rows(gaps)
+                p.index_add_(0, idx, _signed(val, r * g))
+        for p, largest, value in zip(params, tops, read, strict=True):
+            # an infinite 2-norm of finite float32 values is an overflow of the squares
+            if not math.isfinite(value) and (gaps or not _finite_norm(largest, value)):
+                p.fill_(math.nan)
+        return None if values is None else _rows(values)
     r = radii
-    # <d, theta> - <d, v> = <d, theta> + r * (sum of the K largest |d_i|).
-    gaps = _dots(ds, params) + r * torch.stack([t.sum() for t in tops])
-    # No direction, no move: the largest |d_i| is 0 exactly when d == 0.
-    steps = _guarded_steps(gaps, gammas).mul_(torch.stack([t[0] for t in tops]).sign())
+    # No direction, no move: gamma * sign(S); NaN through S.
+    steps = _guarded_steps(sums, gammas).mul_(sums.sign())
     torch._foreach_mul_(params, (1.0 - steps).unbind())
     scaled = (r * steps).unbind()
     for p, idx, val, step in zip(params, idxs, vals, scaled, strict=True):
         p.view(-1).index_add_(0, idx, torch.where(val > 0, -step, step))
-    return _rows(gaps)
+    return None if values is None else _rows(values)

@@ -76,12 +76,14 @@ def _check_hyperparameters(group: dict, at_step: bool = False) -> None:
         raise TypeError(f"maximize must be True or False, got {group['maximize']!r}")
     if group.get("foreach") not in (None, True, False):
         raise TypeError(f"foreach must be None, True or False, got {group['foreach']!r}")
+    if not isinstance(group.get("track_gap", False), bool):
+        raise TypeError(f"track_gap must be True or False, got {group['track_gap']!r}")
 
 
 # Hyperparameters added after the first release, with the value that reproduces the old
 # behaviour: groups saved before they existed load with these (as torch's own optimizers do).
 _LATER_DEFAULTS = {"per_row": False, "weight_decay": 0.0, "rescale": "diameter",
-                   "maximize": False, "foreach": None}
+                   "maximize": False, "foreach": None, "track_gap": False}
 
 
 def _fill_defaults(group: dict) -> None:

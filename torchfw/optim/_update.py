@@ -136,11 +136,13 @@ def step_size(group: dict, lmo: LMO, pv: Tensor, dv: Tensor, diff: Tensor):
     return (lr * ratio).clamp(0.0, 1.0)
 
 
-def frank_wolfe_update(p: Tensor, d: Tensor, group: dict, state: dict) -> None:
+def frank_wolfe_update(p: Tensor, d: Tensor, group: dict, state: dict,
+                       gap: bool = True) -> None:
     r"""One Frank-Wolfe step of ``p`` along direction ``d``; stores the gap in ``state``.
 
-    ``state["fw_gap"]`` receives :math:`\langle d_t, \theta_t - v_t\rangle`, one value per row
-    (0 for a row without direction, NaN for a row with a non-finite direction).
+    With ``gap`` true, ``state["fw_gap"]`` receives :math:`\langle d_t, \theta_t - v_t\rangle`,
+    one value per row (0 for a row without direction, NaN for a row with a non-finite
+    direction); with ``gap`` false the reduction is skipped and ``state`` is left as it is.
 
     A declared second implementation (:mod:`torchfw.utils.twins`) of the core's
     :class:`~torchfw.FrankWolfe` step: the vertex :math:`v = \operatorname{lmo}(d)`, the move
@@ -164,7 +166,8 @@ def frank_wolfe_update(p: Tensor, d: Tensor, group: dict, state: dict) -> None:
     diff = v - pv
     # Gap of the current iterate for this direction, one value per row; >= 0 when pv is in the
     # set because v minimizes <d, .> over it.
-    state["fw_gap"] = -(dv * diff).sum(dim=-1)
+    if gap:
+        state["fw_gap"] = -(dv * diff).sum(dim=-1)
     gamma = step_size(group, lmo, pv, dv, diff)
     # largest |d| per row: 0 -> no direction, so no move; NaN/inf -> 0 * it is NaN, which
     # turns gamma (and so the row) into NaN, as SGD would show a NaN gradient.

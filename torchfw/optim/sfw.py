@@ -41,9 +41,10 @@ The Frank-Wolfe gap of the direction,
     G_t = \langle d_t,\ \theta_t - v_t \rangle
         = \max_{v \in \mathcal{C}} \langle d_t, \theta_t - v \rangle \;\ge\; 0 ,
 
-costs one reduction on top of the step and is kept for monitoring
-(:meth:`StochasticFrankWolfe.fw_gaps`). In the deterministic convex case it bounds the
-suboptimality; with stochastic directions it is a noisy stationarity measure.
+costs one reduction per tensor on top of the step, so it is computed only for groups that ask
+for it (``track_gap=True``) and then kept for monitoring (:meth:`StochasticFrankWolfe.fw_gaps`).
+In the deterministic convex case it bounds the suboptimality; with stochastic directions it is
+a noisy stationarity measure.
 
 Which stochastic Frank-Wolfe: this is the *torch.optim* one (stochastic gradients of
 parameters, with momentum). The *streaming* stochastic Frank-Wolfe of seed 001 (Ouyang & Gray,
@@ -79,6 +80,7 @@ from ._batched import (
     gamma_of,
     ksparse_update,
     l2_update,
+    linf_host_constants,
     linf_update,
 )
 from ._checks import (
@@ -229,14 +231,23 @@ class StochasticFrankWolfe(torch.optim.Optimizer):
         calls, and L-infinity balls, L2 balls and K-sparse polytopes with a scalar radius (one
         set per tensor) take their Frank-Wolfe step that way too (:mod:`torchfw.optim._batched`);
         other sets take the per-tensor update.
+    track_gap : bool, default False
+        Compute the Frank-Wolfe gap :math:`\langle d_t, \theta_t - v_t\rangle` of each step
+        (one reduction per tensor, which the update itself does not need) and keep it for
+        :meth:`fw_gaps` and :meth:`fw_gap`. Off by default, as ``torch.optim`` optimizers
+        compute nothing for monitoring; the iterates are the same either way. Like every
+        key, it may be set per group (e.g. only for the layers to watch).
 
     Notes
     -----
     *State.* Per parameter: ``momentum_buffer`` (:math:`d_t`, when :math:`\mu > 0`), ``step``
-    (a float32 CPU tensor, as in ``torch.optim``) and ``fw_gap`` (the gap
-    :math:`\langle d_t, \theta_t - v_t \rangle` of the last step, one value per row). State is
-    keyed by the parameter, so parameters without a gradient in a step (``grad is None``:
-    frozen, unused branch) are skipped without affecting the others.
+    (a float32 CPU tensor, as in ``torch.optim``) and, in groups with ``track_gap=True``,
+    ``fw_gap`` (the gap :math:`\langle d_t, \theta_t - v_t \rangle` of the last step, one value
+    per row). State is keyed by the parameter, so parameters without a gradient in a step
+    (``grad is None``: frozen, unused branch) are skipped without affecting the others.
+    Parameters that step together and have taken the same number of steps share one ``step``
+    tensor (one add per step instead of one per parameter); read it, do not modify it in
+    place.
 
     *Checkpoints.* :meth:`state_dict` stores each group's oracle as plain data
     (:func:`lmo_to_state`), so ``torch.save(opt.state_dict(), f)`` then
@@ -276,22 +287,25 @@ class StochasticFrankWolfe(torch.optim.Optimizer):
     >>> opt.step()
     >>> bool(L1Ball(1.0).contains(model.weight).all())
     True
+    >>> opt.param_groups[0]["track_gap"] = True  # monitor the weight's gap from now on
+    >>> model(torch.randn(8, 4)).square().mean().backward()
+    >>> opt.step()
+    >>> bool(opt.fw_gap() >= 0)
+    True
     """
 
     def __init__(self, params, lmo: LMO | None | _Missing = _MISSING, lr: float | Tensor = 0.1,
                  momentum: float = 0.9, rescale: str | None = "diameter",
                  weight_decay: float = 0.0, per_row: bool = False, *,
-                 maximize: bool = False, foreach: bool | None = None):
+                 maximize: bool = False, foreach: bool | None = None,
+                 track_gap: bool = False):
         defaults = dict(lmo=lmo, lr=lr, momentum=momentum, rescale=rescale,
                         weight_decay=weight_decay, per_row=per_row, maximize=maximize,
-                        foreach=foreach)
+                        foreach=foreach, track_gap=track_gap)
         # Fail on bad constructor values even when every group overrides them.
         _check_hyperparameters(defaults)
         if not isinstance(lmo, _Missing):
             _check_oracle(lmo)
-        # Hyperparameters last validated per group (id -> values), so that a step re-checks
-        # only what a scheduler or the user changed.
-        self._checked: dict[int, tuple] = {}
         self._plan: tuple | None = None  # (key, buckets) of the last step: see _step_plan
         super().__init__(params, defaults)
 
@@ -333,7 +347,6 @@ class StochasticFrankWolfe(torch.optim.Optimizer):
 
     def __setstate__(self, state: dict) -> None:
         super().__setstate__(state)
-        self._checked = {}
         self._plan = None
         for group in self.param_groups:
             _fill_defaults(group)
@@ -370,35 +383,29 @@ class StochasticFrankWolfe(torch.optim.Optimizer):
             states = [self.state[p] for p in params]
             if any(g.is_sparse for g in grads):
                 raise RuntimeError("StochasticFrankWolfe does not support sparse gradients")
-            if not all("step" in state for state in states):  # a first step
-                for p, state, group in zip(params, states, bucket["groups"], strict=True):
-                    if "step" in state:
-                        continue
-                    # torch.optim's convention: a float32 CPU tensor, so that compiled steps
-                    # do not specialize on (and recompile for) every value of the counter.
-                    state["step"] = torch.zeros((), dtype=torch.float32)
-                    if group["lmo"] is not None and not torch.compiler.is_compiling():
-                        # The check reads a boolean on the host, which would break a compiled
-                        # graph; compiled steps skip it.
-                        self._warn_if_infeasible(group["lmo"], p, group)
-            counters += [state["step"] for state in states]
+            if bucket["first"]:
+                self._first_steps(bucket, params, states)
+            counters += bucket["counters"]
             ds = directions(params, grads, states, *bucket["hyper"])
             for i in bucket["sgd"]:
                 sgd_update(params[i], ds[i], bucket["groups"][i]["lr"])
             for i in bucket["generic"]:
-                frank_wolfe_update(params[i], ds[i], bucket["groups"][i], states[i])
-            for kind, idx, radii, gammas, ks, flats in bucket["fast"]:
+                group = bucket["groups"][i]
+                frank_wolfe_update(params[i], ds[i], group, states[i], group["track_gap"])
+            for kind, track, idx, radii, gammas, ks, flats, host in bucket["fast"]:
                 ps = [params[i] for i in idx]
                 pds = [ds[i] for i in idx]
                 if gammas is None:  # a tensor lr: gamma changes with its value
                     gammas = as_vector([gamma_of(bucket["groups"][i], bucket["diameters"][i], p)
                                         for i, p in zip(idx, ps, strict=True)], ps[0])
                 if kind == "linf":
-                    gaps = linf_update(ps, pds, radii, gammas, flats)
+                    gaps = linf_update(ps, pds, radii, gammas, flats, track, host)
                 elif kind == "l2":
-                    gaps = l2_update(ps, pds, radii, gammas, flats)
+                    gaps = l2_update(ps, pds, radii, gammas, flats, track)
                 else:
-                    gaps = ksparse_update(ps, pds, radii, ks, gammas, flats)
+                    gaps = ksparse_update(ps, pds, radii, ks, gammas, flats, track)
+                if gaps is None:
+                    continue
                 if torch.compiler.is_compiling():
                     # In place where the gap exists: a compiled step then mutates its inputs
                     # instead of handing new tensors back to be stored in Python dicts.
@@ -415,6 +422,44 @@ class StochasticFrankWolfe(torch.optim.Optimizer):
             torch._foreach_add_(counters, 1.0)
         return loss
 
+    def _first_steps(self, bucket: dict, params: list[Tensor], states: list[dict]) -> None:
+        """Step counters of a new plan's bucket, and the feasibility warning of first steps.
+
+        ``state["step"]`` is a float32 CPU tensor, as in ``torch.optim`` (compiled steps then
+        do not specialize on, and recompile for, every value of the counter). Parameters of a
+        bucket step together for as long as the plan holds, so those whose counts are equal
+        share one counter tensor, and a step adds 1 to each distinct counter once (one add per
+        bucket, not one per parameter). Any change in which parameters step rebuilds the plan,
+        which shares anew from the current counts. Compiled steps keep the counters as they
+        find them (reading a count would specialize the graph on it).
+        """
+        compiling = torch.compiler.is_compiling()
+        shared: dict[float, Tensor] = {}
+        counters: list[Tensor] = []
+        for p, state, group in zip(params, states, bucket["groups"], strict=True):
+            step = state.get("step")
+            if step is None:
+                if group["lmo"] is not None and not compiling:
+                    # The check reads a boolean on the host, which would break a compiled
+                    # graph; compiled steps skip it.
+                    self._warn_if_infeasible(group["lmo"], p, group)
+                if compiling:
+                    step = state["step"] = torch.zeros((), dtype=torch.float32)
+            if compiling:
+                assert step is not None
+                if not any(step is c for c in counters):
+                    counters.append(step)
+                continue
+            count = 0.0 if step is None else float(step)
+            counter = shared.get(count)
+            if counter is None:
+                counter = shared[count] = torch.tensor(count, dtype=torch.float32)
+                counters.append(counter)
+            state["step"] = counter
+        bucket["counters"] = counters
+        if not compiling:
+            bucket["first"] = False
+
     def _step_plan(self) -> list[dict]:
         """Which parameters take which update, rebuilt only when groups or gradients change.
 
@@ -424,28 +469,29 @@ class StochasticFrankWolfe(torch.optim.Optimizer):
         and step sizes as vectors built once.
         """
         compiling = torch.compiler.is_compiling()
-        key_t: tuple = ()
+        key: list = []
         if compiling:
             for group in self.param_groups:
                 _check_hyperparameters(group, at_step=True)  # runs once, when traced
         else:
-            key_t = tuple((self._check_at_step(group),
-                           (group["lmo"].radius, getattr(group["lmo"], "k", None))
-                           if fast_kind(group["lmo"], group) else None,
-                           tuple((id(p), p.dtype, p.device) for p in group["params"]
-                                 if p.grad is not None))
-                          for group in self.param_groups)
-            if self._plan is not None and self._plan[0] == key_t:
+            key = self._plan_key()
+            if self._plan is not None and self._plan[0] == key:
                 return self._plan[1]
+            for group in self.param_groups:
+                _check_hyperparameters(group, at_step=True)  # something changed: check again
         buckets: dict[tuple, dict] = {}
         for group in self.param_groups:
             hyper = (group["momentum"], group["weight_decay"], group["maximize"])
+            track = group["track_gap"]
             for p in group["params"]:
                 if p.grad is None:
                     continue
+                if not track and not compiling:
+                    # a gap left from steps that tracked it would read as this step's
+                    self.state.get(p, {}).pop("fw_gap", None)
                 bucket = buckets.setdefault((p.device, p.dtype) + hyper, {
                     "hyper": hyper, "params": [], "groups": [], "diameters": [], "sgd": [],
-                    "generic": [], "fast": {}})
+                    "generic": [], "fast": {}, "first": True})
                 i = len(bucket["params"])
                 bucket["params"].append(p)
                 bucket["groups"].append(group)
@@ -459,39 +505,55 @@ class StochasticFrankWolfe(torch.optim.Optimizer):
                 elif kind is None:
                     bucket["generic"].append(i)
                 else:
-                    bucket["fast"].setdefault(kind, []).append(i)
+                    bucket["fast"].setdefault((kind, track), []).append(i)
         plan = []
         for bucket in buckets.values():
             fast = []
-            for kind, idx in bucket["fast"].items():
+            for (kind, track), idx in bucket["fast"].items():
                 like = bucket["params"][idx[0]]
                 groups = [bucket["groups"][i] for i in idx]
-                radii = as_vector([float(g["lmo"].radius) for g in groups], like)
+                radius = [float(g["lmo"].radius) for g in groups]
+                radii = as_vector(radius, like)
                 tensor_lr = any(isinstance(g["lr"], Tensor) for g in groups)
-                gammas = None if tensor_lr else as_vector(
-                    [gamma_of(g, bucket["diameters"][i], like)
-                     for g, i in zip(groups, idx, strict=True)], like)
+                steps = None if tensor_lr else [gamma_of(g, bucket["diameters"][i], like)
+                                                for g, i in zip(groups, idx, strict=True)]
+                gammas = None if steps is None else as_vector(steps, like)
                 ks = [getattr(g["lmo"], "k", 0) for g in groups]
                 # 1-d views of the parameters and the directions, for the gaps' dot products
                 flats = None if compiling else (FlatViews(), FlatViews())
-                fast.append((kind, idx, radii, gammas, ks, flats))
+                # the host's copies of the constants, for the eager CPU step of L-inf balls
+                # (from the Python numbers: reading the device vectors would synchronize)
+                host = None if compiling or kind != "linf" or like.device.type != "cpu" \
+                    else linf_host_constants(radius, steps, [bucket["params"][i] for i in idx])
+                fast.append((kind, track, idx, radii, gammas, ks, flats, host))
             bucket["fast"] = fast
             plan.append(bucket)
         if not compiling:
             # A compiled step is specialized on the groups by the compiler's own guards;
             # caching there would only add state for it to guard on.
-            self._plan = (key_t, plan)
+            self._plan = (key, plan)
         return plan
 
-    def _check_at_step(self, group: dict) -> tuple:
-        """Re-validate a group's hyperparameters when they changed since the last step."""
-        lr = group["lr"]
-        key = (id(lr) if isinstance(lr, Tensor) else lr, group["momentum"],
-               group["weight_decay"], group["rescale"], group["per_row"],
-               group.get("maximize"), group.get("foreach"), id(group["lmo"]))
-        if self._checked.get(id(group)) != key:
-            _check_hyperparameters(group, at_step=True)
-            self._checked[id(group)] = key
+    def _plan_key(self) -> list:
+        """What the step plan depends on: every hyperparameter, the sets' radii and sizes, and
+        which parameters have a gradient, with their dtypes and devices.
+
+        Compared at each step (a few Python reads per group and parameter): a scheduler's new
+        ``lr``, a set's new radius or a gradient set to ``None`` make the next step re-check the
+        groups and rebuild the plan. Tensors (an ``lr``, per-row radii) enter by identity: their
+        values are read by the step itself.
+        """
+        key: list = []
+        for group in self.param_groups:
+            lmo = group["lmo"]
+            lr = group["lr"]
+            radius = getattr(lmo, "radius", None)
+            key.append((id(lr) if isinstance(lr, Tensor) else lr, group["momentum"],
+                        group["weight_decay"], group["rescale"], group["per_row"],
+                        group["maximize"], group["foreach"], group["track_gap"], id(lmo),
+                        id(radius) if isinstance(radius, Tensor) else radius,
+                        getattr(lmo, "k", None)))
+            key += [(p.grad is not None, p.dtype, p.device) for p in group["params"]]
         return key
 
     def _warn_if_infeasible(self, lmo: LMO, p: Tensor, group: dict) -> None:
@@ -556,10 +618,23 @@ class StochasticFrankWolfe(torch.optim.Optimizer):
         -------
         dict
             Parameter (or name) -> gap tensor, ``>= 0`` for feasible parameters up to rounding.
+            Only parameters of groups with ``track_gap=True`` appear.
+
+        Raises
+        ------
+        RuntimeError
+            If there are constrained groups and none has ``track_gap=True``: no step computed
+            a gap, and an empty or stale answer would read as one.
         """
+        constrained = [group for group in self.param_groups if group["lmo"] is not None]
+        if constrained and not any(group["track_gap"] for group in constrained):
+            raise RuntimeError(
+                "Frank-Wolfe gaps are not tracked: build the optimizer with track_gap=True "
+                "(or set it in the parameter groups to monitor) to have each step compute them"
+            )
         out = {}
-        for group in self.param_groups:
-            if group["lmo"] is None:
+        for group in constrained:
+            if not group["track_gap"]:
                 continue
             names = group.get("param_names")
             if named and names is None:
@@ -573,12 +648,13 @@ class StochasticFrankWolfe(torch.optim.Optimizer):
         return out
 
     def fw_gap(self) -> Tensor:
-        """Sum of the last step's gaps over all constrained parameters, a float64 0-d tensor.
+        """Sum of the last step's gaps over the tracked parameters, a float64 0-d tensor.
 
         The parameters form a product of sets, whose gap is the sum of the per-set gaps. Before
         the first step (or with no constrained parameter) there is no gap to report and the
         value is NaN, on the CPU: still a tensor, so a logging hook's ``.item()`` works, and not
-        0, which would read as "converged".
+        0, which would read as "converged". Raises ``RuntimeError`` as :meth:`fw_gaps` does
+        when no constrained group has ``track_gap=True``.
         """
         gaps = list(self.fw_gaps().values())
         if not gaps:
@@ -644,6 +720,10 @@ class StochasticFrankWolfe(torch.optim.Optimizer):
             current = self.param_groups[i] if i < len(self.param_groups) else None
             device = current["params"][0].device if current and current["params"] else None
             saved = dict(saved)
+            if "track_gap" not in saved and current is not None:
+                # Monitoring only (the iterates do not depend on it): a state dict saved
+                # before the option existed keeps this optimizer's choice.
+                saved["track_gap"] = current["track_gap"]
             _fill_defaults(saved)
             saved["lmo"] = lmo_from_state(saved["lmo"], device=device)
             if current is not None and len(current["params"]) == len(saved["params"]):
