@@ -55,6 +55,11 @@ _jit = partial(njit, fallback=True)
 #: them and the loop waits on memory latency; asking for the rows a few nonzeros ahead measured
 #: about 30% faster on sector (55,197 x 105 weights, larger than the L3 cache).
 PREFETCH_AHEAD = 4
+#: ... but only when ``W`` has at least this many weights (1 MiB of float64, half the L2 cache
+#: of a current core): a smaller ``W`` stays in the first cache levels, where the hints only
+#: cost instructions (dna, satimage and letter, ``W`` of 1.7-4.3 KB: sweeps 12-18% faster
+#: without them).
+PREFETCH_MIN_WEIGHTS = 1 << 17
 
 
 if HAVE_NUMBA:

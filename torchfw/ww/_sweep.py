@@ -19,6 +19,7 @@ import numpy as np
 
 from ._blocks import (
     PREFETCH_AHEAD,
+    PREFETCH_MIN_WEIGHTS,
     _jit,
     _prefetch_cols,
     _prefetch_row,
@@ -155,6 +156,7 @@ def _ww_epoch_py(indptr, indices, data, sqnorm, y, order, W, beta, bsum, C, meth
     pg_max = -math.inf
     pg_min = math.inf
     T = order.shape[0]
+    pf = W.shape[0] * W.shape[1] >= PREFETCH_MIN_WEIGHTS
     for t in range(T):
         i = order[t]
         q = sqnorm[i]
@@ -196,7 +198,7 @@ def _ww_epoch_py(indptr, indices, data, sqnorm, y, order, W, beta, bsum, C, meth
             for c in range(k):
                 scores[c] = 0.0
             for p in range(start, stop):
-                if p + PREFETCH_AHEAD < stop:
+                if pf and p + PREFETCH_AHEAD < stop:
                     _prefetch_row(W, indices[p + PREFETCH_AHEAD])
                 xv = data[p]
                 row = W[indices[p]]
@@ -216,7 +218,7 @@ def _ww_epoch_py(indptr, indices, data, sqnorm, y, order, W, beta, bsum, C, meth
                 sc[j] = 0.0
             sy_acc = 0.0
             for p in range(start, stop):
-                if p + PREFETCH_AHEAD < stop:
+                if pf and p + PREFETCH_AHEAD < stop:
                     _prefetch_cols(W, indices[p + PREFETCH_AHEAD], cls, a, yi)
                 xv = data[p]
                 row = W[indices[p]]
@@ -226,7 +228,7 @@ def _ww_epoch_py(indptr, indices, data, sqnorm, y, order, W, beta, bsum, C, meth
             scores[yi] = sy_acc
             for j in range(a):
                 scores[cls[j]] = sc[j]
-        if t + 1 < T:  # the next example's first rows load during this solve
+        if pf and t + 1 < T:  # the next example's first rows load during this solve
             nxt = order[t + 1]
             for p in range(indptr[nxt], min(indptr[nxt + 1], indptr[nxt] + PREFETCH_AHEAD)):
                 _prefetch_row(W, indices[p])
@@ -360,11 +362,12 @@ def _ww_loss_py(indptr, indices, data, y, W, lo, hi, scores):
     k = W.shape[1]
     loss = 0.0
     last = indptr[hi]
+    pf = W.shape[0] * W.shape[1] >= PREFETCH_MIN_WEIGHTS
     for i in range(lo, hi):
         for c in range(k):
             scores[c] = 0.0
         for p in range(indptr[i], indptr[i + 1]):
-            if p + PREFETCH_AHEAD < last:  # CSR order: this runs into the next rows too
+            if pf and p + PREFETCH_AHEAD < last:  # CSR order: this runs into the next rows too
                 _prefetch_row(W, indices[p + PREFETCH_AHEAD])
             xv = data[p]
             row = W[indices[p]]
