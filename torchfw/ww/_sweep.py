@@ -408,21 +408,12 @@ def _ww_objectives_py(indptr, indices, data, y, W, bsum, C, scores):
 ww_objectives = _jit(_ww_objectives_py)
 
 
-def _skip_smallest_py(shares, visited, fraction, skip):
-    """Set ``skip[i] = 1`` for the visited blocks with the smallest shares, adding up to at most
-    ``fraction`` of the visited blocks' total (ties in index order: a stable sort).
-
-    The policy of :meth:`torchfw.ww._problem.WWDualProblem._after_shrunk_sweep`, compiled: in
-    NumPy calls it cost about a fifth of a shrunk sweep on dna (2,000 blocks). ``shares >= 0``;
-    the zero shares (blocks whose slots are all shrunk at 0: most of them) come first in a
-    stable sort and add nothing, so only the positive ones are sorted.
-    """
+def _positive_shares_py(shares, visited):
+    """The visited blocks with a positive share, in index order: ``(idx, shares[idx])``."""
     n_pos = 0
     for i in range(visited.shape[0]):
         if visited[i] and shares[i] != 0.0:
             n_pos += 1
-    if n_pos == 0:
-        return
     idx = np.empty(n_pos, dtype=np.int64)
     g = np.empty(n_pos)
     j = 0
@@ -431,10 +422,17 @@ def _skip_smallest_py(shares, visited, fraction, skip):
             idx[j] = i
             g[j] = shares[i]
             j += 1
-    order = np.argsort(g, kind="mergesort")
+    return idx, g
+
+
+_positive_shares = _jit(_positive_shares_py)
+
+
+def _skip_sorted_py(shares, visited, idx, g, v, fraction, skip):
+    """:func:`skip_smallest` once the positive shares ``g`` (index order) are sorted into ``v``."""
     total = 0.0  # the running sum in sorted order, as a cumulative sum gives it
-    for j in range(n_pos):
-        total += g[order[j]]
+    for j in range(v.shape[0]):
+        total += v[j]
     if not total > 0.0:
         return
     for i in range(visited.shape[0]):
@@ -442,11 +440,44 @@ def _skip_smallest_py(shares, visited, fraction, skip):
             skip[i] = 1
     limit = fraction * total
     cum = 0.0
-    for j in range(n_pos):
-        cum += g[order[j]]
+    n_skip = 0  # the sorted prefix whose running sum stays within the limit
+    for j in range(v.shape[0]):
+        cum += v[j]
         if cum > limit:
             break
-        skip[idx[order[j]]] = 1
+        n_skip = j + 1
+    if n_skip == 0:
+        return
+    tau = v[n_skip - 1]  # the prefix: every share below tau, and the first ties at tau
+    n_tied = 0
+    j = n_skip - 1
+    while j >= 0 and v[j] == tau:
+        n_tied += 1
+        j -= 1
+    for j in range(g.shape[0]):  # g is in index order: the ties a stable sort puts first
+        if g[j] < tau:
+            skip[idx[j]] = 1
+        elif g[j] == tau and n_tied > 0:
+            skip[idx[j]] = 1
+            n_tied -= 1
 
 
-skip_smallest = _jit(_skip_smallest_py)
+_skip_sorted = _jit(_skip_sorted_py)
+
+
+def skip_smallest(shares: np.ndarray, visited: np.ndarray, fraction: float,
+                  skip: np.ndarray) -> None:
+    """Set ``skip[i] = 1`` for the visited blocks with the smallest shares, adding up to at most
+    ``fraction`` of the visited blocks' total (ties in index order: a stable sort).
+
+    The policy of :meth:`torchfw.ww._problem.WWDualProblem._after_shrunk_sweep`. ``shares >=
+    0``; the zero shares (blocks whose slots are all shrunk at 0: most of them) come first in a
+    stable sort and add nothing, so only the positive ones are sorted. Only their sorted
+    *values* are needed (the running sums; the index order of equal shares is restored after),
+    so NumPy's vectorized sort does it: on letter's ~11,000 positive shares a compiled stable
+    argsort took ~0.95 ms, about a tenth of a shrunk sweep, and NumPy's sort takes ~0.04 ms.
+    """
+    idx, g = _positive_shares(shares, visited)
+    if g.shape[0] == 0:
+        return
+    _skip_sorted(shares, visited, idx, g, np.sort(g), float(fraction), skip)
