@@ -21,6 +21,8 @@ from ._blocks import (
     PREFETCH_AHEAD,
     PREFETCH_MIN_WEIGHTS,
     _jit,
+    _prefetch,
+    _prefetch1,
     _prefetch_cols,
     _prefetch_row,
     fw_single,
@@ -48,6 +50,51 @@ def _hinge_sum_py(scores, yi):
 
 
 _hinge_sum = _jit(_hinge_sum_py)
+
+
+#: Visits ahead whose per-block numbers (skip, norms, list length, sum, row start, label) are
+#: prefetched; the next visit's rows (``beta``, the slot list, the nonzeros) are prefetched one
+#: visit ahead, once those numbers say it will be worked.
+PREFETCH_BLOCKS_AHEAD = 4
+
+
+def _prefetch_lines_py(arr, lo, hi):
+    """Prefetch ``arr[lo:hi]`` (1-d), one hint per 64-byte line."""
+    for p in range(lo, hi, 8):
+        _prefetch1(arr, p)
+    if hi > lo:
+        _prefetch1(arr, hi - 1)
+
+
+_prefetch_lines = _jit(_prefetch_lines_py)
+
+
+def _prefetch_numbers_py(j, skip, sqnorm, n_act, bsum, indptr, y):
+    """Prefetch block ``j``'s entries of the per-block arrays."""
+    _prefetch1(skip, j)
+    _prefetch1(sqnorm, j)
+    _prefetch1(n_act, j)
+    _prefetch1(bsum, j)
+    _prefetch1(indptr, j)
+    _prefetch1(y, j)
+
+
+_prefetch_numbers = _jit(_prefetch_numbers_py)
+
+
+def _prefetch_block_py(j, beta, active, indptr, indices, data):
+    """Prefetch block ``j``'s row of ``beta`` and of the slot lists, and its nonzeros."""
+    m = beta.shape[1]
+    for s in range(0, m, 8):
+        _prefetch(beta, j, s)
+        _prefetch(active, j, s)
+    lo = indptr[j]
+    hi = indptr[j + 1]
+    _prefetch_lines(data, lo, hi)
+    _prefetch_lines(indices, lo, hi)
+
+
+_prefetch_block = _jit(_prefetch_block_py)
 
 
 def _screen_norm_py(dn2, off, bnd, c, cross, square):
@@ -159,6 +206,15 @@ def _ww_epoch_py(indptr, indices, data, sqnorm, y, order, W, beta, bsum, C, meth
     pf = W.shape[0] * W.shape[1] >= PREFETCH_MIN_WEIGHTS
     for t in range(T):
         i = order[t]
+        # Blocks are visited in random order: each visit's first touches of its arrays miss
+        # the caches, one after the other. Ask for them a few visits ahead.
+        if t + PREFETCH_BLOCKS_AHEAD < T:
+            _prefetch_numbers(order[t + PREFETCH_BLOCKS_AHEAD], skip, sqnorm, n_act, bsum,
+                              indptr, y)
+        if t + 1 < T:
+            j = order[t + 1]
+            if skip[j] == 0 and (n_act[j] > 0 or bsum[j] != 0.0):
+                _prefetch_block(j, beta, active, indptr, indices, data)
         q = sqnorm[i]
         if q <= 0.0:
             continue  # an all-zero row takes no part (the estimator drops them anyway)
