@@ -176,6 +176,29 @@ def test_uncompiled_epoch_equals_compiled(thr):
         assert (runs[1][3] > 0).any()
 
 
+@pytest.mark.parametrize("k", [2, 3, 4, 5])
+def test_few_classes_scores_path(k):
+    """With k <= 4 the scores are summed in registers (_few_scores): plain BCD's compiled
+    sweeps equal the per-block Python path over the same orders (its scores a NumPy product),
+    and the gap check's primal equals the one computed from scratch in NumPy (k = 5 takes the
+    general loop, for comparison)."""
+    X, y = blobs(n=120, d=9, k=k, seed=40 + k, sep=1.0)
+    orders = np.random.default_rng(k).permuted(np.tile(np.arange(120), (6, 1)), axis=1)
+    compiled = WWDualProblem(_as_csr(X), y, k, 0.6)
+    python = WWDualProblem(_as_csr(X), y, k, 0.6)
+    for order in orders:
+        compiled.sweep(order, "exact", 1)
+        for i in order:
+            python.set_block(i, python.solve_block(i))
+    assert np.abs(compiled.W).max() > 0
+    np.testing.assert_allclose(compiled.W, python.W, rtol=0, atol=1e-10)
+    np.testing.assert_allclose(compiled.beta, python.beta, rtol=0, atol=1e-10)
+    P, D = compiled.objectives()
+    W = compiled.W.T  # (k, d)
+    assert P == pytest.approx(primal_numpy(X, y, W, 0.6), rel=1e-12)
+    assert D == pytest.approx(compiled.beta.sum() - 0.5 * (W ** 2).sum(), rel=1e-12)
+
+
 def test_prefetching_sweep_equals_uncompiled():
     """A weight matrix of at least PREFETCH_MIN_WEIGHTS turns the compiled sweep's prefetch
     hints on (sector's path): hints never change a result, so the compiled epochs with them

@@ -52,6 +52,52 @@ def _hinge_sum_py(scores, yi):
 _hinge_sum = _jit(_hinge_sum_py)
 
 
+def _few_scores_py(W, indices, data, start, stop, scores):
+    """``scores[c] = sum_p data[p] W[indices[p], c]`` over ``p in [start, stop)``, for ``k <= 4``
+    classes, each sum in a register.
+
+    The general loop adds into ``scores[c]`` in memory, which the compiler cannot keep in a
+    register (``scores`` might alias ``W``), and its inner loop over ``k`` classes is set up
+    for vectorizing: for k = 3 most of its instructions per nonzero were bookkeeping. The sums
+    run over ``p`` in the same order, so the scores are the same numbers.
+    """
+    k = W.shape[1]
+    s0 = 0.0
+    s1 = 0.0
+    s2 = 0.0
+    s3 = 0.0
+    if k == 2:
+        for p in range(start, stop):
+            xv = data[p]
+            f = indices[p]
+            s0 += xv * W[f, 0]
+            s1 += xv * W[f, 1]
+    elif k == 3:
+        for p in range(start, stop):
+            xv = data[p]
+            f = indices[p]
+            s0 += xv * W[f, 0]
+            s1 += xv * W[f, 1]
+            s2 += xv * W[f, 2]
+    else:
+        for p in range(start, stop):
+            xv = data[p]
+            f = indices[p]
+            s0 += xv * W[f, 0]
+            s1 += xv * W[f, 1]
+            s2 += xv * W[f, 2]
+            s3 += xv * W[f, 3]
+    scores[0] = s0
+    scores[1] = s1
+    if k > 2:
+        scores[2] = s2
+    if k > 3:
+        scores[3] = s3
+
+
+_few_scores = _jit(_few_scores_py)
+
+
 #: Visits ahead whose per-block numbers (skip, norms, list length, sum, row start, label) are
 #: prefetched; the next visit's rows (``beta``, the slot list, the nonzeros) are prefetched one
 #: visit ahead, once those numbers say it will be worked.
@@ -251,15 +297,18 @@ def _ww_epoch_py(indptr, indices, data, sqnorm, y, order, W, beta, bsum, C, meth
         if 2 * a >= m:
             # many slots listed: all k scores, a contiguous vectorized loop over each row, is
             # cheaper than gathering (sector: sweeps gathering ~72 of 104 classes took 1.4x longer)
-            for c in range(k):
-                scores[c] = 0.0
-            for p in range(start, stop):
-                if pf and p + PREFETCH_AHEAD < stop:
-                    _prefetch_row(W, indices[p + PREFETCH_AHEAD])
-                xv = data[p]
-                row = W[indices[p]]
+            if k <= 4 and not pf:
+                _few_scores(W, indices, data, start, stop, scores)
+            else:
                 for c in range(k):
-                    scores[c] += xv * row[c]
+                    scores[c] = 0.0
+                for p in range(start, stop):
+                    if pf and p + PREFETCH_AHEAD < stop:
+                        _prefetch_row(W, indices[p + PREFETCH_AHEAD])
+                    xv = data[p]
+                    row = W[indices[p]]
+                    for c in range(k):
+                        scores[c] += xv * row[c]
             if a == m:  # every slot listed: the list is 0..m-1 (kept sorted), no need to read it
                 for j in range(m):
                     cls[j] = j if j < yi else j + 1
@@ -419,16 +468,20 @@ def _ww_loss_py(indptr, indices, data, y, W, lo, hi, scores):
     loss = 0.0
     last = indptr[hi]
     pf = W.shape[0] * W.shape[1] >= PREFETCH_MIN_WEIGHTS
+    few = k <= 4 and not pf
     for i in range(lo, hi):
-        for c in range(k):
-            scores[c] = 0.0
-        for p in range(indptr[i], indptr[i + 1]):
-            if pf and p + PREFETCH_AHEAD < last:  # CSR order: this runs into the next rows too
-                _prefetch_row(W, indices[p + PREFETCH_AHEAD])
-            xv = data[p]
-            row = W[indices[p]]
+        if few:
+            _few_scores(W, indices, data, indptr[i], indptr[i + 1], scores)
+        else:
             for c in range(k):
-                scores[c] += xv * row[c]
+                scores[c] = 0.0
+            for p in range(indptr[i], indptr[i + 1]):
+                if pf and p + PREFETCH_AHEAD < last:  # CSR order: runs into the next rows too
+                    _prefetch_row(W, indices[p + PREFETCH_AHEAD])
+                xv = data[p]
+                row = W[indices[p]]
+                for c in range(k):
+                    scores[c] += xv * row[c]
         sy = scores[y[i]]
         for c in range(k):
             if c != y[i]:
