@@ -176,6 +176,84 @@ def test_uncompiled_epoch_equals_compiled(thr):
         assert (runs[1][3] > 0).any()
 
 
+@pytest.mark.parametrize("k", [2, 3, 4, 5])
+def test_few_classes_scores_path(k):
+    """With k <= 4 the scores are summed in registers (_few_scores): plain BCD's compiled
+    sweeps equal the per-block Python path over the same orders (its scores a NumPy product),
+    and the gap check's primal equals the one computed from scratch in NumPy (k = 5 takes the
+    general loop, for comparison)."""
+    X, y = blobs(n=120, d=9, k=k, seed=40 + k, sep=1.0)
+    orders = np.random.default_rng(k).permuted(np.tile(np.arange(120), (6, 1)), axis=1)
+    compiled = WWDualProblem(_as_csr(X), y, k, 0.6)
+    python = WWDualProblem(_as_csr(X), y, k, 0.6)
+    for order in orders:
+        compiled.sweep(order, "exact", 1)
+        for i in order:
+            python.set_block(i, python.solve_block(i))
+    assert np.abs(compiled.W).max() > 0
+    np.testing.assert_allclose(compiled.W, python.W, rtol=0, atol=1e-10)
+    np.testing.assert_allclose(compiled.beta, python.beta, rtol=0, atol=1e-10)
+    P, D = compiled.objectives()
+    W = compiled.W.T  # (k, d)
+    assert P == pytest.approx(primal_numpy(X, y, W, 0.6), rel=1e-12)
+    assert D == pytest.approx(compiled.beta.sum() - 0.5 * (W ** 2).sum(), rel=1e-12)
+
+
+def test_prefetching_sweep_equals_uncompiled():
+    """A weight matrix of at least PREFETCH_MIN_WEIGHTS turns the compiled sweep's prefetch
+    hints on (sector's path): hints never change a result, so the compiled epochs with them
+    equal the interpreted ones, shrinking and block skipping included, and so does the gap."""
+    import scipy.sparse as sp
+
+    from torchfw.ww import _sweep as K
+    from torchfw.ww._blocks import PREFETCH_MIN_WEIGHTS
+
+    n, d, k = 80, 20_000, 7
+    assert d * k >= PREFETCH_MIN_WEIGHTS
+    rng = np.random.default_rng(31)
+    y = rng.integers(0, k, n)
+    # each class has its own 40 informative features among the 20,000; rows of 25 nonzeros
+    rows, cols, vals = [], [], []
+    for i in range(n):
+        f = np.concatenate([40 * y[i] + rng.choice(40, 15, replace=False),
+                            rng.choice(d, 10, replace=False)])
+        f = np.unique(f)
+        rows += [i] * f.size
+        cols += f.tolist()
+        vals += rng.uniform(0.2, 1.0, f.size).tolist()
+    X = sp.csr_matrix((vals, (rows, cols)), shape=(n, d))
+    runs = []
+    for epoch_fn in (K._ww_epoch_py, K.ww_epoch):
+        prob = WWDualProblem(_as_csr(X), y, k, 0.5)
+        ws = prob.ws
+        orders = np.random.default_rng(0).permuted(np.tile(np.arange(n), (6, 1)), axis=1)
+        for e, order in enumerate(orders):
+            if e == 3:
+                prob.skip[::5] = 1
+            epoch_fn(prob.X.indptr, prob.X.indices, prob.X.data, prob.sqnorm, prob.y, order,
+                     prob.W, prob.beta, prob.bsum, prob.C, 0, 1, 1e-6, prob.active,
+                     prob.n_act, np.inf if e == 0 else 0.0, prob.skip, prob.gblk,
+                     ws.scores, ws.v, ws.bnew, ws.heap, ws.hidx, ws.sv, ws.si, ws.prefix,
+                     ws.grad, ws.changed, ws.u, ws.cls, ws.sc, prob.est, False,
+                     *prob.screen_arrays())
+        runs.append((prob.W.copy(), prob.beta.copy(), prob.n_act.copy(), prob.value_and_gap()))
+    assert np.abs(runs[0][0]).max() > 0 and (runs[1][2] < k - 1).any()  # moved, and shrank
+    # W is W(beta) (column y_i gets 1^T beta_i x_i, the class of slot s gets -beta_is x_i),
+    # rebuilt from scratch: no hint may have touched the weights
+    W_ref = np.zeros((d, k))
+    Xd = X.toarray()
+    for i in range(n):
+        u = np.zeros(k)
+        u[y[i]] = runs[1][1][i].sum()
+        u[[c for c in range(k) if c != y[i]]] = -runs[1][1][i]
+        W_ref += np.outer(Xd[i], u)
+    np.testing.assert_allclose(runs[1][0], W_ref, rtol=0, atol=1e-12)
+    np.testing.assert_allclose(runs[0][0], runs[1][0], rtol=0, atol=1e-12)
+    np.testing.assert_allclose(runs[0][1], runs[1][1], rtol=0, atol=1e-12)
+    assert np.array_equal(runs[0][2], runs[1][2])
+    np.testing.assert_allclose(runs[0][3], runs[1][3], rtol=1e-12)
+
+
 def test_sweep_gap_estimate():
     """The compiled sweep keeps ||W||^2 exactly and predicts the gap (a predictor only)."""
     X, y = blobs(n=200, seed=14, sep=1.0)

@@ -323,6 +323,38 @@ def test_compiled_skip_choice_matches_the_numpy_policy():
         assert np.array_equal(got, _skip_reference(shares, visited, fraction)), trial
 
 
+def test_skip_choice_takes_boundary_ties_in_index_order():
+    """The skip choice sorts only the shares' values (NumPy's sort) and restores the stable
+    sort's order of equal shares: where the limit falls inside a run of ties, the tied blocks
+    with the lowest indices are skipped, and no others; larger inputs than the comparison with
+    the NumPy policy above, whose sort paths differ."""
+    from torchfw.ww._sweep import skip_smallest
+
+    n = 5000
+    shares = np.full(n, 2.0)
+    shares[::3] = 1.0  # 1,667 ones, then 3,333 twos
+    visited = np.ones(n, dtype=bool)
+    visited[1::7] = False
+    skip = np.zeros(n, dtype=np.int64)
+    skip_smallest(shares, visited, 0.25, skip)
+    assert np.array_equal(skip, _skip_reference(shares, visited, 0.25))
+    ones = np.flatnonzero(visited & (shares == 1.0))
+    twos = np.flatnonzero(visited & (shares == 2.0))
+    total = shares[visited].sum()
+    n_twos = int((0.25 * total - ones.size) // 2)  # every one fits, then the first twos
+    assert 0 < n_twos < twos.size
+    assert skip[ones].all() and skip[twos[:n_twos]].all() and not skip[twos[n_twos:]].any()
+    assert not skip[~visited].any()
+    rng = np.random.default_rng(5)
+    for trial in range(20):  # large random inputs with ties, as the policy sees them
+        m = int(rng.integers(1000, 20000))
+        g = np.round(rng.exponential(size=m), 1) * (rng.random(m) < 0.6)
+        vis = rng.random(m) < 0.9
+        got = np.zeros(m, dtype=np.int64)
+        skip_smallest(g, vis, 0.05, got)
+        assert np.array_equal(got, _skip_reference(g, vis, 0.05)), trial
+
+
 @pytest.mark.data
 def test_dna_keeps_shrinking_after_a_capped_phase():
     """dna (scaled, k = 3) has shrunk phases that need MAX_SHRUNK_SWEEPS, but the re-checks
