@@ -51,7 +51,7 @@ class DenseStorage(HostStorage):
 
     It *is* the host storage of the problem, declared as such: every protocol member but
     :meth:`vertex_gradient` (a row of ``H``) is :class:`~torchfw.optimizers._host.HostStorage`'s.
-    The engine's Python moves run on it between blocks (the corrective step is off);
+    The engine's Python moves and the corrective step run on it between blocks;
     :meth:`run_block` is the compiled block the run loop calls instead of the variant's step.
 
     Parameters
@@ -64,7 +64,8 @@ class DenseStorage(HostStorage):
         Initial weights over the atoms.
     """
 
-    face_correction = False  # no corrective step on this storage (yet)
+    #: The corrective step is the host storage's (its columns are rows of ``H``), at checks.
+    face_correction = True
 
     def __init__(self, objective: Quadratic, lmo: AtomicLMO, w0: torch.Tensor):
         if not K.HAVE_NUMBA or w0.device.type != "cpu":

@@ -123,6 +123,19 @@ class Storage(Protocol):
     def after_tick(self) -> None:
         """After a counted iteration (exact refresh, the next streamed atom, ...)."""
 
+    # -- the corrective step (torchfw.optimizers._correction, written once over these) --------
+    def face_space(self, problem: int = 0) -> Any:
+        """The weights, scores and linear term over the storage's positions, as a
+        :class:`~torchfw.optimizers._face_space.FaceSpace` (``problem``: one of a batch)."""
+
+    def face_column(self, atom: int, problem: int = 0) -> Any:
+        r"""Column :math:`h_{atom}` at the storage's positions, as a host array (float64 or
+        the storage's own precision; not kept by the storage)."""
+
+    def face_write(self, w: Any, s: Any, problem: int = 0) -> None:
+        """Replace the weights and scores over the positions (float64 host arrays; PARTAN's
+        previous iterate becomes the new one), then :meth:`reselect`."""
+
     # -- whole state ---------------------------------------------------------------------------
     def snapshot(self) -> Any:
         """What :meth:`restore` needs to return to this iterate (after a NaN)."""
