@@ -19,6 +19,7 @@ kernel: condition number about :math:`10^6`), where Frank-Wolfe steps crawl:
 from __future__ import annotations
 
 import pickle
+import warnings
 
 import numpy as np
 import pytest
@@ -371,13 +372,24 @@ def _sharded_worker(rank: int, world: int, store: str, out: str) -> None:
         X, y, _, kernel = _data()
         a, b = D_.shard_range(M, rank, world)
         op = D_.ShardedSVMDualOperator(X[a:b], y[a:b], kernel, C, dtype=F64)
+        for corrective in (False, True):
+            res = D_.minimize(_pairwise(corrective), op, _spread()[a:b].clone(), gather=True)
+            results[corrective] = (res.converged, res.x.numpy(), res.steps.get("correct", 0))
+        # DistributedSVC at its defaults, C = 2e4 (LIBSVM's 1e4): no ConvergenceWarning.
+        from sklearn.datasets import make_classification
+
+        from torchfw.exceptions import ConvergenceWarning
+
+        Xd, yd = make_classification(M, 5, random_state=0)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            model = D_.DistributedSVC(C=2e4, random_state=0).fit(Xd[a:b], yd[a:b])
+        results["svc"] = (model.result_.converged, float(model.score(Xd, yd)),
+                          any(issubclass(w_.category, ConvergenceWarning) for w_ in caught))
         w = _stalled()
         eng = D_.DistributedQuadraticEngine(op, w[a:b].clone(), pair_columns=True)
         kept = eng.correct_face()
         results["step"] = (kept, D_.gather_shards(eng.weights().clone(), op.comm).numpy())
-        for corrective in (False, True):
-            res = D_.minimize(_pairwise(corrective), op, _spread()[a:b].clone(), gather=True)
-            results[corrective] = (res.converged, res.x.numpy(), res.steps.get("correct", 0))
     finally:
         if rank == 0:
             with open(out, "wb") as fh:
@@ -413,3 +425,16 @@ def test_sharded_run_converges_to_the_independent_optimum(sharded, optimum):
     converged, x, corrections = sharded[True]
     assert converged and corrections >= 1
     np.testing.assert_allclose(x, optimum, atol=1e-8, rtol=0)
+
+
+@needs_numba
+def test_distributed_svc_converges_at_its_defaults_at_large_C(sharded):
+    # The 80 x 5 row on two ranks: DistributedSVC now takes the step too (it stopped on
+    # max_iter with a ConvergenceWarning without it), with scikit-learn's training accuracy.
+    from sklearn.datasets import make_classification
+    from sklearn.svm import SVC as LibSVC
+
+    X, y = make_classification(M, 5, random_state=0)
+    converged, score, warned = sharded["svc"]
+    assert converged and not warned
+    assert score >= LibSVC(C=1e4).fit(X, y).score(X, y) - 0.0125

@@ -33,7 +33,8 @@ from . import _kernels as K
 __all__ = ["FaceCorrection", "correct_face"]
 
 
-def correct_face(eng, max_face: int | None = None, problem: int = 0) -> int:
+def correct_face(eng, max_face: int | None = None, problem: int = 0,
+                 iterations: int | None = None) -> int:
     """Take the corrective step on ``eng``'s face; the number of atoms of the new face, or -1.
 
     The rounds of :func:`torchfw.optimizers._compiled_loop._correct_py`, written once for every
@@ -45,7 +46,10 @@ def correct_face(eng, max_face: int | None = None, problem: int = 0) -> int:
     runs, and the result is kept if it lowers the objective; rounds go on while each at least
     halves the gap. ``max_face`` bounds the face (default: :data:`~torchfw.optimizers._face.
     MAX_FACE` and the number of atoms; the run loop passes :func:`~torchfw.optimizers._face.
-    face_budget`). ``problem``: which problem of a batched storage. -1: nothing changed (a
+    face_budget`). ``iterations``: bound it instead by :func:`~torchfw.optimizers._face.
+    face_budget` for that many plain iterations over the storage's positions (a working set's,
+    the sampled slots: what its iterations cost). ``problem``: which problem of a batched
+    storage. -1: nothing changed (a
     face of one atom or over ``max_face``, a face matrix that is not numerically definite, no
     decrease). On a sharded storage every rank calls it and takes the same step.
     """
@@ -53,6 +57,8 @@ def correct_face(eng, max_face: int | None = None, problem: int = 0) -> int:
     space = st.face_space(problem)
     p = _scalar(st.p, problem)
     n = space.size
+    if iterations is not None:
+        max_face = _face.face_budget(n, iterations)
     cap = min(n, _face.MAX_FACE) if max_face is None else min(max_face, n)
     support, weights = space.support()
     k_support = support.shape[0]
@@ -201,6 +207,11 @@ class FaceCorrection:
         return done
 
 
+def _admitted(eng) -> int:
+    """Atoms a streaming storage admitted to its working set so far (0 for the others)."""
+    return int(eng.storage._counts.get("admitted", 0))
+
+
 def _gap(gap, b: int) -> float:
     return float(gap[b]) if isinstance(gap, torch.Tensor) and gap.numel() > 1 else float(gap)
 
@@ -224,6 +235,7 @@ class _Window:
 
     def _restart(self, eng, reference: float, gap: float, refused: bool) -> None:
         self.start = self._iteration(eng)
+        self.admitted = _admitted(eng)
         self.length = _face.correction_window(self._n_active(eng), eng.N)
         if refused:
             self.length *= 2
@@ -236,9 +248,11 @@ class _Window:
         k = self._iteration(eng)
         if k - self.start < self.length:
             return False
-        stalled = self.smallest > _face.STALL * self.first
-        done = stalled and correct_face(eng, _face.face_budget(eng.N, k - self.last),
-                                        self.problem) > 0
+        # A streaming working set that grew in the window changed the problem its gap is
+        # measured on (each admitted atom is a new violator): that is no crawl.
+        stalled = self.smallest > _face.STALL * self.first and _admitted(eng) == self.admitted
+        done = stalled and correct_face(eng, problem=self.problem,
+                                        iterations=k - self.last) > 0
         if done:
             if self.batch == 1:
                 eng.tick()

@@ -64,7 +64,7 @@ class FaceSpace:
     lookup: Callable[[np.ndarray], np.ndarray] | None = None
     comm: Any = None
     n_atoms: int | None = None
-    prefetch: Callable[[np.ndarray], None] | None = None
+    prefetch: Callable[[np.ndarray], Any] | None = None
 
     @property
     def size(self) -> int:

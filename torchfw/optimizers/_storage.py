@@ -6,7 +6,10 @@ and the places the numbers live. A storage holds the weights ``w`` over the ``N`
 gradient ``s`` (scores), the diagonal of :math:`\tilde Q`, the linear term over atoms, and for
 PARTAN the previous iterate; it answers single entries, columns, the selections of the next
 iteration and the PARTAN bounds, and it applies a move to its vectors. The moves never touch a
-vector themselves.
+vector themselves. For the active-set corrective step (:mod:`torchfw.optimizers._correction`,
+written once) it shows its vectors over its own positions (``face_space``, a
+:class:`~torchfw.optimizers._face_space.FaceSpace`), answers the columns of a face's atoms at
+those positions (``face_column``) and takes the new weights and scores (``face_write``).
 
 The engine *holds* a storage (``QuadraticEngine(storage)``); no storage inherits the moves, and
 no storage inherits a member of this protocol from a generic base class. :func:`check_storage`
