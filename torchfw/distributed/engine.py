@@ -17,6 +17,7 @@ from torch import Tensor
 
 from ..optimizers import _kernels as K
 from ..optimizers._engine import QuadraticEngine
+from ..optimizers._face_space import FaceSpace
 from ..optimizers._moves import Coefficients, pair_curvature, second_order_gain
 from ..optimizers._selection import select_host
 from ..optimizers._state import StorageState
@@ -69,7 +70,9 @@ class ShardedStorage(StorageState):
         ``pair_columns``; away-step variants want it too).
     """
 
-    face_correction = False  # no corrective step on this storage (yet)
+    #: The corrective step runs on every rank alike: the face's atoms, its matrix entries and
+    #: the new scores at its atoms are exchanged exactly, so each rank's minor cycle is the same.
+    face_correction = True
 
     certifies_gap = True
     #: The sharded operator.
@@ -342,6 +345,41 @@ class ShardedStorage(StorageState):
 
     def cache_info(self) -> dict:
         return {**self._cache.info(), "fetched": self.fetches}
+
+    # -- the corrective step (collective) -------------------------------------------------------
+
+    def face_space(self, problem: int = 0) -> FaceSpace:
+        """This rank's slice (no ghost entry), its atoms ``offset ..``, and the communicator."""
+        n, offset = self.n_local, self.offset
+        if self.use_numba:
+            w, s = self._w_np[:n], self._s_np[:n]
+        else:
+            w, s = self.w[:n].cpu().numpy(), self.s[:n].cpu().numpy()
+
+        def lookup(atoms: np.ndarray) -> np.ndarray:
+            local = atoms - offset
+            return np.where((local >= 0) & (local < n), local, -1)
+
+        return FaceSpace(w, s, None, atoms=np.arange(offset, offset + n, dtype=np.int64),
+                         lookup=lookup, comm=self.comm, n_atoms=self.n,
+                         prefetch=lambda atoms: self._exchange([int(a) for a in atoms]))
+
+    def face_column(self, atom: int, problem: int = 0):
+        """This rank's slice of column ``atom`` (collective when its features are not here)."""
+        h = self.vertex_gradient(int(atom))[:self.n_local]
+        return h if isinstance(h, np.ndarray) else h.cpu().numpy()
+
+    def face_write(self, w, s, problem: int = 0) -> None:
+        n = self.n_local
+        self.w[:n] = torch.from_numpy(np.asarray(w)).to(self.w.device)
+        self.s[:n] = torch.from_numpy(np.asarray(s)).to(self.s.device)
+        self.w[n] = self.s[n] = 0.0
+        if self.keep_previous:  # PARTAN restarts from the corrected iterate
+            assert self.w_prev is not None and self.s_prev is not None
+            self.w_prev.copy_(self.w)
+            self.s_prev.copy_(self.s)
+        self._active_min = None
+        self._refresh_scalars()  # round 1 (collective)
 
     # -- moves that touch vectors or need pairs ------------------------------------------------
 

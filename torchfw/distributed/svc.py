@@ -138,9 +138,10 @@ class DistributedSVC(SVC):
         n_examples = X.shape[0] if not isinstance(self.tol, str) else \
             int(comm.sum([X.shape[0]], op="setup")[0])
         # The plan of the fit, as SVC resolves it, stopping and seeding every rank alike; the
-        # sharded runs read it, not the estimator.
+        # sharded runs read it, not the estimator. The corrective step is on, as in SVC: the
+        # sharded storage takes it on every rank alike.
         plan = resolve_plan(self, n_examples=n_examples, kernel=self._kernel, dtype=kdtype,
-                            device=X.device, solvers="distributed", corrective=False)
+                            device=X.device, solvers="distributed")
         alphas, results = [], []
         for k, y_pm in enumerate(problems):
             alpha, result = fit_shard(plan, X, y_pm, C_examples, comm,

@@ -9,10 +9,17 @@ the same kernels, the same trigger and the same summation orders on its rows, so
 the same corrections
 (``tests/test_face_correction.py``).
 
-The face's matrix comes from the vertex gradients of its atoms,
-:math:`\tilde Q_{ab} = h_a[b] - \tilde c_b` with :math:`h_a = \tilde Q e_a + \tilde c`, and the
-new gradient is :math:`s = \tilde Q x + \tilde c = \sum_a x_a h_a` (the weights sum to one), so
-a correction reads each support atom's column twice and costs :math:`O(|S|^3 + |S| N)`.
+The step is written once for every storage (host, device, dense, streaming, sampled, batched,
+sharded): it reads and writes a storage through its ``face_space``, ``face_column`` and
+``face_write`` members (:mod:`torchfw.optimizers._face_space`), and
+``tests/test_face_storages.py`` checks that every storage takes the same step from the same
+iterate. The face's matrix comes from the vertex gradients of its atoms,
+:math:`\tilde Q_{ab} = h_a[b] - \tilde c_b` with :math:`h_a = \tilde Q e_a + \tilde c` (only
+the face's atoms' columns are read, restricted to the storage's positions: a working set's or a
+shard's), and the new gradient is :math:`s = \tilde Q x + \tilde c = \sum_a x_a h_a` (the
+weights sum to one), so a correction reads each face atom's column twice and costs
+:math:`O(|F|^3 + |F| n)` for a face of :math:`|F|` atoms over :math:`n` positions, with
+:math:`|F|` bounded by :func:`~torchfw.optimizers._face.face_budget`.
 """
 
 from __future__ import annotations
@@ -26,98 +33,113 @@ from . import _kernels as K
 __all__ = ["FaceCorrection", "correct_face"]
 
 
-def correct_face(eng, max_face: int | None = None) -> int:
+def correct_face(eng, max_face: int | None = None, problem: int = 0,
+                 iterations: int | None = None) -> int:
     """Take the corrective step on ``eng``'s face; the number of atoms of the new face, or -1.
 
-    The rounds of :func:`torchfw.optimizers._compiled_loop._correct_py`, on the engine's vertex
-    gradients: the face (the support and the atoms that violate optimality most,
-    :func:`~torchfw.optimizers._face.face_atoms`; then the kept atoms and the new worst
-    violators) has its factor extended by the new atoms, Wolfe's minor cycle runs, and the
-    result is kept if it lowers the objective; rounds go on while each at least halves the
-    gap. ``max_face`` bounds the face (default: :data:`~torchfw.optimizers._face.MAX_FACE`
-    and the number of atoms; the run loop passes :func:`~torchfw.optimizers._face.face_budget`).
-    -1: nothing changed (a face of one atom or over ``max_face``, a face matrix that is not
-    numerically definite, no decrease).
+    The rounds of :func:`torchfw.optimizers._compiled_loop._correct_py`, written once for every
+    storage over its :class:`~torchfw.optimizers._face_space.FaceSpace` (the storage's
+    ``face_space``, ``face_column`` and ``face_write``): the face (the support and the atoms
+    that violate optimality most, as :func:`~torchfw.optimizers._face.face_atoms` picks them;
+    then the kept atoms and the new worst violators) has its factor extended by the new atoms'
+    rows -- entries of their columns at the face's atoms, nothing else -- Wolfe's minor cycle
+    runs, and the result is kept if it lowers the objective; rounds go on while each at least
+    halves the gap. ``max_face`` bounds the face (default: :data:`~torchfw.optimizers._face.
+    MAX_FACE` and the number of atoms; the run loop passes :func:`~torchfw.optimizers._face.
+    face_budget`). ``iterations``: bound it instead by :func:`~torchfw.optimizers._face.
+    face_budget` for that many plain iterations over the storage's positions (a working set's,
+    the sampled slots: what its iterations cost). ``problem``: which problem of a batched
+    storage. -1: nothing changed (a
+    face of one atom or over ``max_face``, a face matrix that is not numerically definite, no
+    decrease). On a sharded storage every rank calls it and takes the same step.
     """
-    host = eng.use_numba
-    if host:
-        w_np, s_np = eng._w_np, eng._s_np
-    else:
-        w_np = eng.w.detach().to(torch.float64).cpu().numpy()
-        s_np = eng.s.detach().to(torch.float64).cpu().numpy()
-    p = float(eng.p)
-    n = w_np.shape[0]
-    cap = min(n, _face.MAX_FACE) if max_face is None else max_face
-    first, k_support = _face.face_atoms(w_np, s_np, p, cap)
-    k = first.shape[0]
+    st = eng.storage
+    space = st.face_space(problem)
+    p = _scalar(st.p, problem)
+    n = space.size
+    if iterations is not None:
+        max_face = _face.face_budget(n, iterations)
+    cap = min(n, _face.MAX_FACE) if max_face is None else min(max_face, n)
+    support, weights = space.support()
+    k_support = support.shape[0]
+    if k_support > cap:  # beyond what the plain steps paid for: no face
+        return -1
+    n_add = min(_face.face_growth(k_support), cap - k_support)
+    extra = space.violators(p, n_add)
+    k = k_support + extra.shape[0]
     if k < 2:
         return -1
     idx = np.empty(cap, dtype=np.int64)
-    idx[:k] = first
+    idx[:k_support] = support
+    idx[k_support:k] = extra
     x = np.zeros(cap)
-    x[:k_support] = w_np[idx[:k_support]]
+    x[:k_support] = weights
     x[:k_support] /= _ordered_sum(x[:k_support])
-    ct = None if eng.ct is None else eng.ct.detach().to(torch.float64).cpu().numpy()
-    c = np.zeros(cap) if ct is not None else np.zeros(1)
-    if ct is not None:
-        c[:k] = ct[idx[:k]]
+    has_c = space.c is not None
+    c = np.zeros(cap) if has_c else np.zeros(1)
+    if has_c:
+        c[:k] = space.gather(space.c, idx[:k])
     L = np.empty((cap, cap))
-    value = 0.5 * (p + float(eng.t))
-    gap_prev = p - float(s_np.min())
+    value = 0.5 * (p + _scalar(st.t, problem))
+    gap_prev = p - space.smallest(space.s)
     k0 = 0
     accepted = -1
     for _ in range(_face.MAX_ROUNDS):
-        Gb = np.empty((k - k0, k))
+        Gb = _face_rows(st, space, idx, k0, k, problem)
+        if has_c:
+            Gb -= c[:k]
         for a in range(k0, k):
-            h = _column(eng, int(idx[a]))
-            L[a, :a + 1] = h[idx[:a + 1]]
-            if ct is not None:
-                L[a, :a + 1] -= ct[idx[:a + 1]]
-            Gb[a - k0, :a + 1] = L[a, :a + 1]
+            L[a, :a + 1] = Gb[a - k0, :a + 1]
         lo = k0 if k0 > 0 else k_support
-        k = _face.extend_skipping(L, Gb, k0, lo, k, x, c, ct is not None, idx)
+        k = _face.extend_skipping(L, Gb, k0, lo, k, x, c, has_c, idx)
         if k < 1:
             break
-        k = _face.prune(L, Gb, k0, lo, k, x, c, ct is not None, idx)
+        k = _face.prune(L, Gb, k0, lo, k, x, c, has_c, idx)
         if k < 1:
             break
-        kept = _face.minor_cycle(L, k, x, c, ct is not None, idx)
+        kept = _face.minor_cycle(L, k, x, c, has_c, idx)
         if kept < 1:
             break
-        s_new = _gradient(eng, idx, x, kept, n)
+        s_new = _gradient(st, space, idx, x, kept, problem)
+        s_face = space.gather(s_new, idx[:kept])
         p_new = 0.0
         t_new = 0.0
         for a in range(kept):
-            p_new += x[a] * s_new[idx[a]]
-            if ct is not None:
-                t_new += x[a] * ct[idx[a]]
+            p_new += x[a] * s_face[a]
+            if has_c:
+                t_new += x[a] * c[a]
         if not 0.5 * (p_new + t_new) < value:
             break
-        _write(eng, idx, x, kept, s_new)
-        w_np = _weights(eng, host)
+        w_new = np.zeros(space.w.shape[0])
+        pos = space.positions(idx[:kept])
+        here = pos >= 0
+        w_new[pos[here]] = x[:kept][here]
+        st.face_write(w_new, s_new, problem)
+        space = st.face_space(problem)
         value = 0.5 * (p_new + t_new)
         accepted = kept
-        gap = p_new - float(s_new.min())
+        gap = p_new - space.smallest(space.s)
         if not gap < gap_prev:
             break
         gap_prev = gap
         n_add = min(_face.face_growth(kept), cap - kept)
-        new = _face.violators(w_np, s_new, p_new, n_add)
+        new = space.violators(p_new, n_add)
         if new.shape[0] == 0:
             break
         k0 = kept
         k = kept + new.shape[0]
         idx[k0:k] = new
         x[k0:k] = 0.0
-        if ct is not None:
-            c[k0:k] = ct[new]
-    if accepted > 0:
-        if eng.keep_previous:  # PARTAN restarts from the corrected iterate
-            eng.w_prev.copy_(eng.w)
-            eng.s_prev.copy_(eng.s)
-        eng._columns.clear()
-        eng._refresh_scalars()
+        if has_c:
+            c[k0:k] = space.gather(space.c, new)
     return accepted
+
+
+def _scalar(v, problem: int) -> float:
+    """A storage scalar as a float (problem ``problem``'s of a batched storage)."""
+    if isinstance(v, torch.Tensor) and v.numel() > 1:
+        return float(v[problem])
+    return float(v)
 
 
 def _ordered_sum(v: np.ndarray) -> float:
@@ -128,52 +150,33 @@ def _ordered_sum(v: np.ndarray) -> float:
     return total
 
 
-def _gradient(eng, idx, x, kept, n) -> np.ndarray:
-    r""":math:`\sum_{a < kept} x_a h_{idx_a}` as a float64 host array, atom by atom."""
-    if eng.use_numba:
-        out = np.zeros(n)
-        for a in range(kept):
-            _face.axpy(out, x[a], _column_array(eng, int(idx[a])))
-        return out
-    acc = torch.zeros_like(eng.s)
+def _face_rows(st, space, idx, k0, k, problem) -> np.ndarray:
+    r"""Rows ``k0 .. k-1`` of the face's matrix (:math:`\tilde Q_{ab} + \tilde c_b` up to the
+    diagonal, the caller subtracts :math:`\tilde c`): each new atom's column at the face's
+    atoms, known to every rank."""
+    if space.prefetch is not None:
+        space.prefetch(idx[k0:k])
+    pos = space.positions(idx[:k])
+    here = np.flatnonzero(pos >= 0)
+    block = np.full((k - k0, k), -np.inf)
+    for a in range(k0, k):
+        h = st.face_column(int(idx[a]), problem)
+        cols = here[here <= a]
+        block[a - k0, cols] = h[pos[cols]]
+    return space.owned(block)
+
+
+def _gradient(st, space, idx, x, kept, problem) -> np.ndarray:
+    r""":math:`\sum_{a < kept} x_a h_{idx_a}` over the positions (float64), atom by atom in
+    the columns' own precision (the compiled SVC solve sums its rows in theirs)."""
+    out = np.zeros(space.w.shape[0])
     for a in range(kept):
-        acc.add_(eng.vertex_gradient(int(idx[a])).to(eng.s.dtype), alpha=float(x[a]))
-        eng._columns.clear()
-    return acc.detach().to(torch.float64).cpu().numpy()
-
-
-def _write(eng, idx, x, kept, s_new) -> None:
-    """Set the engine's weights to ``x`` on ``idx[:kept]`` and its gradient to ``s_new``."""
-    if eng.use_numba:
-        eng._w_np[:] = 0.0
-        eng._w_np[idx[:kept]] = x[:kept]
-        eng._s_np[:] = s_new
-        return
-    w_new = torch.zeros_like(eng.w)
-    w_new[torch.from_numpy(idx[:kept].copy()).to(eng.w.device)] = \
-        torch.from_numpy(x[:kept].copy()).to(eng.w.dtype).to(eng.w.device)
-    eng.w.copy_(w_new)
-    eng.s.copy_(torch.from_numpy(s_new).to(eng.s.dtype).to(eng.s.device))
-
-
-def _weights(eng, host: bool) -> np.ndarray:
-    """The engine's weights as a float64 host array (a view on the host)."""
-    return eng._w_np if host else eng.w.detach().to(torch.float64).cpu().numpy()
-
-
-def _column(eng, i: int) -> np.ndarray:
-    """The vertex gradient of atom ``i`` as a float64 host array (not kept by the engine)."""
-    h = eng.vertex_gradient(i)
-    eng._columns.clear()
-    return h.detach().to(torch.float64).cpu().numpy()
-
-
-def _column_array(eng, i: int) -> np.ndarray:
-    """The vertex gradient of atom ``i`` as a host array in its own precision (a view when it
-    can be): the compiled SVC solve sums its rows in theirs."""
-    h = eng.vertex_gradient(i)
-    eng._columns.clear()
-    return K.as_numpy(h.detach())
+        h = st.face_column(int(idx[a]), problem)
+        if K.HAVE_NUMBA:
+            _face.axpy(out, x[a], h)
+        else:
+            out += x[a] * np.asarray(h, dtype=np.float64)
+    return out
 
 
 class FaceCorrection:
@@ -183,37 +186,87 @@ class FaceCorrection:
     A window starts at a check; it lasts :func:`~torchfw.optimizers._face.correction_window`
     iterations for the face at its start. At its end, if the smallest gap of the window is
     above ``STALL`` times its reference -- the gap at the start of the run or after the last
-    correction, else the previous window's smallest gap -- the step is taken (one iteration; counter ``correct``); a
-    step refused doubles the next window. Then a new window starts.
+    correction, else the previous window's smallest gap -- the step is taken (one iteration;
+    counter ``correct``); a step refused doubles the next window. Then a new window starts.
+    The ``B`` problems of a batched storage have a window each (their iterations, gaps and
+    faces are their own); a problem that stopped takes no step.
     """
 
-    def __init__(self, eng, gap: float):
-        self.last = eng.iteration()  # the plain iterations since pay for the next face
+    def __init__(self, eng, gap):
+        st = eng.storage
+        self.batch = int(getattr(st, "B", 1))
+        self.windows = [_Window(eng, b, self.batch, _gap(gap, b)) for b in range(self.batch)]
+
+    def __call__(self, eng, k: int, gap) -> bool:
+        """Whether a step was taken at this check (the caller checks again before going on)."""
+        done = False
+        for b, window in enumerate(self.windows):
+            if self.batch > 1 and not bool(eng.storage.active[b]):
+                continue
+            done |= window(eng, _gap(gap, b))
+        return done
+
+
+def _admitted(eng) -> int:
+    """Atoms a streaming storage admitted to its working set so far (0 for the others)."""
+    return int(eng.storage._counts.get("admitted", 0))
+
+
+def _gap(gap, b: int) -> float:
+    return float(gap[b]) if isinstance(gap, torch.Tensor) and gap.numel() > 1 else float(gap)
+
+
+class _Window:
+    """The window of one problem (:class:`FaceCorrection`)."""
+
+    def __init__(self, eng, problem: int, batch: int, gap: float):
+        self.problem = problem
+        self.batch = batch
+        self.last = self._iteration(eng)  # the plain iterations since pay for the next face
         self._restart(eng, gap, gap, refused=False)
 
+    def _iteration(self, eng) -> int:
+        return eng.iteration() if self.batch == 1 else int(eng.storage.k[self.problem])
+
+    def _n_active(self, eng) -> int:
+        if self.batch == 1:
+            return eng.n_active()
+        return int((eng.storage.w[self.problem] > 0).sum())
+
     def _restart(self, eng, reference: float, gap: float, refused: bool) -> None:
-        self.start = eng.iteration()
-        self.length = _face.correction_window(eng.n_active(), eng.N)
+        self.start = self._iteration(eng)
+        self.admitted = _admitted(eng)
+        self.length = _face.correction_window(self._n_active(eng), eng.N)
         if refused:
             self.length *= 2
         self.first = reference
         self.smallest = gap
 
-    def __call__(self, eng, k: int, gap: float) -> bool:
-        """Whether a step was taken at this check (the caller checks again before going on)."""
+    def __call__(self, eng, gap: float) -> bool:
         if gap < self.smallest:
             self.smallest = gap
+        k = self._iteration(eng)
         if k - self.start < self.length:
             return False
-        stalled = self.smallest > _face.STALL * self.first
-        done = stalled and correct_face(eng, _face.face_budget(eng.N, k - self.last)) > 0
+        # A streaming working set that grew in the window changed the problem its gap is
+        # measured on (each admitted atom is a new violator): that is no crawl.
+        stalled = self.smallest > _face.STALL * self.first and _admitted(eng) == self.admitted
+        done = stalled and correct_face(eng, problem=self.problem,
+                                        iterations=k - self.last) > 0
         if done:
-            eng.tick()
-            eng.count("correct")
-            self.last = eng.iteration()
+            if self.batch == 1:
+                eng.tick()
+                eng.count("correct")
+            else:  # this problem's iteration and counter alone
+                st = eng.storage
+                st.k[self.problem] += 1
+                mine = torch.zeros(self.batch, dtype=torch.bool, device=st.k.device)
+                mine[self.problem] = True
+                eng.count("correct", mine)
+            self.last = self._iteration(eng)
         # The next window must halve this one's smallest gap (the gap is noisy: its value at
         # one check would make a halving look easy), or the gap after a correction.
-        gap_now = float(eng.gap())
+        gap_now = _gap(eng.gap(), self.problem)
         self._restart(eng, gap_now if done else self.smallest, gap_now,
                       refused=stalled and not done)
         return done

@@ -69,6 +69,10 @@ class DenseStorage(RowStorage):
         Initial weights over the atoms.
     """
 
+    #: The corrective step at the run loop's checks, through the row storage's face members
+    #: (its columns are rows of ``H``).
+    face_correction = True
+
     def __init__(self, objective: Quadratic, lmo: AtomicLMO, w0: torch.Tensor):
         if not K.HAVE_NUMBA or w0.device.type != "cpu":
             raise ValueError("execution='dense' runs compiled CPU loops: it needs numba and "

@@ -214,9 +214,11 @@ class QuadraticEngine:
         return cross_after(co, st.p - st.t, st.score(co.i) - st.linear(co.i),
                            st.score(j) - st.linear(j), st.W)
 
-    def correct_face(self) -> int:
+    def correct_face(self, max_face: int | None = None, problem: int = 0) -> int:
         """The active-set corrective step on the face of ``w``
-        (:func:`torchfw.optimizers._correction.correct_face`): the atoms that left, or -1."""
+        (:func:`torchfw.optimizers._correction.correct_face`, through the storage's
+        ``face_space``, ``face_column`` and ``face_write``): the atoms of the new face, or -1.
+        ``problem``: which problem of a batched storage."""
         from ._correction import correct_face
 
-        return correct_face(self)
+        return correct_face(self, max_face, problem)

@@ -19,6 +19,7 @@ from ..objectives import ColumnOperator, Quadratic
 from ..sets.oracles import AtomicLMO, Simplex
 from ..utils.scalars import Scalars
 from . import _kernels as K
+from ._face_space import FaceSpace
 from ._moves import Coefficients
 from ._selection import select
 from ._state import StorageState
@@ -29,6 +30,11 @@ __all__ = ["HostStorage"]
 
 def _as_index(i, device):
     return i if isinstance(i, Tensor) else torch.tensor(i, device=device)
+
+
+def _host64(vec: Tensor):
+    """A float64 host copy of ``vec`` (NumPy)."""
+    return vec.detach().to(torch.float64).cpu().numpy()
 
 
 def _at(vec: Tensor, i):
@@ -69,9 +75,9 @@ class HostStorage(StorageState):
         "w", "s", "w_prev", "s_prev", "k", "i_min", "s_min", "j_max", "s_max", "p", "t",
         "i_fw", "s_fw", "W", "p_prev", "t_prev")
 
-    #: Whether the engine's ``correct_face`` applies to this storage (the active-set corrective step,
-    #: :mod:`torchfw.optimizers._correction`). Storages whose gradient is not kept over all
-    #: atoms of one problem (streaming, sampled, batched, sharded) say False.
+    #: Whether the engine's ``correct_face`` applies to this storage (the active-set corrective
+    #: step, :mod:`torchfw.optimizers._correction`, through :meth:`face_space`,
+    #: :meth:`face_column` and :meth:`face_write`).
     face_correction = True
 
     objective: Quadratic
@@ -262,6 +268,35 @@ class HostStorage(StorageState):
                                      n_support=self._n_support)
         lo, hi = feasible_interval(self.w, self.w_prev, lam, i)
         return (lo, hi) if self.ops.on_device else (float(lo), float(hi))
+
+    # -- the corrective step ----------------------------------------------------------------
+
+    def face_space(self, problem: int = 0) -> FaceSpace:
+        """The vectors over the ``N`` atoms (views of the NumPy state with numba, else float64
+        copies)."""
+        if self.use_numba:
+            return FaceSpace(self._w_np, self._s_np, self._ct_np if self.ct is not None else None)
+        return FaceSpace(_host64(self.w), _host64(self.s),
+                         None if self.ct is None else _host64(self.ct))
+
+    def face_column(self, atom: int, problem: int = 0):
+        h = self.vertex_gradient(atom)
+        self._columns.clear()
+        return K.as_numpy(h.detach()) if self.use_numba else h.detach().cpu().numpy()
+
+    def face_write(self, w, s, problem: int = 0) -> None:
+        if self.use_numba:
+            self._w_np[:] = w
+            self._s_np[:] = s
+        else:
+            self.w.copy_(torch.from_numpy(w).to(self.w.dtype).to(self.w.device))
+            self.s.copy_(torch.from_numpy(s).to(self.s.dtype).to(self.s.device))
+        if self.keep_previous:  # PARTAN restarts from the corrected iterate
+            assert self.w_prev is not None and self.s_prev is not None
+            self.w_prev.copy_(self.w)
+            self.s_prev.copy_(self.s)
+        self._columns.clear()
+        self._refresh_scalars()
 
     # -- update --------------------------------------------------------------------------------
 

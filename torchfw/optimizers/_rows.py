@@ -37,6 +37,7 @@ from ..utils.jit import HAVE_NUMBA
 from ..utils.jit import njit as _njit  # None without numba
 from . import _compiled_loop as L
 from . import _kernels as K
+from ._face_space import FaceSpace
 from ._moves import ZERO_TOL, Coefficients
 from ._state import EngineState
 from ._stopping import StoppingRule
@@ -136,8 +137,10 @@ class RowStorage(EngineState):
         Without numba (the loop is compiled code).
     """
 
-    #: The corrective step runs inside the compiled loop (:meth:`solve`'s ``correct``), not as
-    #: the run loop's Python step.
+    #: A whole solve takes the corrective step inside the compiled loop (:meth:`solve`'s
+    #: ``correct``); the run loop's Python step (:meth:`face_space`, :meth:`face_column`,
+    #: :meth:`face_write`) is for the storages over it that run blocks
+    #: (:class:`~torchfw.optimizers._dense.DenseStorage`).
     face_correction = False
 
     def __init__(self, src, diag: np.ndarray, start: L.LoopState, *, ct=None,
@@ -279,6 +282,32 @@ class RowStorage(EngineState):
 
     def after_tick(self) -> None:
         """Nothing: the scores are refreshed only on demand (:meth:`refresh`)."""
+
+    # -- the corrective step through the engine (torchfw.optimizers._correction) -------------
+
+    def face_space(self, problem: int = 0) -> FaceSpace:
+        """The vectors over the ``N`` atoms: views of the loop state's arrays."""
+        return FaceSpace(self.start.w, self.start.s, self.ct)
+
+    def face_column(self, atom: int, problem: int = 0) -> np.ndarray:
+        r""":math:`h_{atom}` (a row of the source; a copy of a computed row, whose buffer is
+        reused)."""
+        row = self._row(atom)
+        return row if self._in_place else row.copy()
+
+    def face_write(self, w, s, problem: int = 0) -> None:
+        """The corrected weights and scores; PARTAN restarts from them (previous iterate = the
+        new one, every atom with weight in its support list)."""
+        st = self.start
+        st.w[:] = w
+        st.s[:] = s
+        self.reselect()
+        if self.keep_previous:
+            st.wp[:] = st.w
+            st.sp[:] = st.s
+            for i in np.flatnonzero(st.w > 0.0):
+                self._note_support(int(i))
+            self._set(W=self.p - self.t, p_prev=self.p, t_prev=self.t)
 
     # -- whole state ---------------------------------------------------------------------------
 

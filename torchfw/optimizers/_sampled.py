@@ -60,7 +60,9 @@ import torch
 from torch import Tensor
 
 from ..utils.scalars import HOST
+from . import _face
 from . import _kernels as K
+from ._face_space import FaceSpace
 from ._kernel_rows import KernelRows
 from ._moves import Coefficients
 from ._selection import active_max
@@ -83,7 +85,9 @@ class SampledStorage(StorageState):
     linear term (``t = 0``, ``ct = None``) and no constant.
     """
 
-    face_correction = False  # no corrective step on this storage (yet)
+    #: The corrective step runs on the slots: its face is the active set and the sampled FW
+    #: atom (the slots are all that has a score), its matrix the slots' kernel block.
+    face_correction = True
 
     #: The sampled gap only lower-bounds the true gap.
     certifies_gap = False
@@ -298,6 +302,7 @@ class SampledStorage(StorageState):
         self.d_fw = float(self.st.kernel.diagonal(sq[best:best + 1])[0]) + 1.0 \
             + float(inv_c[best])
         self._col_i = None
+        self._sample_scores = g  # the corrective step's candidates (face_space)
         # The sampled minimum stands for the minimum: gap() = p - s_min is the sampled gap.
         self._set(i_fw=i_fw, s_fw=s_fw, i_min=i_fw, s_min=s_fw)
 
@@ -419,6 +424,60 @@ class SampledStorage(StorageState):
         """Re-synchronize every ``refresh_every`` iterations (seed 002: periodic exact values)."""
         if self.refresh_every and self.k % self.refresh_every == 0:
             self.refresh()
+
+    # -- storage protocol: the corrective step (over the slots) --------------------------------
+
+    def face_space(self, problem: int = 0) -> FaceSpace:
+        r"""The slots' weights and gradients (float64 host copies), free slots at score
+        :math:`+\infty`.
+
+        First the sample's violators -- examples of the current sample whose score is below
+        :math:`p`, the most violating first, the FW atom among them -- get slots, as many as
+        the step adds to a face of the support's size
+        (:func:`~torchfw.optimizers._face.face_growth`): the face is drawn from the slots,
+        the only examples with a score. With a sample of every example they are the host
+        storage's violators (the same face)."""
+        self._fw_column()
+        n_support = int((self.w[:self.n] > 0).sum())
+        scores = self._sample_scores
+        order = torch.argsort(scores, stable=True).tolist()
+        want = _face.face_growth(n_support)
+        for q in order:
+            if want <= 0 or not float(scores[q]) < self.p:
+                break
+            e = int(self._idx[q])
+            if e in self.slot_of:
+                want -= int(self.w[self.slot_of[e]] <= 0)
+                continue
+            r = self._new_slot(e)
+            self.g[r] = scores[q]
+            if self.keep_previous:
+                self.g_prev[r] = float(self.column(r) @ self.w_prev[:self.n])
+            want -= 1
+        n = self.n
+        ex = self.ex[:n].cpu().numpy()
+        s = self.g[:n].cpu().numpy().copy()
+        s[ex < 0] = math.inf
+        slot_of = self.slot_of
+        return FaceSpace(self.w[:n].cpu().numpy().copy(), s, None, atoms=ex,
+                         lookup=lambda atoms: np.array([slot_of.get(int(a), -1) for a in atoms],
+                                                       dtype=np.int64))
+
+    def face_column(self, atom: int, problem: int = 0) -> np.ndarray:
+        return self.column(self.slot_of[int(atom)]).cpu().numpy()
+
+    def face_write(self, w, s, problem: int = 0) -> None:
+        n = self.n
+        self.w[:n] = torch.from_numpy(np.asarray(w)).to(self.w.device)
+        self.g[:n] = torch.from_numpy(np.asarray(s)).to(self.g.device)
+        if self.keep_previous:  # PARTAN restarts from the corrected iterate
+            self.w_prev[:n] = self.w[:n]
+            self.g_prev[:n] = self.g[:n]
+        self._col_i = None
+        self._free_zero_slots()
+        self.reselect()
+        if self.keep_previous:
+            self._set(W=self.p, p_prev=self.p, t_prev=0.0)
 
     # -- storage protocol: whole state ---------------------------------------------------------
 

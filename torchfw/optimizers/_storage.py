@@ -6,7 +6,10 @@ and the places the numbers live. A storage holds the weights ``w`` over the ``N`
 gradient ``s`` (scores), the diagonal of :math:`\tilde Q`, the linear term over atoms, and for
 PARTAN the previous iterate; it answers single entries, columns, the selections of the next
 iteration and the PARTAN bounds, and it applies a move to its vectors. The moves never touch a
-vector themselves.
+vector themselves. For the active-set corrective step (:mod:`torchfw.optimizers._correction`,
+written once) it shows its vectors over its own positions (``face_space``, a
+:class:`~torchfw.optimizers._face_space.FaceSpace`), answers the columns of a face's atoms at
+those positions (``face_column``) and takes the new weights and scores (``face_write``).
 
 The engine *holds* a storage (``QuadraticEngine(storage)``); no storage inherits the moves, and
 no storage inherits a member of this protocol from a generic base class. :func:`check_storage`
@@ -125,6 +128,19 @@ class Storage(Protocol):
 
     def after_tick(self) -> None:
         """After a counted iteration (exact refresh, the next streamed atom, ...)."""
+
+    # -- the corrective step (torchfw.optimizers._correction, written once over these) --------
+    def face_space(self, problem: int = 0) -> Any:
+        """The weights, scores and linear term over the storage's positions, as a
+        :class:`~torchfw.optimizers._face_space.FaceSpace` (``problem``: one of a batch)."""
+
+    def face_column(self, atom: int, problem: int = 0) -> Any:
+        r"""Column :math:`h_{atom}` at the storage's positions, as a host array (float64 or
+        the storage's own precision; not kept by the storage)."""
+
+    def face_write(self, w: Any, s: Any, problem: int = 0) -> None:
+        """Replace the weights and scores over the positions (float64 host arrays; PARTAN's
+        previous iterate becomes the new one), then :meth:`reselect`."""
 
     # -- whole state ---------------------------------------------------------------------------
     def snapshot(self) -> Any:

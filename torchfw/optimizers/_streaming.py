@@ -40,6 +40,7 @@ from ..objectives import Quadratic
 from ..sets.oracles import LMO, Simplex
 from ..utils.scalars import HOST
 from . import _kernels as K
+from ._face_space import FaceSpace
 from ._moves import Coefficients
 from ._selection import select_host
 from ._state import StorageState
@@ -74,7 +75,9 @@ class StreamingStorage(StorageState):
         Source of the streaming order (a fresh permutation each epoch).
     """
 
-    face_correction = False  # no corrective step on this storage (yet)
+    #: The corrective step runs on the working set: its face is drawn from the admitted atoms
+    #: (the only ones with a score) and its matrix from their restricted columns.
+    face_correction = True
 
     #: The working-set gap bounds nothing about the full problem: runs go by their budget.
     certifies_gap = False
@@ -302,6 +305,29 @@ class StreamingStorage(StorageState):
 
     def refresh(self) -> None:  # pragma: no cover - nothing global to refresh
         pass
+
+    # -- the corrective step (over the working set's slots) ----------------------------------
+
+    def face_space(self, problem: int = 0) -> FaceSpace:
+        """The slot vectors of the working set (views), the atom of each slot."""
+        n = self.size
+        ct = self._ct_full[self.members[:n]] if self._ct_full is not None else None
+        return FaceSpace(self.ws[:n], self.ss[:n], ct, atoms=self.members[:n],
+                         lookup=lambda atoms: self.slot_of[atoms])
+
+    def face_column(self, atom: int, problem: int = 0) -> np.ndarray:
+        """The restricted column of ``atom`` over the slots (not cached: a face has many)."""
+        return self._restricted_column(int(atom), self.size)[:self.size]
+
+    def face_write(self, w, s, problem: int = 0) -> None:
+        n = self.size
+        self.ws[:n] = w
+        self.ss[:n] = s
+        if self.keep_previous:  # PARTAN restarts from the corrected iterate
+            self.wps[:n] = w
+            self.sps[:n] = s
+        self._columns.clear()
+        self._refresh_scalars()
 
     # -- PARTAN and update (slot-indexed vectors) ----------------------------------------------
 

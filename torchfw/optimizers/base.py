@@ -114,7 +114,8 @@ class ConstrainedOptimizer:
         Recompute the incremental gradient exactly every that many iterations (host execution).
     corrective : bool, default False
         Take the active-set corrective step where the variant's steps stall (a quadratic over
-        an atomic set, ``execution`` ``"host"`` or ``"device"``, one problem on one process):
+        an atomic set, ``execution`` ``"host"``, ``"device"`` or ``"dense"``, on every storage:
+        one problem, a streaming working set, the sampled slots, a batch, shards):
         the exact minimizer of the objective on the current face by a linear solve, stopping
         at the face's boundary (Wolfe's minor cycle; :mod:`torchfw.optimizers._face`), taken
         at a check when the gap did not halve over a window of iterations that cost as much as
@@ -398,7 +399,7 @@ class ConstrainedOptimizer:
         check_every = check_every or self.check_every or (10 if execution == "host" else 50)
         corrector = None
         correcting = getattr(self, "corrective", False) and \
-            execution in ("host", "device") and getattr(eng, "face_correction", False)
+            execution in ("host", "device", "dense") and getattr(eng, "face_correction", False)
         history = History()
         start = time.perf_counter()
         status = None

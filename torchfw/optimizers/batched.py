@@ -19,6 +19,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+import numpy as np
 import torch
 from torch import Tensor
 
@@ -26,6 +27,7 @@ from ..linesearch import ExactLineSearch, OpenLoop
 from ..sets.oracles import Simplex
 from ..utils.scalars import DEVICE
 from ._engine import Coefficients, QuadraticEngine
+from ._face_space import FaceSpace
 from ._selection import select
 from ._state import StorageState
 from ._vectors import feasible_interval, update_vectors
@@ -55,7 +57,8 @@ class BatchedStorage(StorageState):
     that still run (:class:`BatchedQuadraticEngine` gives the others the identity move).
     """
 
-    face_correction = False  # no corrective step on this storage (yet)
+    #: The corrective step runs problem by problem (each its own face and window).
+    face_correction = True
 
     _STATE = ("w", "s", "w_prev", "s_prev", "k", "i_min", "s_min", "j_max", "s_max", "p", "t",
               "i_fw", "s_fw", "W", "p_prev", "t_prev", "active")
@@ -168,6 +171,31 @@ class BatchedStorage(StorageState):
 
     def after_tick(self) -> None:
         pass  # nothing to refresh: the device runs are exact to rounding
+
+    # -- the corrective step (one problem at a time) --------------------------------------------
+
+    def face_space(self, problem: int = 0) -> FaceSpace:
+        """Problem ``problem``'s vectors over its ``N`` atoms (float64 host copies)."""
+        return FaceSpace(self.w[problem].to(torch.float64).cpu().numpy(),
+                         self.s[problem].to(torch.float64).cpu().numpy(), None)
+
+    def face_column(self, atom: int, problem: int = 0):
+        """Problem ``problem``'s column ``atom`` (the batched call: one column per problem)."""
+        index = torch.full((self.B,), int(atom), dtype=torch.int64, device=self.w.device)
+        return self.Q.columns_batched(index)[problem].to(torch.float64).cpu().numpy()
+
+    def face_write(self, w, s, problem: int = 0) -> None:
+        b = problem
+        self.w[b] = torch.from_numpy(np.asarray(w)).to(self.w.dtype).to(self.w.device)
+        self.s[b] = torch.from_numpy(np.asarray(s)).to(self.s.dtype).to(self.s.device)
+        if self.keep_previous:  # PARTAN restarts problem b from the corrected iterate
+            self.w_prev[b] = self.w[b]
+            self.s_prev[b] = self.s[b]
+        self.reselect()
+        if self.keep_previous:
+            for name, value in (("W", self.p[b] - self.t[b]), ("p_prev", self.p[b]),
+                                ("t_prev", self.t[b])):
+                getattr(self, name)[b] = value
 
     # -- whole state ---------------------------------------------------------------------------
 
