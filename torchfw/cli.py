@@ -29,6 +29,8 @@ commands:
   predict [options] test_file model_file [output_file]
         predict with a model saved by `train` or by LIBSVM's svm-train
   demo  train every solver on generated data and compare with scikit-learn
+  warmup  compile the CPU kernels of the common fits into numba's cache now (right after an
+        install the first fits run uncompiled while a background process does this)
   --version   print the version and exit
   --help      print this help and exit
 """
@@ -454,10 +456,16 @@ def demo(argv: list[str]) -> int:
     return 0
 
 
+def _warmup(argv: list[str]) -> int:
+    from . import warmup
+
+    return warmup.main(argv)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point of ``python -m torchfw`` and the ``torchfw`` script; returns the exit status."""
     argv = list(sys.argv[1:] if argv is None else argv)
-    commands = {"train": train, "predict": predict, "demo": demo}
+    commands = {"train": train, "predict": predict, "demo": demo, "warmup": _warmup}
     if argv and argv[0] == "--version":
         from . import __version__
 

@@ -20,6 +20,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from ..utils.jit import current, current_module
 from . import _face
 from . import _kernels as K
 
@@ -40,6 +41,7 @@ def correct_face(eng, max_face: int | None = None) -> int:
     numerically definite, no decrease).
     """
     host = eng.use_numba
+    face = current_module(_face)  # interpreted while the cold start defers compiling
     if host:
         w_np, s_np = eng._w_np, eng._s_np
     else:
@@ -48,7 +50,7 @@ def correct_face(eng, max_face: int | None = None) -> int:
     p = float(eng.p)
     n = w_np.shape[0]
     cap = min(n, _face.MAX_FACE) if max_face is None else max_face
-    first, k_support = _face.face_atoms(w_np, s_np, p, cap)
+    first, k_support = face.face_atoms(w_np, s_np, p, cap)
     k = first.shape[0]
     if k < 2:
         return -1
@@ -75,13 +77,13 @@ def correct_face(eng, max_face: int | None = None) -> int:
                 L[a, :a + 1] -= ct[idx[:a + 1]]
             Gb[a - k0, :a + 1] = L[a, :a + 1]
         lo = k0 if k0 > 0 else k_support
-        k = _face.extend_skipping(L, Gb, k0, lo, k, x, c, ct is not None, idx)
+        k = face.extend_skipping(L, Gb, k0, lo, k, x, c, ct is not None, idx)
         if k < 1:
             break
-        k = _face.prune(L, Gb, k0, lo, k, x, c, ct is not None, idx)
+        k = face.prune(L, Gb, k0, lo, k, x, c, ct is not None, idx)
         if k < 1:
             break
-        kept = _face.minor_cycle(L, k, x, c, ct is not None, idx)
+        kept = face.minor_cycle(L, k, x, c, ct is not None, idx)
         if kept < 1:
             break
         s_new = _gradient(eng, idx, x, kept, n)
@@ -101,8 +103,8 @@ def correct_face(eng, max_face: int | None = None) -> int:
         if not gap < gap_prev:
             break
         gap_prev = gap
-        n_add = min(_face.face_growth(kept), cap - kept)
-        new = _face.violators(w_np, s_new, p_new, n_add)
+        n_add = min(face.face_growth(kept), cap - kept)
+        new = face.violators(w_np, s_new, p_new, n_add)
         if new.shape[0] == 0:
             break
         k0 = kept
@@ -193,7 +195,7 @@ class FaceCorrection:
 
     def _restart(self, eng, reference: float, gap: float, refused: bool) -> None:
         self.start = eng.iteration()
-        self.length = _face.correction_window(eng.n_active(), eng.N)
+        self.length = current(_face.correction_window)(eng.n_active(), eng.N)
         if refused:
             self.length *= 2
         self.first = reference
@@ -206,7 +208,7 @@ class FaceCorrection:
         if k - self.start < self.length:
             return False
         stalled = self.smallest > _face.STALL * self.first
-        done = stalled and correct_face(eng, _face.face_budget(eng.N, k - self.last)) > 0
+        done = stalled and correct_face(eng, current(_face.face_budget)(eng.N, k - self.last)) > 0
         if done:
             eng.tick()
             eng.count("correct")
