@@ -35,7 +35,8 @@ def fresh(monkeypatch, tmp_path):
 
 def test_a_cold_small_fit_compiles_nothing(tmp_path):
     # A child with an empty cache: a binary fit on the compiled path's solver, one with the
-    # face correction, a three-class fit and their predictions run without one compilation.
+    # face correction, three-class fits (one-vs-one, one-vs-rest), probabilities with a
+    # streaming solver, sparse count features and their predictions: not one compilation.
     code = """
 import json
 from numba.core import event
@@ -55,8 +56,14 @@ from torchfw.utils import cold_start
 rng = np.random.default_rng(0)
 X = rng.normal(size=(300, 4))
 y = (X[:, 0] * X[:, 1] + 0.2 * rng.normal(size=300) > 0).astype(int)
+y3 = np.arange(300) % 3
 scores = [SVC().fit(X, y).score(X, y), SVC(solver="swap", dense=False).fit(X, y).score(X, y),
-          SVC().fit(X, np.arange(300) % 3).score(X, np.arange(300) % 3)]
+          SVC().fit(X, y3).score(X, y3), SVC(multi_class="ovr").fit(X, y3).score(X, y3),
+          SVC(probability=True, solver="sfw", max_iter=300).fit(X, y).score(X, y)]
+import scipy.sparse as sp
+Xs = sp.csr_matrix((rng.random((300, 20)) < 0.2).astype(float))
+ys = (Xs[:, :3].sum(axis=1).A1 > 0.5).astype(int)
+scores.append(SVC().fit(Xs, ys).score(Xs, ys))
 print(json.dumps({"compiled": compiled, "scores": scores, "state": cold_start._state}))
 """
     env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path), "TORCHFW_COLD_START": "fallback"}
@@ -67,6 +74,7 @@ print(json.dumps({"compiled": compiled, "scores": scores, "state": cold_start._s
     assert result["compiled"] == [], result["compiled"]
     assert result["state"] is False
     assert result["scores"][0] > 0.85 and result["scores"][1] > 0.85
+    assert result["scores"][-1] > 0.85
 
 
 def test_small_fits_defer_large_and_compiled_only_fits_compile(fresh, monkeypatch):
