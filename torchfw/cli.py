@@ -433,6 +433,13 @@ def demo(argv: list[str]) -> int:
           f"device {device or 'cpu'}, torch {torch.__version__}")
     # The first fit compiles the CPU kernels (numba); keep that out of the timings.
     SVC(C=10.0, gamma=2.0, random_state=0, device=device).fit(X[:200], y[:200])
+    from .utils import cold_start
+
+    if cold_start.jit.HAVE_NUMBA and not cold_start.compiled_now():
+        print("(numba's kernel cache is empty: these fits run on the PyTorch paths"
+              + (" while a background `python -m torchfw warmup` compiles the kernels)"
+                 if cold_start.policy() == "background" else
+                 "; `python -m torchfw warmup` compiles the kernels)"))
     print(f"{'solver':10s} {'fit (s)':>8s} {'test acc':>9s} {'iters':>7s} {'SVs':>6s}")
     # Every solver of SVC but the fully corrective one, which the demo table never listed.
     for solver in (name for name in solver_names("svc") if name != "fc"):
