@@ -144,6 +144,20 @@ def test_warmup_writes_the_marker_and_releases_the_lock(fresh, monkeypatch):
     assert not (fresh / "k.lock").exists()
 
 
+def test_a_failed_warmup_keeps_its_lock(fresh, monkeypatch):
+    # Else every new process would start another warm-up that fails the same way.
+    def fail():
+        raise RuntimeError("broken")
+
+    monkeypatch.setattr(warmup, "workloads", fail)
+    monkeypatch.setattr(warmup.os, "nice", lambda n: 0)
+    (fresh / "k.lock").write_text("1 0\n")
+    with pytest.raises(RuntimeError, match="broken"):
+        warmup.main(["--lock", str(fresh / "k.lock")])
+    assert (fresh / "k.lock").exists()
+    assert not (fresh / "torchfw-kernels-new.warm").exists()
+
+
 def _inner_py(x):
     return x + 1
 

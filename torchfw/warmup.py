@@ -51,8 +51,10 @@ def workloads() -> None:
 def main(argv: list[str] | None = None) -> int:
     """``warmup [--lock FILE]``: run :func:`workloads` and mark the cache warm.
 
-    ``--lock``: the lock file of a background warm-up, removed at the end whatever happens
-    (the process also lowers its scheduling priority: the user's own work comes first).
+    ``--lock``: the lock file of a background warm-up (the process also lowers its scheduling
+    priority: the user's own work comes first). It is removed when the marker is written; a
+    warm-up that fails leaves it, so that the next one starts only once it is stale
+    (:data:`~torchfw.utils.cold_start.LOCK_STALE_S`), not in every new process.
     """
     from .utils import cold_start
 
@@ -66,26 +68,24 @@ def main(argv: list[str] | None = None) -> int:
     elif argv:
         print("usage: python -m torchfw warmup", file=sys.stderr)
         return 2
-    try:
-        if not cold_start.jit.HAVE_NUMBA:
-            print("numba is not available: nothing to compile", file=sys.stderr)
-            return 1
-        start = time.process_time()
-        workloads()
-        marker = cold_start.marker_path()
-        if marker is None:
-            return 1
-        marker.write_text(f"compiled in {time.process_time() - start:.1f} s of CPU time\n")
-        # Markers of earlier versions of the package name kernels no longer used.
-        for old in marker.parent.glob("torchfw-kernels-*.warm"):
-            if old != marker:
-                old.unlink(missing_ok=True)
-        if lock is None:
-            print(f"compiled kernels cached in {marker.parent}")
-        return 0
-    finally:
-        if lock is not None:
-            lock.unlink(missing_ok=True)
+    if not cold_start.jit.HAVE_NUMBA:
+        print("numba is not available: nothing to compile", file=sys.stderr)
+        return 1
+    start = time.process_time()
+    workloads()
+    marker = cold_start.marker_path()
+    if marker is None:
+        return 1
+    marker.write_text(f"compiled in {time.process_time() - start:.1f} s of CPU time\n")
+    # Markers of earlier versions of the package name kernels no longer used.
+    for old in marker.parent.glob("torchfw-kernels-*.warm"):
+        if old != marker:
+            old.unlink(missing_ok=True)
+    if lock is not None:
+        lock.unlink(missing_ok=True)
+    else:
+        print(f"compiled kernels cached in {marker.parent}")
+    return 0
 
 
 if __name__ == "__main__":
