@@ -11,6 +11,11 @@ import torch
 DATA_DIR = Path(os.environ.get("TORCHFW_DATA", Path(__file__).resolve().parents[2] / "shared"
                                / "data"))
 
+# The suite tests the compiled kernels: compile them on first use even in a cache that is cold,
+# rather than deferring small fits to the PyTorch paths (torchfw.utils.cold_start; its own
+# tests set the policy they test). Child processes inherit it.
+os.environ.setdefault("TORCHFW_COLD_START", "compile")
+
 requires_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 
 

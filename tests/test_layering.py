@@ -9,7 +9,7 @@ base                  ``utils``, ``exceptions``, ``result``
 core                  ``sets``, ``linesearch``, ``objectives``, ``optimizers``, ``solvers``,
                       ``heads``
 families              ``svm``, ``ww``, ``lasso``, ``optim`` -- one package per model family
-tools                 ``io``, ``datasets``, ``cli``, ``distributed``, ``__main__``, the
+tools                 ``io``, ``datasets``, ``cli``, ``warmup``, ``distributed``, ``__main__``, the
                       package's ``__init__``
 ====================  =====================================================================
 
@@ -35,7 +35,7 @@ LAYERS = {
     "base": ("utils", "exceptions", "result"),
     "core": ("sets", "linesearch", "objectives", "optimizers", "solvers", "heads"),
     "families": ("svm", "ww", "lasso", "optim"),
-    "tools": ("io", "datasets", "cli", "distributed", "__main__", ""),
+    "tools": ("io", "datasets", "cli", "warmup", "distributed", "__main__", ""),
 }
 ORDER = list(LAYERS)
 FAMILIES = LAYERS["families"]

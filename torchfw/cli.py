@@ -29,6 +29,8 @@ commands:
   predict [options] test_file model_file [output_file]
         predict with a model saved by `train` or by LIBSVM's svm-train
   demo  train every solver on generated data and compare with scikit-learn
+  warmup  compile the CPU kernels of the common fits into numba's cache now (right after an
+        install the first fits run uncompiled while a background process does this)
   --version   print the version and exit
   --help      print this help and exit
 """
@@ -431,6 +433,13 @@ def demo(argv: list[str]) -> int:
           f"device {device or 'cpu'}, torch {torch.__version__}")
     # The first fit compiles the CPU kernels (numba); keep that out of the timings.
     SVC(C=10.0, gamma=2.0, random_state=0, device=device).fit(X[:200], y[:200])
+    from .utils import cold_start
+
+    if cold_start.jit.HAVE_NUMBA and not cold_start.compiled_now():
+        print("(numba's kernel cache is empty: these fits run on the PyTorch paths"
+              + (" while a background `python -m torchfw warmup` compiles the kernels)"
+                 if cold_start.policy() == "background" else
+                 "; `python -m torchfw warmup` compiles the kernels)"))
     print(f"{'solver':10s} {'fit (s)':>8s} {'test acc':>9s} {'iters':>7s} {'SVs':>6s}")
     # Every solver of SVC but the fully corrective one, which the demo table never listed.
     for solver in (name for name in solver_names("svc") if name != "fc"):
@@ -454,10 +463,16 @@ def demo(argv: list[str]) -> int:
     return 0
 
 
+def _warmup(argv: list[str]) -> int:
+    from . import warmup
+
+    return warmup.main(argv)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point of ``python -m torchfw`` and the ``torchfw`` script; returns the exit status."""
     argv = list(sys.argv[1:] if argv is None else argv)
-    commands = {"train": train, "predict": predict, "demo": demo}
+    commands = {"train": train, "predict": predict, "demo": demo, "warmup": _warmup}
     if argv and argv[0] == "--version":
         from . import __version__
 

@@ -27,6 +27,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from ..utils.jit import current, current_module
 from . import _face
 from . import _kernels as K
 
@@ -54,17 +55,18 @@ def correct_face(eng, max_face: int | None = None, problem: int = 0,
     decrease). On a sharded storage every rank calls it and takes the same step.
     """
     st = eng.storage
+    face = current_module(_face)  # interpreted while the cold start defers compiling
     space = st.face_space(problem)
     p = _scalar(st.p, problem)
     n = space.size
     if iterations is not None:
-        max_face = _face.face_budget(n, iterations)
+        max_face = face.face_budget(n, iterations)
     cap = min(n, _face.MAX_FACE) if max_face is None else min(max_face, n)
     support, weights = space.support()
     k_support = support.shape[0]
     if k_support > cap:  # beyond what the plain steps paid for: no face
         return -1
-    n_add = min(_face.face_growth(k_support), cap - k_support)
+    n_add = min(face.face_growth(k_support), cap - k_support)
     extra = space.violators(p, n_add)
     k = k_support + extra.shape[0]
     if k < 2:
@@ -91,13 +93,13 @@ def correct_face(eng, max_face: int | None = None, problem: int = 0,
         for a in range(k0, k):
             L[a, :a + 1] = Gb[a - k0, :a + 1]
         lo = k0 if k0 > 0 else k_support
-        k = _face.extend_skipping(L, Gb, k0, lo, k, x, c, has_c, idx)
+        k = face.extend_skipping(L, Gb, k0, lo, k, x, c, has_c, idx)
         if k < 1:
             break
-        k = _face.prune(L, Gb, k0, lo, k, x, c, has_c, idx)
+        k = face.prune(L, Gb, k0, lo, k, x, c, has_c, idx)
         if k < 1:
             break
-        kept = _face.minor_cycle(L, k, x, c, has_c, idx)
+        kept = face.minor_cycle(L, k, x, c, has_c, idx)
         if kept < 1:
             break
         s_new = _gradient(st, space, idx, x, kept, problem)
@@ -122,7 +124,7 @@ def correct_face(eng, max_face: int | None = None, problem: int = 0,
         if not gap < gap_prev:
             break
         gap_prev = gap
-        n_add = min(_face.face_growth(kept), cap - kept)
+        n_add = min(face.face_growth(kept), cap - kept)
         new = space.violators(p_new, n_add)
         if new.shape[0] == 0:
             break
@@ -173,7 +175,7 @@ def _gradient(st, space, idx, x, kept, problem) -> np.ndarray:
     for a in range(kept):
         h = st.face_column(int(idx[a]), problem)
         if K.HAVE_NUMBA:
-            _face.axpy(out, x[a], h)
+            current(_face.axpy)(out, x[a], h)
         else:
             out += x[a] * np.asarray(h, dtype=np.float64)
     return out
@@ -236,7 +238,7 @@ class _Window:
     def _restart(self, eng, reference: float, gap: float, refused: bool) -> None:
         self.start = self._iteration(eng)
         self.admitted = _admitted(eng)
-        self.length = _face.correction_window(self._n_active(eng), eng.N)
+        self.length = current(_face.correction_window)(self._n_active(eng), eng.N)
         if refused:
             self.length *= 2
         self.first = reference

@@ -26,6 +26,7 @@ from typing import Any
 
 import numpy as np
 
+from ..utils.jit import current_module
 from . import _face
 
 __all__ = ["FaceSpace"]
@@ -98,7 +99,7 @@ class FaceSpace:
         violating first (:func:`torchfw.optimizers._face.violators`; stable on ties, so in
         position then rank order)."""
         if self.atoms is None and self.comm is None:
-            return _face.violators(self.w, self.s, p, n_add)
+            return current_module(_face).violators(self.w, self.s, p, n_add)
         outside = np.flatnonzero(~(self.w > 0.0) & (self.s < p))
         order = np.argsort(self.s[outside], kind="mergesort")[:n_add]
         pos = outside[order]

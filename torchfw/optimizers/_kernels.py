@@ -20,7 +20,8 @@ import numpy as np
 import torch
 
 # numba is optional at run time: without it the torch kernels below are used.
-from ..utils.jit import HAVE_NUMBA
+from ..utils import jit as _jit
+from ..utils.jit import HAVE_NUMBA as _NUMBA
 from ..utils.jit import njit as _njit  # None without numba
 from ._moves import pair_curvature, second_order_gain, toward_curvature
 
@@ -28,6 +29,17 @@ __all__ = ["HAVE_NUMBA", "update", "select", "active_argmin", "extrapolation_bou
            "extrapolation_bounds_on", "shift_update_on",
            "second_order_partner", "torch_update", "torch_active_argmin",
            "torch_second_order_partner"]
+
+
+
+def __getattr__(name: str):
+    # HAVE_NUMBA is read at run time (K.HAVE_NUMBA): whether the compiled kernels run now,
+    # which the cold start may defer (torchfw.utils.cold_start); the kernels below exist
+    # whenever numba does.
+    if name == "HAVE_NUMBA":
+        return _jit.compiled_kernels()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 _INF = math.inf
 
@@ -344,27 +356,27 @@ def _away_step_max(w_j):
 update = _njit(_update_py)
 shift_update_on = _njit(_shift_update_on_py)
 dot = _njit(_dot_py)
-_first_min = _njit(_first_min_py) if HAVE_NUMBA else _first_min_py
-_first_max = _njit(_first_max_py) if HAVE_NUMBA else _first_max_py
+_first_min = _njit(_first_min_py) if _NUMBA else _first_min_py
+_first_max = _njit(_first_max_py) if _NUMBA else _first_max_py
 select = _njit(_select_py)
 active_argmin = _njit(_active_argmin_py)
 extrapolation_bounds = _njit(_extrapolation_bounds_py)
 extrapolation_bounds_on = _njit(_extrapolation_bounds_on_py)
 second_order_partner = _njit(_second_order_partner_py)
 # These kernels call helpers through their global names: compiled ones when numba is there.
-_tighten_kernel = _njit(_tighten) if HAVE_NUMBA else _tighten
-_entry_bound_kernel = _njit(_entry_bound) if HAVE_NUMBA else _entry_bound
-_shift_score_kernel = _njit(_shift_score) if HAVE_NUMBA else _shift_score
-_shift_weight_kernel = _njit(_shift_weight) if HAVE_NUMBA else _shift_weight
-_add_atoms_kernel = _njit(_add_atoms) if HAVE_NUMBA else _add_atoms
-_update_kernel = update if HAVE_NUMBA else _update_py
-_select_kernel = select if HAVE_NUMBA else _select_py
-_step_kernel = _njit(_exact_step) if HAVE_NUMBA else _exact_step
-_away_max_kernel = _njit(_away_step_max) if HAVE_NUMBA else _away_step_max
+_tighten_kernel = _njit(_tighten) if _NUMBA else _tighten
+_entry_bound_kernel = _njit(_entry_bound) if _NUMBA else _entry_bound
+_shift_score_kernel = _njit(_shift_score) if _NUMBA else _shift_score
+_shift_weight_kernel = _njit(_shift_weight) if _NUMBA else _shift_weight
+_add_atoms_kernel = _njit(_add_atoms) if _NUMBA else _add_atoms
+_update_kernel = update if _NUMBA else _update_py
+_select_kernel = select if _NUMBA else _select_py
+_step_kernel = _njit(_exact_step) if _NUMBA else _exact_step
+_away_max_kernel = _njit(_away_step_max) if _NUMBA else _away_step_max
 # The scalar algebra of _moves, compiled for the compiled loop (one formula for both).
-_toward_curvature_kernel = _njit(toward_curvature) if HAVE_NUMBA else toward_curvature
-_pair_curvature_kernel = _njit(pair_curvature) if HAVE_NUMBA else pair_curvature
-_second_order_gain = _njit(second_order_gain) if HAVE_NUMBA else second_order_gain
+_toward_curvature_kernel = _njit(toward_curvature) if _NUMBA else toward_curvature
+_pair_curvature_kernel = _njit(pair_curvature) if _NUMBA else pair_curvature
+_second_order_gain = _njit(second_order_gain) if _NUMBA else second_order_gain
 
 
 # --------------------------------------------------------------------------------------------

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..utils.jit import njit
+from ..utils.jit import current, njit
 
 __all__ = ["simplex_qp"]
 
@@ -63,8 +63,8 @@ def simplex_qp(B, c=None, *, max_iter: int | None = None, rtol: float = 1e-13):
     if not (np.isfinite(B).all() and np.isfinite(c).all()):
         raise ValueError("B and c must be finite")
     max_iter = 10 * p + 10 if max_iter is None else max_iter
-    w, gap = _simplex_qp_loop(np.ascontiguousarray(B), np.ascontiguousarray(c), int(max_iter),
-                              float(rtol))
+    w, gap = current(_simplex_qp_loop)(np.ascontiguousarray(B), np.ascontiguousarray(c),
+                                       int(max_iter), float(rtol))
     return w, float(gap)
 
 

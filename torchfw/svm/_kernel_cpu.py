@@ -13,9 +13,20 @@ from __future__ import annotations
 import numpy as np
 
 from ..utils import kernel_formulas as _formulas
-from ..utils.jit import HAVE_NUMBA, njit
+from ..utils import jit as _jit
+from ..utils.jit import HAVE_NUMBA as _NUMBA
+from ..utils.jit import njit
 
 __all__ = ["HAVE_NUMBA", "all_in_uint8", "column_into", "combine_rows"]
+
+
+
+def __getattr__(name: str):
+    # Read at run time: whether the compiled kernels run now (torchfw.utils.cold_start).
+    if name == "HAVE_NUMBA":
+        return _jit.compiled_kernels()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 # Kernel codes: those of the one table of formulas (torchfw.utils.kernel_formulas), which these
 # fused loops implement a second time (tests/test_kernel_formulas.py checks them against it).
@@ -147,7 +158,7 @@ def _all_in_uint8(values):
     return True
 
 
-if HAVE_NUMBA:
+if _NUMBA:
     all_in_uint8 = njit(_all_in_uint8)
     combine_rows = njit(_combine_rows)  # no fastmath: one summation order on both paths
     # The column loops, compiled with fastmath: LLVM may reassociate their sums.

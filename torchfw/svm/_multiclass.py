@@ -28,7 +28,7 @@ import torch
 from torch import Tensor
 
 from ..utils.data import take_rows
-from ..utils.jit import njit
+from ..utils.jit import compiled_kernels, njit
 
 __all__ = ["BinaryProblem", "PairProblems", "OverRows", "binary_problems", "class_pairs",
            "pair_classes", "pair_sizes",
@@ -274,7 +274,7 @@ def ovo_votes(decision: np.ndarray, n_classes: int, zero_to_first: bool = False)
     scikit-learn's ``"ovr"``-shaped ``decision_function``).
     """
     decision = np.asarray(decision)
-    if _votes_compiled is not None and decision.dtype == np.float64:
+    if _votes_compiled is not None and decision.dtype == np.float64 and compiled_kernels():
         votes = np.zeros((decision.shape[0], n_classes), dtype=np.int64)
         confidence = np.zeros((decision.shape[0], n_classes))
         _votes_compiled(np.ascontiguousarray(decision), n_classes, zero_to_first, votes,
@@ -307,7 +307,7 @@ class PairVotes:
         decision = np.asarray(decision, dtype=np.float64)
         votes = np.zeros((decision.shape[0], self.n_classes), dtype=np.int64)
         confidence = np.zeros((decision.shape[0], self.n_classes))
-        if _votes_compiled is not None:
+        if _votes_compiled is not None and compiled_kernels():
             _votes_compiled(np.ascontiguousarray(decision), self.n_classes, self.zero_to_first,
                             votes, confidence)
         else:
@@ -319,7 +319,8 @@ class PairVotes:
     def from_kernel(self, K: Tensor, packed_t: np.ndarray | None, intercept: Tensor,
                     n_support) -> tuple[np.ndarray, np.ndarray] | None:
         """``(output, finite rows)`` of the kernel values ``K`` ``(n, n_SV)``, or None."""
-        if _pair_votes_compiled is None or packed_t is None or K.device.type != "cpu":
+        if _pair_votes_compiled is None or packed_t is None or K.device.type != "cpu" \
+                or not compiled_kernels():
             return None
         n = K.shape[0]
         bounds = np.concatenate([[0], np.cumsum(np.asarray(n_support, dtype=np.int64))])
@@ -346,7 +347,7 @@ def ovo_to_ovr(decision: np.ndarray, n_classes: int) -> np.ndarray:
     one-vs-one SVC).
     """
     decision = np.asarray(decision, dtype=np.float64)
-    if _votes_compiled is not None:  # one pass over the pairs, no (n, pairs) temporaries
+    if _votes_compiled is not None and compiled_kernels():  # one pass over the pairs, no (n, pairs) temporaries
         votes = np.zeros((decision.shape[0], n_classes), dtype=np.int64)
         confidence = np.zeros((decision.shape[0], n_classes))
         _votes_compiled(np.ascontiguousarray(decision), n_classes, True, votes, confidence)
@@ -463,7 +464,7 @@ def ovo_pair_values(K: Tensor, packed: Tensor, intercept: Tensor, n_support,
     k = len(n_support)
     n = K.shape[0]
     bounds = np.concatenate([[0], np.cumsum(np.asarray(n_support, dtype=np.int64))])
-    if _pair_values_compiled is not None and K.device.type == "cpu":
+    if _pair_values_compiled is not None and K.device.type == "cpu" and compiled_kernels():
         out = np.empty((n, k * (k - 1) // 2))
         _pair_values_compiled(np.ascontiguousarray(K.to(torch.float64).numpy()),
                               packed_rows(packed) if packed_t is None else packed_t,

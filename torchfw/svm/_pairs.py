@@ -31,7 +31,7 @@ import torch
 from .. import exceptions
 from ..optimizers import _compiled_loop as _loop
 from ..optimizers import _face, _rows
-from ..utils.jit import njit
+from ..utils.jit import compiled_kernels, njit
 from ..utils.threads import parallel_map, workers
 from . import _dense as _svc_dense
 from . import _start as _svc_start
@@ -164,7 +164,8 @@ def solve_small_pairs(plan, src, problems, previous, inv_c_all, diag_np, variant
     when its iteration budget is below its first chunk (:func:`torchfw.svm._dense.solve`):
     its solve then is one compiled call, which the block makes as the one-by-one path would.
     """
-    if _solve_block_compiled is None or previous is not None or not problems or \
+    if _solve_block_compiled is None or not compiled_kernels() or previous is not None or \
+            not problems or \
             not isinstance(problems, PairProblems) and any(p.rows is None for p in problems):
         return None
     tol, rtol, check_every = rule

@@ -18,6 +18,7 @@ from torch import Tensor
 
 from ..utils.data import as_sample_weight, take_rows
 from ..utils.estimator import check_is_fitted
+from ..utils.jit import compiled_kernels
 from ._attrs import (
     class_order,
     example_class,
@@ -291,7 +292,8 @@ class SklearnSVCMixin:
         if not self._packed():
             return self._bias.shape[0]
         # the pair values, and the torch path's class sums (k, k - 1) where not compiled
-        compiled = self._sv.device.type == "cpu" and _pair_values_compiled is not None
+        compiled = self._sv.device.type == "cpu" and _pair_values_compiled is not None \
+            and compiled_kernels()
         return k * (k - 1) // 2 + (0 if compiled else k * (k - 1))
 
     # -- scikit-learn's attributes ---------------------------------------------------------------

@@ -35,7 +35,7 @@ def initial_subset(y_pm: np.ndarray, n_init: int, seed) -> np.ndarray:
 
     ``seed`` (an int, or None for fresh entropy) seeds the draw (:func:`draw_positions`).
     """
-    if _subset_compiled is not None:  # one compiled call (three NumPy passes cost ~12 us)
+    if _subset_compiled is not None and _kernels.HAVE_NUMBA:  # one compiled call (three NumPy passes cost ~12 us)
         return _subset_compiled(y_pm, n_init, -1 if seed is None else int(seed) % 2**32)
     pos, neg = np.flatnonzero(y_pm > 0), np.flatnonzero(y_pm < 0)
     at_pos, at_neg = draw_positions(pos.size, neg.size, n_init, seed)
@@ -80,7 +80,7 @@ def draw_positions(n_pos: int, n_neg: int, n_init: int, seed) -> tuple[np.ndarra
     costs 15 us to create, a tenth of a 100-example problem's whole start); without, on
     NumPy's ``default_rng``: the two draw different subsets for the same seed.
     """
-    if _draw_compiled is None:
+    if _draw_compiled is None or not _kernels.HAVE_NUMBA:
         return _draw(n_pos, n_neg, n_init, np.random.default_rng(seed))
     return _draw_compiled(n_pos, n_neg, n_init, -1 if seed is None else int(seed) % 2**32)
 

@@ -39,6 +39,7 @@ from torch import Tensor
 from .. import exceptions as _exceptions
 from ..solvers import solver_names
 from ..utils.data import accuracy, as_labels, drop_zero_weight, take_rows
+from ..utils.cold_start import begin_fit
 from ..utils.estimator import BaseEstimator, atomic_fit, check_is_fitted
 from ..utils.threads import few_threads
 from ..utils.validation import resolve_device
@@ -318,6 +319,12 @@ class SVC(SklearnSVCMixin, BaseEstimator):
                                  f"{X.shape[0]} x {X.shape[1]} matrix")
             self.shape_fit_ = tuple(int(n) for n in X.shape) if objects is None else \
                 (len(objects),)
+            if X.device.type == "cpu":
+                # Right after an install, a small fit runs on the PyTorch paths while the
+                # kernels compile in the background (torchfw.utils.cold_start); a fit that
+                # only the compiled solve runs compiles them here, as before.
+                begin_fit(X.shape[0], needs_compiled=self.dense is True or objects is not None
+                          or callable(self.kernel) or self._precomputed())
             with few_threads(X):
                 return self._fit(X, y, sample_weight, kdtype, objects, overrides)
 

@@ -5,6 +5,11 @@ test the pure-Python and PyTorch fallbacks) and compiling with the options every
 of torchfw uses. The modules with compiled code (:mod:`torchfw.svm._kernel_cpu`,
 :mod:`torchfw.ww._blocks`, :mod:`torchfw.optimizers._kernels`, :mod:`torchfw.lasso.equivalence`)
 read :data:`HAVE_NUMBA` and :func:`njit` from here instead of each probing on its own.
+
+Whether the compiled kernels *run now* is :func:`compiled_kernels`, which
+:mod:`torchfw.utils.cold_start` decides: right after an install numba's disk cache is empty and
+the first small fit would spend tens of seconds compiling, so it runs on the PyTorch paths
+instead while a background process fills the cache.
 """
 
 from __future__ import annotations
@@ -12,6 +17,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import os
+import types
 from pathlib import Path
 
 try:
@@ -24,7 +30,9 @@ except ImportError:  # pragma: no cover - exercised when numba is absent
     numba = None  # type: ignore[assignment]  # optional module: callers test HAVE_NUMBA
     HAVE_NUMBA = False
 
-__all__ = ["HAVE_NUMBA", "numba", "njit", "package_digest", "sources_digest"]
+__all__ = ["HAVE_NUMBA", "numba", "njit", "compiled_kernels", "set_deferred", "current", "current_module",
+           "interpreted",
+           "package_digest", "sources_digest"]
 
 
 def njit(fn, *, fastmath: bool = False, fallback: bool = False):
@@ -46,6 +54,83 @@ def njit(fn, *, fastmath: bool = False, fallback: bool = False):
     dispatcher = numba.njit(cache=True, nogil=True, boundscheck=False, fastmath=fastmath)(fn)
     _stamp_with_package(dispatcher)
     return dispatcher
+
+
+_deferred = False  # set by torchfw.utils.cold_start while it defers the compiled kernels
+
+
+def compiled_kernels() -> bool:
+    """Whether the compiled CPU kernels run now: numba is there and the cold start
+    (:mod:`torchfw.utils.cold_start`) does not defer them.
+
+    :data:`HAVE_NUMBA` says whether compiled kernels exist in this process; the run-time
+    choices between a compiled kernel and its PyTorch form (``_kernels.HAVE_NUMBA``,
+    ``_kernel_cpu.HAVE_NUMBA``) read this instead.
+    """
+    return HAVE_NUMBA and not _deferred
+
+
+def set_deferred(deferred: bool) -> None:
+    """Defer the compiled kernels (True) or run them (False); :mod:`torchfw.utils.cold_start`'s."""
+    global _deferred
+    _deferred = bool(deferred)
+
+
+def current(kernel):
+    """``kernel`` when the compiled kernels run now, else its interpreted form
+    (:func:`interpreted`): for the few kernels with no PyTorch form that a fit calls from
+    Python."""
+    return kernel if compiled_kernels() else interpreted(kernel)
+
+
+def current_module(module):
+    """``module`` when the compiled kernels run now, else a view of it whose kernels are
+    their interpreted forms (:func:`interpreted`; its other names unchanged)."""
+    return module if compiled_kernels() else _interpreted_module(module)
+
+
+class _InterpretedModule:
+    """A module's names, with every numba dispatcher read through :func:`interpreted`."""
+
+    def __init__(self, module) -> None:
+        self._module = module
+
+    def __getattr__(self, name: str):
+        value = interpreted(getattr(self._module, name))
+        setattr(self, name, value)  # once per name
+        return value
+
+
+@functools.cache
+def _interpreted_module(module) -> _InterpretedModule:
+    return _InterpretedModule(module)
+
+
+_interpreted: dict = {}
+
+
+def interpreted(kernel):
+    """The Python function of the numba dispatcher ``kernel``, calling its compiled callees'
+    interpreted forms in turn (what it runs as without numba); ``kernel`` itself if it is not
+    a dispatcher.
+
+    A dispatcher's ``py_func`` still reaches its callees through its module's globals, which
+    hold their dispatchers: calling it would compile them. Its copy here reads a copy of those
+    globals in which every dispatcher is replaced the same way (made once per kernel).
+    """
+    py = getattr(kernel, "py_func", None)
+    if py is None or not HAVE_NUMBA or not isinstance(kernel, numba.core.dispatcher.Dispatcher):
+        return kernel
+    if py in _interpreted:
+        return _interpreted[py]
+    names = dict(py.__globals__)
+    copy = types.FunctionType(py.__code__, names, py.__name__, py.__defaults__, py.__closure__)
+    copy.__kwdefaults__ = py.__kwdefaults__
+    _interpreted[py] = copy  # before the callees: kernels may call each other
+    for name, value in names.items():
+        if isinstance(value, numba.core.dispatcher.Dispatcher):
+            names[name] = interpreted(value)
+    return copy
 
 
 def sources_digest(root: Path) -> str:
