@@ -11,10 +11,12 @@ go through torch (a start of many atoms, a non-finite solve), the results and th
 fit is therefore the one-thread fit bit for bit, whatever the number of threads
 (``tests/test_svc_threads.py``).
 
-One-vs-one pairs that each get their own matrix (the matrix of all examples over
-``cache_size``) build it, start and solve on the pool too, as many at a time as their matrices
-fit ``cache_size`` together (:func:`_fit_one_by_one`); fits whose operator has no host storage
-take the lazy path, one problem after the other.
+One-vs-one pairs that each get their own rows (the matrix of all examples over ``cache_size``,
+or pairs of :data:`~torchfw.svm._matrix.ROWS_FROM` examples and more:
+:func:`~torchfw.svm._matrix.pairs_read_rows`) build their matrix or cache of rows, start and
+solve on the pool too, largest first, as many at a time as their matrices fit ``cache_size``
+together (:func:`_fit_one_by_one`); fits whose operator has no host storage take the lazy path,
+one problem after the other.
 """
 
 from __future__ import annotations
@@ -37,7 +39,9 @@ from ._matrix import (
     ROWS_FROM,
     cache_slots,
     full_source,
-    plain_kernel_matrix,
+    own_source,
+    own_source_ok,
+    pairs_read_rows,
     plain_operator,
     plain_problem,
 )
@@ -61,9 +65,10 @@ def fit_all(plan: FitPlan, X, problems, C_examples, previous, gram=None, first=0
     kdtype = plan.dtype
     m = X.shape[0]
     C_all = C_examples if isinstance(C_examples, float) else C_examples.to(X.device)
-    # One-vs-one pairs whose matrices fit when all examples' does not: one matrix per pair.
-    per_problem = gram is None and not _fits(plan, m) and \
-        all(p.rows is not None for p in problems)
+    # One-vs-one pairs on their own rows (a matrix or a cache each): when the matrix of all
+    # examples does not fit, or when the pairs are large enough to read few of their rows.
+    sizes = pair_sizes(problems) if gram is None else None
+    per_problem = sizes is not None and (not _fits(plan, m) or pairs_read_rows(sizes))
     max_atoms = ORDERED_MATVEC_MAX
     if per_problem:
         src = diag_np = inv_c_all = None
@@ -255,34 +260,48 @@ def _result(plan: FitPlan, start, outcome, elapsed, matrix_info):
 
 def _fit_one_by_one(plan: FitPlan, X, problems, C_examples, previous, variant, rule,
                     own_matrix):
-    """The problems each with its own matrix (``own_matrix``: one-vs-one pairs whose matrices
-    fit ``cache_size`` when all examples' does not), else -- or where an operator has no host
-    storage (``memory_budget``) -- on the lazy path, one after the other.
+    """The problems each with its own rows (``own_matrix``: one-vs-one pairs, a matrix or a
+    cache of rows each: :func:`~torchfw.svm._matrix.own_source`), else -- or where an operator
+    has no host storage (``memory_budget``) -- on the lazy path, one after the other.
 
-    A pair's operator is built here (torch), its matrix, start and solve run on the pool
-    (:func:`_own_matrix_solve`); at most ``threads + 1`` pairs are in flight, and as many
-    matrices as threads fit ``cache_size`` together (the budget each pair's alone fits).
+    A pair's operator is built here (torch), its rows, start and solve run on the pool
+    (:func:`_own_matrix_solve`), the largest pairs first; at most ``threads + 1`` pairs are in
+    flight, and as many full matrices as threads fit ``cache_size`` together; a pair's cache
+    of rows gets ``cache_size / threads``.
     """
     from ._multiclass import BinaryProblem, restrict, scatter
 
     m = X.shape[0]
     threads = 1
+    order: list[int] = list(range(len(problems)))
+    budget = float(plan.cache_size) * 2**20
     if own_matrix:
         sizes = [float(p.rows.shape[0]) for p in problems]
-        matrix_bytes = max(sizes) ** 2 * (8 if plan.dtype == torch.float64 else 4)
-        threads = min(workers(len(problems), sum(n * n for n in sizes), PARALLEL_WORK),
-                      max(1, int(float(plan.cache_size) * 2**20 // matrix_bytes)))
+        threads = workers(len(problems), sum(n * n for n in sizes), PARALLEL_WORK)
+        # Pairs below ROWS_FROM hold their full matrix: as many in flight as fit cache_size;
+        # larger ones a cache of their rows, in their share of it (own_source).
+        full = [n * n * (8 if plan.dtype == torch.float64 else 4) for n in sizes
+                if n < ROWS_FROM]
+        if full:
+            threads = min(threads, max(1, int(budget // max(full))))
+        # The largest first, so that the last to finish is a small one (the results are
+        # taken in problem order below; each problem's start depends on its index only).
+        order = sorted(order, key=lambda k: -sizes[k])
+    share = budget / threads
 
-    def prepared():  # on the calling thread, in problem order
-        for k, problem in enumerate(problems):
+    def prepared():  # on the calling thread
+        for k in order:
+            problem = problems[k]
             rows = problem.rows
             prev = None if previous is None else previous[k]
             alpha0 = prev if rows is None or prev is None else prev[torch.from_numpy(rows)]
             op = None
-            # A pair whose matrix alone exceeds cache_size is solved below, by itself.
-            if own_matrix and _fits(plan, rows.shape[0]):
+            # A pair with no row source in its share of cache_size is solved below, by itself.
+            if own_matrix:
                 Xk, Ck, _ = restrict(X, C_examples, None, rows)
                 op = plain_operator(plan, Xk, Ck)
+                if op is not None and not own_source_ok(op, share):
+                    op = None
             if op is None:  # the lazy path, below
                 yield _Job(k, problem, alpha0, None, None, None, None, None, None, None)
                 continue
@@ -294,10 +313,11 @@ def _fit_one_by_one(plan: FitPlan, X, problems, C_examples, previous, variant, r
             yield job
 
     with _cancelled_on_error() as stop:
-        solved = parallel_map(functools.partial(_own_matrix_solve, variant, rule, threads > 1),
+        solved = parallel_map(functools.partial(_own_matrix_solve, variant, rule, threads > 1,
+                                                share),
                               _stoppable(prepared(), stop), threads, ahead=threads + 1)
     alphas, results = [], []
-    for job, start, outcome, elapsed, src, matrix_info in solved:
+    for job, start, outcome, elapsed, src, matrix_info in sorted(solved, key=lambda r: r[0].k):
         problem, rows, k = job.problem, job.problem.rows, job.k
         sub = functools.partial(restrict, X, C_examples, None, rows)
         if job.y is None and own_matrix and rows.shape[0] >= ROWS_FROM:
@@ -327,19 +347,20 @@ def _fit_one_by_one(plan: FitPlan, X, problems, C_examples, previous, variant, r
     return alphas, results
 
 
-def _own_matrix_solve(variant, rule, on_pool, job):
+def _own_matrix_solve(variant, rule, on_pool, budget_bytes, job):
     """``(job, start, outcome, seconds, row source, matrix info)`` of a problem with its own
     matrix.
 
-    The matrix of ``job.op`` (on this thread alone when ``on_pool``: no pool inside the pool),
-    then :func:`torchfw.svm._fit.start_from` and the solve; the operator and the matrix are
+    The row source of ``job.op`` in ``budget_bytes`` (:func:`~torchfw.svm._matrix.own_source`:
+    its matrix, on this thread alone when ``on_pool`` -- no pool inside the pool -- or a cache
+    of its rows), then :func:`torchfw.svm._fit.start_from` and the solve; the operator and the matrix are
     let go as soon as done, except the row source when the start must come from an operator
     (``start`` None). A job without operator (``y`` None) is returned as is, for the lazy path.
     """
     if job.y is None:
         return job, None, None, 0.0, None, {}
     t0 = time.perf_counter()
-    src = full_source(plain_kernel_matrix(job.op, threads=1 if on_pool else None))
+    src = own_source(job.op, budget_bytes, threads=1 if on_pool else None)
     job.op = None
     start = start_from(src, job.rows, job.y, job.inv_c, job.w0, job.subset,
                        keep_previous=variant == 5)

@@ -1,0 +1,60 @@
+"""The float32 RBF matrix computed as its upper triangle and a copy is the matrix of its rows.
+
+From SYMMETRIC_FROM nonzeros per example, torchfw.svm._matrix.plain_kernel_matrix computes
+row i from its diagonal entry on and copies the lower triangle from the upper one. Each entry
+must be the bits the row code computes (torchfw.svm._matrix.source_row, the rows a cache hands
+the compiled solve, and SVMDualOperator.column on the lazy path), whatever the threads.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from torchfw.svm import _dense as D
+from torchfw.svm import _matrix as M
+from torchfw.svm.kernels import SVMDualOperator, make_kernel
+from torchfw.utils import threads as _threads
+
+pytestmark = pytest.mark.skipif(not D.K.HAVE_NUMBA, reason="the compiled path needs numba")
+
+
+def _op(m, d, sparse, seed=0):
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(m, d)) * rng.uniform(0.1, 3.0, size=d)
+    X[rng.random(X.shape) < 0.4] = 0
+    Xt = torch.tensor(X)
+    if sparse:
+        Xt = Xt.to_sparse_csr()
+    return SVMDualOperator(Xt, torch.ones(m, dtype=torch.float64), make_kernel("rbf", 0.02),
+                           1.0, dtype=torch.float32)
+
+
+def _rows(op):
+    src = M.cached_source(op, op.shape[0])
+    return np.stack([M.source_row(src[0], src[1], r).copy() for r in range(op.shape[0])])
+
+
+@pytest.mark.parametrize("sparse", [False, True])
+@pytest.mark.parametrize("threads", [1, 3])
+def test_symmetric_matrix_is_its_rows_bit_for_bit(monkeypatch, sparse, threads):
+    monkeypatch.setattr(_threads, "allowed_threads", lambda: threads)
+    monkeypatch.setattr(M, "PARALLEL_ENTRIES", 0.0)
+    op = _op(203, 80, sparse)  # 80 features, 60 % nonzero: above SYMMETRIC_FROM
+    assert 48 >= M.SYMMETRIC_FROM
+    P = M.plain_kernel_matrix(op)
+    assert np.array_equal(P, _rows(op))
+    assert np.array_equal(P, P.T)
+    # the lazy path's column: the row times the labels, plus 1/C on the diagonal
+    col = op.column(117).numpy().copy()
+    col[117] -= np.float32(1.0)
+    assert np.array_equal(col, P[117])
+
+
+def test_few_features_compute_every_row(monkeypatch):
+    calls = []
+    monkeypatch.setattr(M, "upper_rbf_f32", lambda *a: calls.append(a))
+    op = _op(50, 6, False)
+    P = M.plain_kernel_matrix(op)
+    assert not calls and np.array_equal(P, _rows(op))
