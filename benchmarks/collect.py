@@ -68,9 +68,15 @@ SECTIONS = [
      "LIBSVM's default grid (`tools/grid.py`'s C and gamma, 5-fold CV) with torchfw and LIBSVM "
      "side by side, the single fits that used to crawl (`benchmarks/svm_grid.py`), polynomial "
      "kernels of degree 2-5 on raw and scaled features (`benchmarks/svm_poly.py`), and the "
-     "corrective step's face factor (`benchmarks/face_factor.py`).",
+     "corrective step's face factor (`benchmarks/face_factor.py`) and the step on every storage "
+     "(`benchmarks/face_storages.py`).",
      ["svm_grid_table_xeon2.md", "svm_grid_xeon2.md", "svm_grid_xeon2_a9a.md",
-      "svm_poly_xeon2.md", "face_factor_xeon2.md"]),
+      "svm_poly_xeon2.md", "face_factor_xeon2.md", "face_storages_xeon2.md"]),
+    ("The first fit after install",
+     "A fresh process on an empty numba cache (as right after `pip install`) against a warm "
+     "one: import, the first `SVC().fit` and the demo, in wall and CPU time "
+     "(`benchmarks/first_fit.py`).",
+     ["first_fit_xeon2.md"]),
     ("Probabilities: calibration against scikit-learn",
      "`SVC(probability=True)` (Platt sigmoids on 5-fold out-of-fold decision values, as "
      "LIBSVM's `-b 1`) against scikit-learn's `SVC(probability=True)` with the same `C` and "
