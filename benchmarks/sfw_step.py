@@ -259,7 +259,7 @@ def fmt_ms(s: float) -> str:
 def table(rows: list, modes: list) -> list[str]:
     lines = []
     for mode in modes:
-        lines += [f"### {mode}", "",
+        lines += [f"## {mode}", "",
                   "| model | set | params (tensors) | reference ms | torchfw ms | ratio | "
                   "SGD ms | Adam ms | max rel. diff |",
                   "|---|---|---|---|---|---|---|---|---|"]
