@@ -172,7 +172,9 @@ def _extend_factor_py(L, k0, k):
     own triangle row by row. Every entry is the same sum in the same order as row by row
     (bit for bit), only the loops are interchanged: a 2,000-atom face's factor (the cost of a
     correction on a9a at large C, :math:`k^3/3` multiply-adds streaming a 16 MB triangle)
-    took about half the time (``tests/test_face_factor.py`` checks the bits).
+    took about half the time (``tests/test_face_factor.py`` checks the bits). Faces of
+    :data:`GEMM_ATOMS` atoms and more go to :func:`_factor_rows_gemm` (block products: the
+    same factor to rounding, in a little over half that time again).
 
     Returns ``k``, or the first row whose pivot falls below the rank cutoff (``16 (k+1) eps``
     times the largest diagonal entry of the new rows' :math:`G` or of ``L``'s squared pivots):
