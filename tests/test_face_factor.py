@@ -147,3 +147,68 @@ def test_minor_cycle_reaches_the_simplex_kkt_point_on_ill_conditioned_problems(s
     ref = np.linalg.solve(kkt, np.concatenate([-c[S], [1.0]]))[:S.size]
     assert np.abs(z[S] - ref).max() <= 1e-8
     assert 1 < S.size < k  # a real active set: some atoms in, some out
+
+
+# Large faces: the block-product factor (GEMM_ATOMS atoms and more), the row-block downdate and
+# the solves, against NumPy.
+
+@pytest.mark.parametrize("k,k0,c0", [(300, 0, 0), (333, 100, 0), (400, 383, 0), (401, 200, 200),
+                                     (520, 257, 64)])
+def test_block_product_factor_matches_numpy(k, k0, c0):
+    assert k >= _face.GEMM_ATOMS and k - k0 > _face.FACTOR_ROWS  # the block-product path
+    G = _spd(k, 1e8, k + k0)
+    ref = np.linalg.cholesky(G)
+    L = np.zeros((k + 7, k + 7))
+    L[:k, :k] = np.tril(G)
+    L[:k0, :k0] = ref[:k0, :k0]  # the old face's factor
+    L[k0:k, :c0] = ref[k0:k, :c0]  # columns the caller kept (prune)
+    L[:k, k:] = 7.0  # beyond the face: the new rows are zeroed to the end, as row by row
+    assert _face._factor_rows(L, k0, k, c0) == k
+    F = L[:k, :k]
+    assert np.abs(F @ F.T - G).max() <= 1e-13 * np.abs(G).max()  # backward error: eps-level
+    assert np.abs(F - ref).max() <= 1e-8 * np.abs(ref).max()  # forward: condition 1e8
+    np.testing.assert_array_equal(np.triu(F, 1), 0.0)
+    assert not L[k0:k, k:].any() and (L[:k0, k:] == 7.0).all()
+
+
+def test_block_product_factor_failing_pivot_leaves_the_later_rows_as_G():
+    k = 2 * _face.GEMM_ATOMS
+    bad = k - _face.GEMM_ROWS - 5  # inside a block, after full blocks of products
+    X = np.random.default_rng(3).standard_normal((k, k + 5))
+    X[bad] = X[11]
+    G = X @ X.T
+    B = np.tril(G).copy()
+    assert _face.extend_factor(B, 0, k) == bad
+    np.testing.assert_allclose(B[:bad, :bad] @ B[:bad, :bad].T, G[:bad, :bad],
+                               atol=1e-9 * np.abs(G).max())
+    assert np.array_equal(B[bad + 1:], np.tril(G)[bad + 1:])
+
+
+@pytest.mark.parametrize("r", [0, 1, 15, 16, 17, 63, 98, 99])
+def test_downdate_across_row_blocks_matches_numpy(r):
+    k = 100  # several FACTOR_ROWS blocks: rotations defined above a block act on it
+    G = _spd(k, 1e6, r)
+    L = np.zeros((k + 3, k + 3))
+    L[:k, :k] = np.linalg.cholesky(G)
+    _face.remove_position(L, k, r)
+    keep = [i for i in range(k) if i != r]
+    np.testing.assert_allclose(L[:k - 1, :k - 1] @ L[:k - 1, :k - 1].T, G[np.ix_(keep, keep)],
+                               atol=1e-12)
+    np.testing.assert_array_equal(np.triu(L[:k - 1, :k - 1], 1), 0.0)
+    assert not L[:, k - 1:].any() and not L[k - 1:, :].any()
+
+
+@pytest.mark.parametrize("linear", [False, True])
+def test_face_minimizer_solves_the_kkt_system(linear):
+    k = 150
+    G = _spd(k, 1e6, 5)
+    c = np.random.default_rng(5).standard_normal(k) if linear else np.zeros(k)
+    L = np.zeros((k + 4, k + 4))
+    L[:k, :k] = np.linalg.cholesky(G)
+    z, u, work = np.empty(k), np.empty(k), np.empty(k)
+    assert _face.face_minimizer(L, k, c, linear, z, u, work)
+    kkt = np.zeros((k + 1, k + 1))
+    kkt[:k, :k] = G
+    kkt[:k, k] = kkt[k, :k] = 1.0
+    ref = np.linalg.solve(kkt, np.concatenate([-c, [1.0]]))[:k]
+    assert np.abs(z - ref).max() <= 1e-8 * max(1.0, np.abs(ref).max())

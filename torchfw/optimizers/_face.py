@@ -47,7 +47,7 @@ from ..utils.jit import njit
 __all__ = ["cholesky_in_place", "remove_position", "face_minimizer", "minor_cycle",
            "face_minimize", "FAILED", "correction_window", "STALL", "MAX_FACE", "MIN_WINDOW",
            "face_atoms", "axpy", "MIN_ADD", "extend_factor", "violators", "MAX_ROUNDS", "prune", "extend_skipping", "face_growth", "GROWTH", "face_budget", "ITERATION_COST",
-           "FACE_RATIO", "FACTOR_ROWS"]
+           "FACE_RATIO", "FACTOR_ROWS", "GEMM_ROWS", "GEMM_ATOMS"]
 
 #: Return value of :func:`minor_cycle` when the face's matrix is not numerically definite.
 FAILED = -1
@@ -71,6 +71,13 @@ ITERATION_COST = 10.0
 #: Rows of :func:`extend_factor`'s blocks (16 rows of a 4,096-atom face: 512 KB, about a core's
 #: second-level cache; 8 to 64 measured within 10 % of each other on a 2,000-atom face).
 FACTOR_ROWS = 16
+#: Rows of :func:`_factor_rows_gemm`'s blocks (a 2,400-atom factor: 32 and 64 rows took
+#: 0.35 s, 128 rows 0.52 s, the row-by-row order 0.63 s).
+GEMM_ROWS = 64
+#: Fewest atoms a factor must have for :func:`_factor_rows_gemm`: below, the row-by-row
+#: order of :func:`_factor_rows_py` (bit for bit the reference sums; little to gain on a
+#: factor that fits a core's cache).
+GEMM_ATOMS = 256
 #: A face's factorization may cost this many times the plain iterations since the last
 #: correction (:func:`face_budget`). At 1 the faces grew too slowly after stalled windows:
 #: 4,000 examples of a9a at LIBSVM's (C, gamma) = (2^11, 2^-13) factored faces up to 1,809 atoms
@@ -165,7 +172,9 @@ def _extend_factor_py(L, k0, k):
     own triangle row by row. Every entry is the same sum in the same order as row by row
     (bit for bit), only the loops are interchanged: a 2,000-atom face's factor (the cost of a
     correction on a9a at large C, :math:`k^3/3` multiply-adds streaming a 16 MB triangle)
-    took about half the time (``tests/test_face_factor.py`` checks the bits).
+    took about half the time (``tests/test_face_factor.py`` checks the bits). Faces of
+    :data:`GEMM_ATOMS` atoms and more go to :func:`_factor_rows_gemm` (block products: the
+    same factor to rounding, in a little over half that time again).
 
     Returns ``k``, or the first row whose pivot falls below the rank cutoff (``16 (k+1) eps``
     times the largest diagonal entry of the new rows' :math:`G` or of ``L``'s squared pivots):
@@ -194,7 +203,13 @@ def _factor_rows_py(L, k0, k, c0):
     already factored (:func:`prune` keeps them: they depend on the row's own entries and on
     the factor's first ``c0`` rows alone, so they are the same bits); the rest of each row
     holds :math:`G` up to the diagonal. ``c0 = 0`` is :func:`extend_factor`.
+
+    Factors of at least :data:`GEMM_ATOMS` atoms with more than :data:`FACTOR_ROWS` new rows go
+    to :func:`_factor_rows_gemm` (matrix products; other sums, so other bits, than the order
+    here).
     """
+    if k >= GEMM_ATOMS and k - k0 > FACTOR_ROWS:
+        return _factor_rows_gemm(L, k0, k, c0)
     cutoff = _pivot_cutoff(L, k0, k)
     out = np.empty(4)
     saved = np.empty((FACTOR_ROWS, k))
@@ -232,6 +247,169 @@ def _factor_rows_py(L, k0, k, c0):
         for b in range(k0, k):
             L[a, b] = 0.0
     return k
+
+
+def _block_product_py(F, B, out):
+    """``out = F @ B`` (``F`` of shape ``(w, n)``, ``B`` ``(n, nb)``, all C-contiguous).
+
+    Four rows of ``out`` at a time, each entry of ``B`` loaded once for the four (an axpy
+    along ``B``'s contiguous rows, which the compiler vectorizes); every entry is the sum over
+    ``n`` in increasing order (the same bits whatever the shapes around it)."""
+    w = F.shape[0]
+    n = F.shape[1]
+    nb = B.shape[1]
+    for i in range(w):
+        for r in range(nb):
+            out[i, r] = 0.0
+    i = 0
+    while i + 4 <= w:
+        o0 = out[i]
+        o1 = out[i + 1]
+        o2 = out[i + 2]
+        o3 = out[i + 3]
+        for c in range(n):
+            f0 = F[i, c]
+            f1 = F[i + 1, c]
+            f2 = F[i + 2, c]
+            f3 = F[i + 3, c]
+            row = B[c]
+            for r in range(nb):
+                b = row[r]
+                o0[r] += f0 * b
+                o1[r] += f1 * b
+                o2[r] += f2 * b
+                o3[r] += f3 * b
+        i += 4
+    while i < w:
+        o0 = out[i]
+        for c in range(n):
+            f0 = F[i, c]
+            row = B[c]
+            for r in range(nb):
+                o0[r] += f0 * row[r]
+        i += 1
+
+
+def _factor_rows_gemm_py(L, k0, k, c0):
+    r""":func:`_factor_rows_py` of a large face, its sums taken as block products.
+
+    The same row-block Cholesky (left-looking: each block of :data:`GEMM_ROWS` rows is
+    solved against the factor rows above it, then its own triangle is factored), with the
+    sums :math:`L_{a,:j_0} L_{b,:j_0}^\top` of a block against a column block
+    :math:`[j_0, j_1)` of the factor taken as one product ``(w x j0) @ (j0 x rows)``
+    (:func:`_block_product`: contiguous rows, vectorized), and only the sums inside the column
+    block by hand, a column of the block at a time (again along contiguous rows: the block is
+    kept transposed). The row-by-row order reads a factor row per entry and sums along it in
+    one chain of dependent adds; a 2,400-atom face (a9a at LIBSVM's C = 2^11) took 0.35 s
+    this way against 0.63 s. The products read contiguous copies: the factor rows of each
+    column block (``L[j0:j1, :j0]``, copied once, :math:`k^2/2` in all) and the block's rows
+    transposed. (BLAS would be faster still, but numba reaches it through SciPy, which
+    torchfw does not require, and OpenBLAS's threads spin on a loaded machine.)
+
+    Same contract: returns ``k``, or the first row whose pivot falls below
+    :func:`_pivot_cutoff`'s cutoff, rows before it factored and rows after it still
+    holding :math:`G` (a failing block's rows are put back).
+    """
+    cutoff = _pivot_cutoff(L, k0, k)
+    rb = GEMM_ROWS
+    # Column blocks: c0 .. k0 in steps of rb (the old factor's rows), then the row blocks.
+    n_blocks = 0
+    j = c0
+    while j < k:
+        n_blocks += 1
+        j = _next_block(j, k0, k, rb)
+    starts = np.empty(n_blocks + 1, dtype=np.int64)
+    offsets = np.zeros(n_blocks + 1, dtype=np.int64)
+    j = c0
+    for q in range(n_blocks):
+        starts[q] = j
+        nxt = _next_block(j, k0, k, rb)
+        offsets[q + 1] = offsets[q] + (nxt - j) * j
+        j = nxt
+    starts[n_blocks] = k
+    flat = np.empty(offsets[n_blocks])  # block q's factor rows L[j0:j1, :j0], row-major
+    saved = np.empty((rb, k))
+    q_row = 0
+    for q in range(n_blocks):
+        j0 = starts[q]
+        j1 = starts[q + 1]
+        if j1 > k0:
+            break
+        q_row = q + 1
+        o = offsets[q]
+        for a in range(j0, j1):
+            for b in range(j0):
+                flat[o + (a - j0) * j0 + b] = L[a, b]
+    for qa in range(q_row, n_blocks):
+        a0 = starts[qa]
+        a1 = starts[qa + 1]
+        nb = a1 - a0
+        bt = np.empty((k, nb))  # the block's rows, transposed (column r: row a0 + r)
+        tmp = np.empty(nb)
+        for a in range(a0, a1):
+            for b in range(c0, a + 1):
+                saved[a - a0, b] = L[a, b]
+            for b in range(c0):
+                bt[b, a - a0] = L[a, b]
+        for q in range(qa + 1):  # the column blocks left of this one, then its own
+            j0 = starts[q]
+            j1 = starts[q + 1]
+            w = j1 - j0
+            prod = np.zeros((w, nb))
+            if j0 > 0:
+                if q == qa:  # the block's own rows left of it: copied now, kept for later
+                    o = offsets[q]
+                    for a in range(a0, a1):
+                        for b in range(j0):
+                            flat[o + (a - a0) * j0 + b] = L[a, b]
+                F = flat[offsets[q]:offsets[q] + w * j0].reshape((w, j0))
+                _block_product(F, bt[:j0], prod)
+            for b in range(j0, j1):
+                # Column b of the block's rows (those below row b in the own block): the
+                # rest of each sum, along bt's contiguous rows.
+                r0 = 0 if q < qa else b - a0
+                Lb = L[b]
+                if q == qa:  # row b's pivot first: the rows below need it
+                    acc = L[b, b] - prod[b - j0, r0]
+                    for c in range(j0, b):
+                        acc -= bt[c, r0] * bt[c, r0]
+                    if not acc > cutoff:
+                        for t in range(b + 1, a1):
+                            for u in range(c0, t + 1):
+                                L[t, u] = saved[t - a0, u]
+                        return b
+                    L[b, b] = np.sqrt(acc)
+                    bt[b, r0] = L[b, b]
+                    for u in range(b + 1, L.shape[1]):
+                        L[b, u] = 0.0
+                    r0 += 1
+                pb = prod[b - j0]
+                for r in range(r0, nb):
+                    tmp[r] = L[a0 + r, b] - pb[r]
+                for c in range(j0, b):
+                    lbc = Lb[c]
+                    btc = bt[c]
+                    for r in range(r0, nb):
+                        tmp[r] -= btc[r] * lbc
+                d = Lb[b]
+                btb = bt[b]
+                for r in range(r0, nb):
+                    v = tmp[r] / d
+                    btb[r] = v
+                    L[a0 + r, b] = v
+    for a in range(k0):
+        for b in range(k0, k):
+            L[a, b] = 0.0
+    return k
+
+
+def _next_block_py(j, k0, k, rb):
+    """Where the column block starting at ``j`` ends: ``rb`` columns, cut at ``k0`` (the old
+    factor's rows and the new rows fall in different blocks) and at ``k``."""
+    nxt = j + rb
+    if j < k0 and nxt > k0:
+        nxt = k0
+    return nxt if nxt < k else k
 
 
 def _extend_skipping_py(L, Gb, k0, lo, k, x, c, has_c, idx):
@@ -274,47 +452,77 @@ def _cholesky_in_place_py(G, k):
 
 def _remove_position_py(L, k, r):
     r"""Downdate the factor ``L[:k, :k]`` of :math:`G` to that of :math:`G` without row and
-    column ``r`` (the rows below move up by one); :math:`O(k^2)`.
+    column ``r`` (the rows below move up by one); :math:`O((k - r) k)`.
 
     Deleting row ``r`` of :math:`L` leaves :math:`M` with :math:`MM^\top = G_{-r,-r}`, lower
     triangular but for one entry above the diagonal in each row from ``r`` on; Givens
     rotations of column pairs ``(c, c+1)`` (from the right: :math:`MM^\top` is unchanged)
     clear them one by one. The last column then is zero and is dropped.
+
+    Rotation ``c`` is defined by row ``c`` once rotations ``r .. c-1`` have acted on it, and
+    acts on the rows below; each row goes through the rotations in the order ``r, r+1, ..``.
+    The rows are taken :data:`FACTOR_ROWS` at a time, each block through the rotations defined
+    above it, then through its own: the factor is read row by row. Rotating column pairs over
+    all rows (one rotation at a time) read ``L`` a column at a time, an entry per row of a
+    ``MAX_FACE``-wide buffer, each a cache and TLB miss -- most of a minor cycle's time on
+    a9a at large C. Every entry goes through the same rotations in the same order either way
+    (the same bits).
     """
     for a in range(r, k - 1):
         for b in range(a + 2):
             L[a, b] = L[a + 1, b]
-    for c in range(r, k - 1):
-        a = L[c, c]
-        b = L[c, c + 1]
-        h = np.hypot(a, b)
-        if h == 0.0:
-            continue
-        cs = a / h
-        sn = b / h
-        for i in range(c, k - 1):
-            li = L[i, c]
-            lj = L[i, c + 1]
-            L[i, c] = cs * li + sn * lj
-            L[i, c + 1] = -sn * li + cs * lj
-        L[c, c + 1] = 0.0
+    cs = np.ones(k)
+    sn = np.zeros(k)
+    for a0 in range(r, k - 1, FACTOR_ROWS):
+        a1 = a0 + FACTOR_ROWS if a0 + FACTOR_ROWS < k - 1 else k - 1
+        for c in range(r, a0):  # the rotations defined above the block
+            if sn[c] == 0.0 and cs[c] == 1.0:
+                continue
+            cc = cs[c]
+            sc = sn[c]
+            for i in range(a0, a1):
+                li = L[i, c]
+                lj = L[i, c + 1]
+                L[i, c] = cc * li + sc * lj
+                L[i, c + 1] = -sc * li + cc * lj
+        for i in range(a0, a1):  # the block's own, row by row
+            for c in range(a0, i):
+                if sn[c] == 0.0 and cs[c] == 1.0:
+                    continue
+                li = L[i, c]
+                lj = L[i, c + 1]
+                L[i, c] = cs[c] * li + sn[c] * lj
+                L[i, c + 1] = -sn[c] * li + cs[c] * lj
+            a = L[i, i]
+            b = L[i, i + 1]
+            h = np.hypot(a, b)
+            if h == 0.0:
+                continue  # cs = 1, sn = 0: no rotation (skipped)
+            cs[i] = a / h
+            sn[i] = b / h
+            L[i, i] = cs[i] * a + sn[i] * b
+            L[i, i + 1] = 0.0
     for a in range(k):
         L[a, k - 1] = 0.0
         L[k - 1, a] = 0.0
 
 
 def _triangular_solve(L, k, rhs, out):
-    """``out = (L L')^{-1} rhs`` on the leading ``k x k`` factor (forward, then backward)."""
+    """``out = (L L')^{-1} rhs`` on the leading ``k x k`` factor (forward, then backward).
+
+    Both passes read ``L`` row by row: the backward one (:math:`L^\top`) as a column sweep,
+    each solved entry subtracted from those above it along its row of ``L``. Reading
+    :math:`L^\top`'s rows (columns of ``L``, an entry per row of a ``MAX_FACE``-wide buffer)
+    cost a cache and TLB miss an entry: tens of milliseconds a solve on 2,000 atoms. The
+    forward pass sums in :func:`_dot4`'s four lanes (one chain of dependent adds is bound by
+    their latency)."""
     for a in range(k):
-        acc = rhs[a]
-        for q in range(a):
-            acc -= L[a, q] * out[q]
-        out[a] = acc / L[a, a]
+        out[a] = (rhs[a] - _dot4(L[a], out, a)) / L[a, a]
     for a in range(k - 1, -1, -1):
-        acc = out[a]
-        for q in range(a + 1, k):
-            acc -= L[q, a] * out[q]
-        out[a] = acc / L[a, a]
+        xa = out[a] / L[a, a]
+        out[a] = xa
+        for q in range(a):
+            out[q] -= L[a, q] * xa
 
 
 def _face_minimizer_py(L, k, c, has_c, z, u, work):
@@ -556,6 +764,9 @@ def _correction_window_py(n_face, n):
 _dot4 = njit(_dot4_py, fallback=True)
 _dots4 = njit(_dots4_py, fallback=True)
 _pivot_cutoff = njit(_pivot_cutoff_py, fallback=True)
+_next_block = njit(_next_block_py, fallback=True)
+_block_product = njit(_block_product_py, fallback=True)
+_factor_rows_gemm = njit(_factor_rows_gemm_py, fallback=True)
 _factor_rows = njit(_factor_rows_py, fallback=True)
 extend_factor = njit(_extend_factor_py, fallback=True)
 _extend_factor = extend_factor
