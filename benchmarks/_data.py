@@ -22,6 +22,12 @@ Usage from a benchmark script in this folder::
 
 from __future__ import annotations
 
+import os as _os
+
+# Benchmarks time the compiled kernels: the cold-start fallback (the PyTorch paths while
+# numba's cache is cold, torchfw.utils.cold_start) is what first_fit.py measures, alone.
+_os.environ.setdefault("TORCHFW_COLD_START", "compile")
+
 import csv
 import hashlib
 import io

@@ -3,6 +3,12 @@ for result file names, and the header line and command line its report opens wit
 
 from __future__ import annotations
 
+import os as _os
+
+# Benchmarks time the compiled kernels: the cold-start fallback (the PyTorch paths while
+# numba's cache is cold, torchfw.utils.cold_start) is what first_fit.py measures, alone.
+_os.environ.setdefault("TORCHFW_COLD_START", "compile")
+
 import functools
 import platform
 
