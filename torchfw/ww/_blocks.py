@@ -67,23 +67,26 @@ if HAVE_NUMBA:
     from numba.core import cgutils as _cgutils
     from numba.extending import intrinsic as _intrinsic
 
+    def _emit_prefetch(context, builder, aty, arr, index):
+        """The ``llvm.prefetch`` call (read, high locality, data cache) for ``arr[index]``."""
+        ary = context.make_array(aty)(context, builder, arr)
+        ptr = _cgutils.get_item_pointer(context, builder, aty, ary, index, wraparound=False)
+        i8p = _ir.IntType(8).as_pointer()
+        i32 = _ir.IntType(32)
+        fn = builder.module.declare_intrinsic(
+            "llvm.prefetch", fnty=_ir.FunctionType(_ir.VoidType(), [i8p, i32, i32, i32]))
+        builder.call(fn, [builder.bitcast(ptr, i8p), _ir.Constant(i32, 0),
+                          _ir.Constant(i32, 3), _ir.Constant(i32, 1)])
+        return context.get_dummy_value()
+
     @_intrinsic
     def _prefetch(typingctx, arr, i, j):
         """Hint the CPU to load ``arr[i, j]``'s cache line (LLVM ``llvm.prefetch``, read)."""
         sig = numba.types.void(arr, i, j)
 
         def codegen(context, builder, signature, args):
-            aty = signature.args[0]
-            ary = context.make_array(aty)(context, builder, args[0])
-            ptr = _cgutils.get_item_pointer(context, builder, aty, ary, [args[1], args[2]],
-                                            wraparound=False)
-            i8p = _ir.IntType(8).as_pointer()
-            i32 = _ir.IntType(32)
-            fn = builder.module.declare_intrinsic(
-                "llvm.prefetch", fnty=_ir.FunctionType(_ir.VoidType(), [i8p, i32, i32, i32]))
-            builder.call(fn, [builder.bitcast(ptr, i8p), _ir.Constant(i32, 0),
-                              _ir.Constant(i32, 3), _ir.Constant(i32, 1)])
-            return context.get_dummy_value()
+            return _emit_prefetch(context, builder, signature.args[0], args[0],
+                                  [args[1], args[2]])
 
         return sig, codegen
 
@@ -93,17 +96,7 @@ if HAVE_NUMBA:
         sig = numba.types.void(arr, i)
 
         def codegen(context, builder, signature, args):
-            aty = signature.args[0]
-            ary = context.make_array(aty)(context, builder, args[0])
-            ptr = _cgutils.get_item_pointer(context, builder, aty, ary, [args[1]],
-                                            wraparound=False)
-            i8p = _ir.IntType(8).as_pointer()
-            i32 = _ir.IntType(32)
-            fn = builder.module.declare_intrinsic(
-                "llvm.prefetch", fnty=_ir.FunctionType(_ir.VoidType(), [i8p, i32, i32, i32]))
-            builder.call(fn, [builder.bitcast(ptr, i8p), _ir.Constant(i32, 0),
-                              _ir.Constant(i32, 3), _ir.Constant(i32, 1)])
-            return context.get_dummy_value()
+            return _emit_prefetch(context, builder, signature.args[0], args[0], [args[1]])
 
         return sig, codegen
 else:  # pragma: no cover - without numba a prefetch hint means nothing
