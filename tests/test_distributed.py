@@ -11,7 +11,6 @@ certified bound the duality gap gives.
 from __future__ import annotations
 
 import math
-import pickle
 import warnings
 
 import numpy as np
@@ -23,11 +22,12 @@ from torchfw.datasets import make_large_classification
 from torchfw.svm import SVC
 from torchfw.svm.kernels import SVMDualOperator, make_kernel
 
+from _support import gloo_rank, spawn_ranks
+
 dist = pytest.importorskip("torch.distributed")
 pytestmark = pytest.mark.skipif(not (dist.is_available() and dist.is_gloo_available()),
                                 reason="needs torch.distributed with the gloo backend")
 
-WORLD = 2
 M, D = 300, 5
 
 #: (key, DistributedSVC/SVC parameters, sparse input): fixed budgets follow the same path. C=1,
@@ -84,14 +84,10 @@ def _case_data(key):
 
 
 def _worker(rank: int, world: int, store: str, out: str) -> None:
-    torch.set_num_threads(1)
-    dist.init_process_group("gloo", init_method=f"file://{store}", rank=rank,
-                            world_size=world)
-    from torchfw import distributed as D_
-    from torchfw.distributed import DistributedSVC, gather_shards, shard_range
+    with gloo_rank(rank, world, store, out) as results:
+        from torchfw import distributed as D_
+        from torchfw.distributed import DistributedSVC, gather_shards, shard_range
 
-    results = {}
-    try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # fixed budgets stop on max_iter on purpose
             for key, params, sparse in PATH_CASES + CONVERGED_CASES:
@@ -139,21 +135,11 @@ def _worker(rank: int, world: int, store: str, out: str) -> None:
                                    random_state=0).fit(X[a:b], y[a:b])
             results["time-limit"] = {"status": str(model.result_.status),
                                      "n_iter": model.n_iter_}
-    finally:
-        if rank == 0:
-            with open(out, "wb") as fh:
-                pickle.dump(results, fh)
-        dist.destroy_process_group()
 
 
 @pytest.fixture(scope="module")
 def two_ranks(tmp_path_factory):
-    mp = pytest.importorskip("torch.multiprocessing")
-    path = tmp_path_factory.mktemp("distributed")
-    out = path / "results.pkl"
-    mp.spawn(_worker, args=(WORLD, str(path / "store"), str(out)), nprocs=WORLD, join=True)
-    with open(out, "rb") as fh:
-        return pickle.load(fh)
+    return spawn_ranks(_worker, tmp_path_factory, "distributed")
 
 
 def _reference(key, params, sparse):

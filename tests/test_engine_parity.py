@@ -44,7 +44,6 @@ points (several active atoms).
 from __future__ import annotations
 
 import math
-import pickle
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -55,6 +54,8 @@ import torchfw as tf
 from torchfw.optimizers import _kernels as K
 from torchfw.optimizers.batched import minimize_batched
 from torchfw.svm.kernels import OneVsRestOperator, SVMDualOperator, make_kernel
+
+from _support import gloo_rank, spawn_ranks
 
 F64 = torch.float64
 CHECK_EVERY = 5
@@ -406,20 +407,13 @@ def test_sampled_storage_takes_the_host_steps(variant):
 
 # -- sharded (two gloo ranks) -----------------------------------------------------------------
 
-WORLD = 2
 SHARDED = [v for v in VARIANTS if not _applies(v, "sharded")]
 
 
 def _sharded_worker(rank: int, world: int, store: str, out: str) -> None:
-    import torch.distributed as dist
+    with gloo_rank(rank, world, store, out) as results:
+        from torchfw import distributed as D_
 
-    torch.set_num_threads(1)
-    dist.init_process_group("gloo", init_method=f"file://{store}", rank=rank,
-                            world_size=world)
-    from torchfw import distributed as D_
-
-    results = {}
-    try:
         X, Y = _svm_data()
         a, b = D_.shard_range(M, rank, world)
         op = D_.ShardedSVMDualOperator(X[a:b], Y[0, a:b], make_kernel("rbf", 0.5), 1.0,
@@ -433,25 +427,11 @@ def _sharded_worker(rank: int, world: int, store: str, out: str) -> None:
                                           values=list(res.history.value), n_iter=res.n_iter,
                                           steps=dict(res.steps), status=str(res.status),
                                           x=res.x.numpy())
-    finally:
-        if rank == 0:
-            with open(out, "wb") as fh:
-                pickle.dump(results, fh)
-        dist.destroy_process_group()
 
 
 @pytest.fixture(scope="module")
 def sharded_runs(tmp_path_factory):
-    dist = pytest.importorskip("torch.distributed")
-    if not (dist.is_available() and dist.is_gloo_available()):
-        pytest.skip("needs torch.distributed with the gloo backend")
-    mp = pytest.importorskip("torch.multiprocessing")
-    path = tmp_path_factory.mktemp("parity")
-    out = path / "results.pkl"
-    mp.spawn(_sharded_worker, args=(WORLD, str(path / "store"), str(out)), nprocs=WORLD,
-             join=True)
-    with open(out, "rb") as fh:
-        return pickle.load(fh)
+    return spawn_ranks(_sharded_worker, tmp_path_factory, "parity")
 
 
 @needs_numba

@@ -18,7 +18,6 @@ kernel: condition number about :math:`10^6`), where Frank-Wolfe steps crawl:
 
 from __future__ import annotations
 
-import pickle
 import warnings
 
 import numpy as np
@@ -29,6 +28,8 @@ import torchfw as tf
 from torchfw.optimizers import _kernels as K
 from torchfw.svm.kernels import OneVsRestOperator, SVMDualOperator, make_kernel
 from torchfw.utils.scalars import DEVICE, HOST
+
+from _support import gloo_rank, spawn_ranks
 
 F64 = torch.float64
 M = 80
@@ -356,19 +357,12 @@ def test_streaming_run_solves_its_working_set_problem():
 # Sharded: two gloo ranks
 # ---------------------------------------------------------------------------------------------
 
-WORLD = 2
 
 
 def _sharded_worker(rank: int, world: int, store: str, out: str) -> None:
-    import torch.distributed as dist
+    with gloo_rank(rank, world, store, out) as results:
+        from torchfw import distributed as D_
 
-    torch.set_num_threads(1)
-    dist.init_process_group("gloo", init_method=f"file://{store}", rank=rank,
-                            world_size=world)
-    from torchfw import distributed as D_
-
-    results = {}
-    try:
         X, y, _, kernel = _data()
         a, b = D_.shard_range(M, rank, world)
         op = D_.ShardedSVMDualOperator(X[a:b], y[a:b], kernel, C, dtype=F64)
@@ -390,25 +384,11 @@ def _sharded_worker(rank: int, world: int, store: str, out: str) -> None:
         eng = D_.DistributedQuadraticEngine(op, w[a:b].clone(), pair_columns=True)
         kept = eng.correct_face()
         results["step"] = (kept, D_.gather_shards(eng.weights().clone(), op.comm).numpy())
-    finally:
-        if rank == 0:
-            with open(out, "wb") as fh:
-                pickle.dump(results, fh)
-        dist.destroy_process_group()
 
 
 @pytest.fixture(scope="module")
 def sharded(tmp_path_factory):
-    dist = pytest.importorskip("torch.distributed")
-    if not (dist.is_available() and dist.is_gloo_available()):
-        pytest.skip("needs torch.distributed with the gloo backend")
-    mp = pytest.importorskip("torch.multiprocessing")
-    path = tmp_path_factory.mktemp("face")
-    out = path / "results.pkl"
-    mp.spawn(_sharded_worker, args=(WORLD, str(path / "store"), str(out)), nprocs=WORLD,
-             join=True)
-    with open(out, "rb") as fh:
-        return pickle.load(fh)
+    return spawn_ranks(_sharded_worker, tmp_path_factory, "face")
 
 
 @needs_numba

@@ -8,45 +8,24 @@ code, so the fit is the one on the shared matrix bit for bit, whatever the threa
 
 from __future__ import annotations
 
-import warnings
+from functools import partial
 
 import numpy as np
 import pytest
 
-import torchfw as tf
 from torchfw.svm import _dense as D
 from torchfw.svm import _fit as _svc_fit
 from torchfw.svm import _matrix as _svc_matrix
 from torchfw.utils import threads as _threads
+
+from _support import assert_same_fit, fit_recording, graded_classes
 
 pytestmark = pytest.mark.skipif(not D.K.HAVE_NUMBA, reason="the compiled path needs numba")
 
 ROWS = 60  # ROWS_FROM, lowered so that the test's pairs are "large" and quick to solve
 
 
-def _data(m, classes, seed=0):
-    rng = np.random.default_rng(seed)
-    X = rng.normal(size=(m, 5))
-    score = X[:, 0] + 0.5 * X[:, 1] + 0.6 * rng.normal(size=m)
-    y = np.digitize(score, np.quantile(score, np.linspace(0, 1, classes + 1)[1:-1]))
-    return X, y
-
-
-def _fit(X, y, **kw):
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        model = tf.SVC(random_state=0, multi_class="ovo", **kw).fit(X, y)
-    return model, [str(w.message) for w in caught]
-
-
-def _assert_identical(a, b):
-    assert np.array_equal(a.problem_dual_coef_, b.problem_dual_coef_)
-    assert np.array_equal(a.problem_intercept_, b.problem_intercept_)
-    assert np.array_equal(np.asarray(a.n_iter_), np.asarray(b.n_iter_))
-    assert np.array_equal(np.asarray(a.support_), np.asarray(b.support_))
-    for x, z in zip(a.result_, b.result_, strict=True):
-        assert x.history.value == z.history.value and x.history.gap == z.history.gap
-        assert x.history.steps == z.history.steps
+_fit = partial(fit_recording, multi_class="ovo")
 
 
 @pytest.fixture
@@ -83,7 +62,7 @@ def test_pairs_decide_by_their_median_size():
 @pytest.mark.parametrize("solver", ["swap", "pairwise", "partan"])
 def test_large_pairs_read_their_own_rows_and_fit_as_on_the_shared_matrix(rows_from, solver,
                                                                           monkeypatch):
-    X, y = _data(240, 3, seed=1)  # pairs of 160 examples
+    X, y = graded_classes(240, 3, seed=1)  # pairs of 160 examples
     kw = dict(solver=solver, tol=1e-4)
     rows_from(2)
     own, messages = _fit(X, y, **kw)
@@ -96,7 +75,7 @@ def test_large_pairs_read_their_own_rows_and_fit_as_on_the_shared_matrix(rows_fr
     shared, shared_messages = _fit(X, y, **kw)
     assert all("cached_rows" not in r.info for r in shared.result_)
     assert all(r.info["matrix_bytes"] == 240 * 240 * 4 for r in shared.result_)
-    _assert_identical(own, shared)
+    assert_same_fit(own, shared)
     assert messages == shared_messages
     assert np.array_equal(own.predict(X), shared.predict(X))
 
@@ -114,7 +93,7 @@ def test_pairs_largest_first_on_threads_give_the_one_thread_fit(rows_from):
     used = rows_from(2)
     two, two_messages = _fit(X, y, **kw)
     assert used == [2]
-    _assert_identical(one, two)
+    assert_same_fit(one, two)
     assert one_messages == two_messages and len(one_messages) == 6
     assert [r.info.get("cached_rows") for r in two.result_] == \
         [230, 210, 180, 100, 70, None]  # the pair below ROWS: its own full matrix
@@ -123,9 +102,9 @@ def test_pairs_largest_first_on_threads_give_the_one_thread_fit(rows_from):
 def test_a_cache_share_smaller_than_the_pair(rows_from):
     # cache_size holding 40 rows of each of two pairs in flight: the caches evict, and the
     # fit is still the one with room for every row.
-    X, y = _data(240, 3, seed=2)
+    X, y = graded_classes(240, 3, seed=2)
     rows_from(2)
     roomy, _ = _fit(X, y, solver="swap")
     small, _ = _fit(X, y, solver="swap", cache_size=2 * 40 * 160 * 4 / 2**20)
     assert {r.info["cached_rows"] for r in small.result_} == {40}
-    _assert_identical(small, roomy)
+    assert_same_fit(small, roomy)

@@ -18,12 +18,13 @@ import numpy as np
 import pytest
 import torch
 
-import torchfw as tf
 from torchfw.svm import _dense as D
 from torchfw.svm import _fit as _svc_fit
 from torchfw.svm import _matrix as _svc_matrix
 from torchfw.svm.kernels import SVMDualOperator, make_kernel
 from torchfw.utils import threads as _threads
+
+from _support import assert_same_fit, fit_recording, graded_classes
 
 pytestmark = pytest.mark.skipif(not D.K.HAVE_NUMBA, reason="the compiled path needs numba")
 
@@ -50,32 +51,7 @@ def threads(monkeypatch):
     return set_threads
 
 
-def _data(m, classes, seed=0):
-    rng = np.random.default_rng(seed)
-    X = rng.normal(size=(m, 5))
-    score = X[:, 0] + 0.5 * X[:, 1] + 0.6 * rng.normal(size=m)
-    y = np.digitize(score, np.quantile(score, np.linspace(0, 1, classes + 1)[1:-1]))
-    return X, y
-
-
-def _fit(X, y, **kw):
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        model = tf.SVC(random_state=0, **kw).fit(X, y)
-    return model, [str(w.message) for w in caught]
-
-
-def _assert_identical(a, b):
-    assert np.array_equal(a.problem_dual_coef_, b.problem_dual_coef_)
-    assert np.array_equal(a.problem_intercept_, b.problem_intercept_)
-    assert np.array_equal(np.asarray(a.n_iter_), np.asarray(b.n_iter_))
-    assert np.array_equal(np.asarray(a.support_), np.asarray(b.support_))
-    ra = a.result_ if isinstance(a.result_, list) else [a.result_]
-    rb = b.result_ if isinstance(b.result_, list) else [b.result_]
-    for x, z in zip(ra, rb, strict=True):
-        assert x.info["execution"] == "dense"
-        assert x.history.value == z.history.value and x.history.gap == z.history.gap
-        assert x.history.steps == z.history.steps
+_fit = fit_recording
 
 
 @pytest.mark.parametrize(("classes", "kw"), [
@@ -86,7 +62,7 @@ def _assert_identical(a, b):
     (4, {"multi_class": "ovr", "solver": "away", "kernel": "poly", "dtype": torch.float64}),
 ])
 def test_several_threads_fit_the_one_thread_fit_bit_for_bit(threads, classes, kw):
-    X, y = _data(300, classes)
+    X, y = graded_classes(300, classes)
     used = threads(1)
     one, _ = _fit(X, y, **kw)
     assert used and set(used) == {1}
@@ -95,7 +71,7 @@ def test_several_threads_fit_the_one_thread_fit_bit_for_bit(threads, classes, kw
     n_problems = 1 if classes == 2 else len(one.result_)
     # The matrix in three blocks; the problems on min(3, their number) threads.
     assert used[0] == 3 and (n_problems == 1 or used[1] == min(3, n_problems))
-    _assert_identical(one, three)
+    assert_same_fit(one, three, "dense")
 
 
 @pytest.mark.parametrize("solver", ["pairwise", "partan"])
@@ -103,7 +79,7 @@ def test_pairs_with_their_own_matrices_on_threads(threads, solver):
     # cache_size too small for the 300 x 300 matrix (0.34 MB) but holding two pairs' (4 classes:
     # pairs of ~150, 0.09 MB each): each pair's matrix, start and solve go to the pool, on at
     # most two threads (the matrices in flight fit cache_size together).
-    X, y = _data(300, 4, seed=2)
+    X, y = graded_classes(300, 4, seed=2)
     kw = dict(multi_class="ovo", solver=solver, cache_size=0.2)
     threads(1)
     one, _ = _fit(X, y, **kw)
@@ -112,11 +88,11 @@ def test_pairs_with_their_own_matrices_on_threads(threads, solver):
     assert used[0] == 2 and set(used[1:]) == {1}  # each pair's rows on its worker alone
     pair_bytes = [r.info["matrix_bytes"] for r in one.result_]
     assert set(pair_bytes) == {150 * 150 * 4}  # each pair its own matrix
-    _assert_identical(one, three)
+    assert_same_fit(one, three, "dense")
 
 
 def test_warm_start_and_warnings_in_problem_order(threads):
-    X, y = _data(240, 4, seed=1)
+    X, y = graded_classes(240, 4, seed=1)
     kw = dict(multi_class="ovr", solver="fw", max_iter=15)  # every problem stops at max_iter
     fits = {}
     for n in (1, 3):
@@ -128,7 +104,7 @@ def test_warm_start_and_warnings_in_problem_order(threads):
             warnings.simplefilter("ignore")
             model.set_params(max_iter=40).fit(X, y)  # from the previous dual vectors
         fits[n] = (model, messages, alphas)
-    _assert_identical(fits[1][0], fits[3][0])
+    assert_same_fit(fits[1][0], fits[3][0], "dense")
     assert fits[1][1] == fits[3][1]  # the same warnings, in the same order
     assert all(torch.equal(a, b) for a, b in zip(fits[1][2], fits[3][2], strict=True))
 
