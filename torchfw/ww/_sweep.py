@@ -30,7 +30,7 @@ from ._blocks import (
     walrus_single,
 )
 
-__all__ = ["ww_epoch", "ww_objectives", "skip_smallest"]
+__all__ = ["ww_epoch", "ww_objectives", "skip_smallest", "visit_set"]
 
 
 # --------------------------------------------------------------------------------------------
@@ -515,6 +515,49 @@ def _ww_objectives_py(indptr, indices, data, y, W, bsum, C, scores):
 
 
 ww_objectives = _jit(_ww_objectives_py)
+
+
+def _visit_set_py(sqnorm, skip, n_act, bsum, gblk, visited, out):
+    """The blocks a shrunk sweep works on, into ``out``; returns their number.
+
+    Does to every other block what :func:`ww_epoch` would do on its visit: a skipped block
+    (``skip > 0``) counts its skip down, a block with every slot shrunk at 0 gets a zero gap
+    share (its visit computes nothing), an all-zero row is passed over. ``visited`` receives
+    ``skip == 0`` as it was before the sweep (what the skip policy reads after it).
+    """
+    n_out = 0
+    for i in range(skip.shape[0]):
+        visited[i] = skip[i] == 0
+        if sqnorm[i] <= 0.0:
+            continue
+        if skip[i] > 0:
+            skip[i] -= 1
+            continue
+        if n_act[i] == 0 and bsum[i] == 0.0:
+            gblk[i] = 0.0
+            continue
+        out[n_out] = i
+        n_out += 1
+    return n_out
+
+
+_visit_set = _jit(_visit_set_py)
+
+
+def visit_set(sqnorm: np.ndarray, skip: np.ndarray, n_act: np.ndarray, bsum: np.ndarray,
+              gblk: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``(blocks, visited)``: the blocks the next shrunk sweep computes (index order) and the
+    mask of blocks not skipped, after passing over the others (:func:`_visit_set_py`).
+
+    A sweep over ``blocks`` alone, in any order, does what a sweep over every block in that
+    relative order does: the blocks left out would only have been counted down or zeroed.
+    On dna late in a fit about a quarter of the blocks are computed.
+    """
+    n = skip.shape[0]
+    visited = np.empty(n, dtype=np.bool_)
+    out = np.empty(n, dtype=np.int64)
+    m = _visit_set(sqnorm, skip, n_act, bsum, gblk, visited, out)
+    return out[:m], visited
 
 
 def _positive_shares_py(shares, visited):
