@@ -178,8 +178,8 @@ def test_uncompiled_epoch_equals_compiled(thr):
 
 @pytest.mark.parametrize("k", [2, 3, 4, 5])
 def test_few_classes_scores_path(k):
-    """With k <= 4 the scores are summed in registers (_few_scores): plain BCD's compiled
-    sweeps equal the per-block Python path over the same orders (its scores a NumPy product),
+    """With k <= 4 the scores are summed in registers (written out in ww_epoch and _ww_loss):
+    plain BCD's compiled sweeps equal the per-block Python path over the same orders (its scores a NumPy product),
     and the gap check's primal equals the one computed from scratch in NumPy (k = 5 takes the
     general loop, for comparison)."""
     X, y = blobs(n=120, d=9, k=k, seed=40 + k, sep=1.0)

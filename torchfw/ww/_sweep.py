@@ -52,50 +52,12 @@ def _hinge_sum_py(scores, yi):
 _hinge_sum = _jit(_hinge_sum_py)
 
 
-def _few_scores_py(W, indices, data, start, stop, scores):
-    """``scores[c] = sum_p data[p] W[indices[p], c]`` over ``p in [start, stop)``, for ``k <= 4``
-    classes, each sum in a register.
-
-    The general loop adds into ``scores[c]`` in memory, which the compiler cannot keep in a
-    register (``scores`` might alias ``W``), and its inner loop over ``k`` classes is set up
-    for vectorizing: for k = 3 most of its instructions per nonzero were bookkeeping. The sums
-    run over ``p`` in the same order, so the scores are the same numbers.
-    """
-    k = W.shape[1]
-    s0 = 0.0
-    s1 = 0.0
-    s2 = 0.0
-    s3 = 0.0
-    if k == 2:
-        for p in range(start, stop):
-            xv = data[p]
-            f = indices[p]
-            s0 += xv * W[f, 0]
-            s1 += xv * W[f, 1]
-    elif k == 3:
-        for p in range(start, stop):
-            xv = data[p]
-            f = indices[p]
-            s0 += xv * W[f, 0]
-            s1 += xv * W[f, 1]
-            s2 += xv * W[f, 2]
-    else:
-        for p in range(start, stop):
-            xv = data[p]
-            f = indices[p]
-            s0 += xv * W[f, 0]
-            s1 += xv * W[f, 1]
-            s2 += xv * W[f, 2]
-            s3 += xv * W[f, 3]
-    scores[0] = s0
-    scores[1] = s1
-    if k > 2:
-        scores[2] = s2
-    if k > 3:
-        scores[3] = s3
-
-
-_few_scores = _jit(_few_scores_py)
+# Why some loops below are written out instead of calling a helper: numba passes each array
+# argument of a compiled call (inlined or not, when its body branches) with its reference count
+# raised on entry and lowered on exit, two atomic instructions per array that also wait for the
+# store buffer to drain -- after a block's W update, dozens of stores. For the register sums of
+# k <= 4 classes (below, in ww_epoch and _ww_loss) that was 8 atomics per worked block: writing
+# them out took a shrunk sweep of dna from 168 to 152 us.
 
 
 #: Visits ahead whose per-block numbers (skip, norms, list length, sum, row start, label) are
@@ -298,7 +260,40 @@ def _ww_epoch_py(indptr, indices, data, sqnorm, y, order, W, beta, bsum, C, meth
             # many slots listed: all k scores, a contiguous vectorized loop over each row, is
             # cheaper than gathering (sector: sweeps gathering ~72 of 104 classes took 1.4x longer)
             if k <= 4 and not pf:
-                _few_scores(W, indices, data, start, stop, scores)
+                # the scores of k <= 4 classes, each summed in a register (scores might alias
+                # W, so a sum into scores[c] would be stored and reloaded at every nonzero),
+                # in the order of the general loop: the same numbers
+                f0 = 0.0
+                f1 = 0.0
+                f2 = 0.0
+                f3 = 0.0
+                if k == 2:
+                    for p in range(start, stop):
+                        xv = data[p]
+                        f = indices[p]
+                        f0 += xv * W[f, 0]
+                        f1 += xv * W[f, 1]
+                elif k == 3:
+                    for p in range(start, stop):
+                        xv = data[p]
+                        f = indices[p]
+                        f0 += xv * W[f, 0]
+                        f1 += xv * W[f, 1]
+                        f2 += xv * W[f, 2]
+                else:
+                    for p in range(start, stop):
+                        xv = data[p]
+                        f = indices[p]
+                        f0 += xv * W[f, 0]
+                        f1 += xv * W[f, 1]
+                        f2 += xv * W[f, 2]
+                        f3 += xv * W[f, 3]
+                scores[0] = f0
+                scores[1] = f1
+                if k > 2:
+                    scores[2] = f2
+                if k > 3:
+                    scores[3] = f3
             else:
                 for c in range(k):
                     scores[c] = 0.0
@@ -443,12 +438,36 @@ def _ww_epoch_py(indptr, indices, data, sqnorm, y, order, W, beta, bsum, C, meth
                         scores[c] += xv * row[c]
                 _screen_record(scores, yi, i, k, bnd, off, rb, gmin)
             continue
-        for p in range(start, stop):
-            xv = data[p]
-            row = W[indices[p]]
-            row[yi] += xv * uy
-            for r in range(n_c):
-                row[changed[r]] += xv * u[r]
+        # W += x_i u^T. With one or two classes changed (every block of dna, most late ones
+        # elsewhere) their indices and steps stay in registers; the general loop reloads
+        # changed[r] and u[r] after every store into W (the arrays might overlap). Each weight
+        # gets the same single addition either way.
+        if n_c == 1:
+            c0 = changed[0]
+            u0 = u[0]
+            for p in range(start, stop):
+                xv = data[p]
+                f = indices[p]
+                W[f, yi] += xv * uy
+                W[f, c0] += xv * u0
+        elif n_c == 2:
+            c0 = changed[0]
+            u0 = u[0]
+            c1 = changed[1]
+            u1 = u[1]
+            for p in range(start, stop):
+                xv = data[p]
+                f = indices[p]
+                W[f, yi] += xv * uy
+                W[f, c0] += xv * u0
+                W[f, c1] += xv * u1
+        else:
+            for p in range(start, stop):
+                xv = data[p]
+                row = W[indices[p]]
+                row[yi] += xv * uy
+                for r in range(n_c):
+                    row[changed[r]] += xv * u[r]
     est[0] = loss_est
     est[1] = wn
     est[2] = pg_max
@@ -470,8 +489,38 @@ def _ww_loss_py(indptr, indices, data, y, W, lo, hi, scores):
     pf = W.shape[0] * W.shape[1] >= PREFETCH_MIN_WEIGHTS
     few = k <= 4 and not pf
     for i in range(lo, hi):
-        if few:
-            _few_scores(W, indices, data, indptr[i], indptr[i + 1], scores)
+        if few:  # as in ww_epoch: register sums, written out
+            f0 = 0.0
+            f1 = 0.0
+            f2 = 0.0
+            f3 = 0.0
+            if k == 2:
+                for p in range(indptr[i], indptr[i + 1]):
+                    xv = data[p]
+                    f = indices[p]
+                    f0 += xv * W[f, 0]
+                    f1 += xv * W[f, 1]
+            elif k == 3:
+                for p in range(indptr[i], indptr[i + 1]):
+                    xv = data[p]
+                    f = indices[p]
+                    f0 += xv * W[f, 0]
+                    f1 += xv * W[f, 1]
+                    f2 += xv * W[f, 2]
+            else:
+                for p in range(indptr[i], indptr[i + 1]):
+                    xv = data[p]
+                    f = indices[p]
+                    f0 += xv * W[f, 0]
+                    f1 += xv * W[f, 1]
+                    f2 += xv * W[f, 2]
+                    f3 += xv * W[f, 3]
+            scores[0] = f0
+            scores[1] = f1
+            if k > 2:
+                scores[2] = f2
+            if k > 3:
+                scores[3] = f3
         else:
             for c in range(k):
                 scores[c] = 0.0
