@@ -56,8 +56,8 @@ _hinge_sum = _jit(_hinge_sum_py)
 # argument of a compiled call (inlined or not, when its body branches) with its reference count
 # raised on entry and lowered on exit, two atomic instructions per array that also wait for the
 # store buffer to drain -- after a block's W update, dozens of stores. For the register sums of
-# k <= 4 classes (below, in ww_epoch and _ww_loss) that was 8 atomics per worked block: writing
-# them out took a shrunk sweep of dna from 168 to 152 us.
+# k <= 8 classes (below, in ww_epoch and _ww_loss) a helper cost 8 atomics per worked block:
+# written out, a shrunk sweep of dna took 152 us instead of 168.
 
 
 #: Visits ahead whose per-block numbers (skip, norms, list length, sum, row start, label) are
@@ -260,9 +260,9 @@ def _ww_epoch_py(indptr, indices, data, sqnorm, y, order, W, beta, bsum, C, meth
             # many slots listed: all k scores, a contiguous vectorized loop over each row, is
             # cheaper than gathering (sector: sweeps gathering ~72 of 104 classes took 1.4x longer)
             if k <= 4 and not pf:
-                # the scores of k <= 4 classes, each summed in a register (scores might alias
-                # W, so a sum into scores[c] would be stored and reloaded at every nonzero),
-                # in the order of the general loop: the same numbers
+                # the scores of k <= 8 classes, each summed in a register (scores might alias
+                # W, so a sum into scores[c] is stored and reloaded at every nonzero), in the
+                # order of the general loop: the same numbers
                 f0 = 0.0
                 f1 = 0.0
                 f2 = 0.0
@@ -294,6 +294,42 @@ def _ww_epoch_py(indptr, indices, data, sqnorm, y, order, W, beta, bsum, C, meth
                     scores[2] = f2
                 if k > 3:
                     scores[3] = f3
+            elif k <= 8 and not pf:
+                # 5-8 classes: eight register sums in one loop; the slots past class k-1 read class
+                # k-1's weights again (those sums are dropped), so one loop serves every such k
+                g5 = 5 if k > 5 else k - 1
+                g6 = 6 if k > 6 else k - 1
+                g7 = 7 if k > 7 else k - 1
+                f0 = 0.0
+                f1 = 0.0
+                f2 = 0.0
+                f3 = 0.0
+                f4 = 0.0
+                f5 = 0.0
+                f6 = 0.0
+                f7 = 0.0
+                for p in range(start, stop):
+                    xv = data[p]
+                    f = indices[p]
+                    f0 += xv * W[f, 0]
+                    f1 += xv * W[f, 1]
+                    f2 += xv * W[f, 2]
+                    f3 += xv * W[f, 3]
+                    f4 += xv * W[f, 4]
+                    f5 += xv * W[f, g5]
+                    f6 += xv * W[f, g6]
+                    f7 += xv * W[f, g7]
+                scores[0] = f0
+                scores[1] = f1
+                scores[2] = f2
+                scores[3] = f3
+                scores[4] = f4
+                if k > 5:
+                    scores[5] = f5
+                if k > 6:
+                    scores[6] = f6
+                if k > 7:
+                    scores[7] = f7
             else:
                 for c in range(k):
                     scores[c] = 0.0
@@ -487,9 +523,8 @@ def _ww_loss_py(indptr, indices, data, y, W, lo, hi, scores):
     loss = 0.0
     last = indptr[hi]
     pf = W.shape[0] * W.shape[1] >= PREFETCH_MIN_WEIGHTS
-    few = k <= 4 and not pf
     for i in range(lo, hi):
-        if few:  # as in ww_epoch: register sums, written out
+        if k <= 4 and not pf:  # as in ww_epoch: register sums, written out
             f0 = 0.0
             f1 = 0.0
             f2 = 0.0
@@ -521,6 +556,42 @@ def _ww_loss_py(indptr, indices, data, y, W, lo, hi, scores):
                 scores[2] = f2
             if k > 3:
                 scores[3] = f3
+        elif k <= 8 and not pf:
+            # 5-8 classes: eight register sums in one loop; the slots past class k-1 read class
+            # k-1's weights again (those sums are dropped), so one loop serves every such k
+            g5 = 5 if k > 5 else k - 1
+            g6 = 6 if k > 6 else k - 1
+            g7 = 7 if k > 7 else k - 1
+            f0 = 0.0
+            f1 = 0.0
+            f2 = 0.0
+            f3 = 0.0
+            f4 = 0.0
+            f5 = 0.0
+            f6 = 0.0
+            f7 = 0.0
+            for p in range(indptr[i], indptr[i + 1]):
+                xv = data[p]
+                f = indices[p]
+                f0 += xv * W[f, 0]
+                f1 += xv * W[f, 1]
+                f2 += xv * W[f, 2]
+                f3 += xv * W[f, 3]
+                f4 += xv * W[f, 4]
+                f5 += xv * W[f, g5]
+                f6 += xv * W[f, g6]
+                f7 += xv * W[f, g7]
+            scores[0] = f0
+            scores[1] = f1
+            scores[2] = f2
+            scores[3] = f3
+            scores[4] = f4
+            if k > 5:
+                scores[5] = f5
+            if k > 6:
+                scores[6] = f6
+            if k > 7:
+                scores[7] = f7
         else:
             for c in range(k):
                 scores[c] = 0.0
