@@ -474,7 +474,7 @@ def _ww_epoch_py(indptr, indices, data, sqnorm, y, order, W, beta, bsum, C, meth
                         scores[c] += xv * row[c]
                 _screen_record(scores, yi, i, k, bnd, off, rb, gmin)
             continue
-        # W += x_i u^T. With one or two classes changed (every block of dna, most late ones
+        # W += x_i u^T. With one to three classes changed (every block of dna, most late ones
         # elsewhere) their indices and steps stay in registers; the general loop reloads
         # changed[r] and u[r] after every store into W (the arrays might overlap). Each weight
         # gets the same single addition either way.
@@ -497,6 +497,20 @@ def _ww_epoch_py(indptr, indices, data, sqnorm, y, order, W, beta, bsum, C, meth
                 W[f, yi] += xv * uy
                 W[f, c0] += xv * u0
                 W[f, c1] += xv * u1
+        elif n_c == 3:
+            c0 = changed[0]
+            u0 = u[0]
+            c1 = changed[1]
+            u1 = u[1]
+            c2 = changed[2]
+            u2 = u[2]
+            for p in range(start, stop):
+                xv = data[p]
+                f = indices[p]
+                W[f, yi] += xv * uy
+                W[f, c0] += xv * u0
+                W[f, c1] += xv * u1
+                W[f, c2] += xv * u2
         else:
             for p in range(start, stop):
                 xv = data[p]
