@@ -176,12 +176,13 @@ def test_uncompiled_epoch_equals_compiled(thr):
         assert (runs[1][3] > 0).any()
 
 
-@pytest.mark.parametrize("k", [2, 3, 4, 5])
+@pytest.mark.parametrize("k", [2, 3, 4, 5, 6, 8, 9])
 def test_few_classes_scores_path(k):
-    """With k <= 4 the scores are summed in registers (_few_scores): plain BCD's compiled
-    sweeps equal the per-block Python path over the same orders (its scores a NumPy product),
-    and the gap check's primal equals the one computed from scratch in NumPy (k = 5 takes the
-    general loop, for comparison)."""
+    """With k <= 8 the scores are summed in registers (written out in ww_epoch and _ww_loss;
+    one loop for k <= 4, one for 5-8 that reads class k-1 again in the spare slots): plain
+    BCD's compiled sweeps equal the per-block Python path over the same orders (its scores a
+    NumPy product), and the gap check's primal equals the one computed from scratch in NumPy
+    (k = 9 takes the general loop, for comparison)."""
     X, y = blobs(n=120, d=9, k=k, seed=40 + k, sep=1.0)
     orders = np.random.default_rng(k).permuted(np.tile(np.arange(120), (6, 1)), axis=1)
     compiled = WWDualProblem(_as_csr(X), y, k, 0.6)

@@ -130,6 +130,18 @@ class BlockProblem:
         the gap is checked. Default: ignored.
         """
 
+    def visit_set(self) -> np.ndarray | None:
+        """The blocks the next epoch must visit, when the problem knows it passes over the
+        others; ``None`` (the default) for all of them.
+
+        Called once before each shuffled epoch; the epoch then visits exactly these blocks, in
+        a uniformly random order of their own (shuffling a few hundred active blocks instead of
+        permuting them all and skipping the rest, as LIBLINEAR shuffles its active set only).
+        A problem returning a set takes on what the epoch would have done to the blocks left
+        out (e.g. counting down their skips).
+        """
+        return None
+
     def sweep(self, order: np.ndarray, block_solver: str, fw_steps: int) -> int | None:
         """Run one epoch over ``order`` in one call (e.g. compiled); ``None`` if unsupported.
 
@@ -156,7 +168,8 @@ class BlockCoordinateDescent:
     max_iter : int, default 1000
         Maximum number of epochs.
     shuffle : bool, default True
-        Visit the blocks in a fresh uniformly random order every epoch (otherwise cyclically).
+        Visit the blocks in a fresh uniformly random order every epoch (otherwise cyclically):
+        all of them, or the problem's :meth:`BlockProblem.visit_set` when it gives one.
     random_state : int, optional
         Seed of the orders (NumPy ``default_rng``): the same seed gives the same orders, so two
         block solvers can be compared on identical trajectories.
@@ -307,7 +320,12 @@ class BlockCoordinateDescent:
             bar = GapProgress(type(self).__name__, unit="epoch")
         try:
             for epoch in range(1, self.max_iter + 1):
-                order = rng.permutation(n) if self.shuffle else np.arange(n)
+                visit = problem.visit_set() if self.shuffle else None
+                if visit is not None:
+                    rng.shuffle(visit)
+                    order = visit
+                else:
+                    order = rng.permutation(n) if self.shuffle else np.arange(n)
                 changed = problem.sweep(order, self.block_solver, self.fw_steps)
                 if changed is None:
                     changed = self._python_sweep(problem, order)

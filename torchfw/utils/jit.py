@@ -35,7 +35,7 @@ __all__ = ["HAVE_NUMBA", "numba", "njit", "compiled_kernels", "set_deferred", "c
            "package_digest", "sources_digest"]
 
 
-def njit(fn, *, fastmath: bool = False, fallback: bool = False):
+def njit(fn, *, fastmath: bool = False, fallback: bool = False, inline: bool = False):
     """``fn`` compiled in nopython mode (cached on disk, GIL released, no bounds checks).
 
     Parameters
@@ -48,10 +48,16 @@ def njit(fn, *, fastmath: bool = False, fallback: bool = False):
     fallback : bool, default False
         Without numba, return ``fn`` itself (it then runs in the interpreter) instead of
         ``None`` (callers that have a PyTorch path test for ``None``).
+    inline : bool, default False
+        Inline ``fn`` into its compiled callers (numba's ``inline="always"``). A compiled call
+        to a function of another module passes every array argument with its reference count
+        raised and lowered around it, atomic instructions that LLVM cannot remove across the
+        call. The function still runs on its own when called from Python.
     """
     if not HAVE_NUMBA:
         return fn if fallback else None
-    dispatcher = numba.njit(cache=True, nogil=True, boundscheck=False, fastmath=fastmath)(fn)
+    dispatcher = numba.njit(cache=True, nogil=True, boundscheck=False, fastmath=fastmath,
+                            inline="always" if inline else "never")(fn)
     _stamp_with_package(dispatcher)
     return dispatcher
 

@@ -321,7 +321,7 @@ def _walrus_bisect_py(v, m, C, out, vmax, scale):
 
 
 _walrus_bisect = _jit(_walrus_bisect_py)
-walrus_single = _jit(_walrus_py)
+walrus_single = njit(_walrus_py, fallback=True, inline=True)
 
 
 # --------------------------------------------------------------------------------------------

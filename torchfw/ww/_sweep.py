@@ -30,7 +30,7 @@ from ._blocks import (
     walrus_single,
 )
 
-__all__ = ["ww_epoch", "ww_objectives", "skip_smallest"]
+__all__ = ["ww_epoch", "ww_objectives", "skip_smallest", "visit_set"]
 
 
 # --------------------------------------------------------------------------------------------
@@ -52,50 +52,12 @@ def _hinge_sum_py(scores, yi):
 _hinge_sum = _jit(_hinge_sum_py)
 
 
-def _few_scores_py(W, indices, data, start, stop, scores):
-    """``scores[c] = sum_p data[p] W[indices[p], c]`` over ``p in [start, stop)``, for ``k <= 4``
-    classes, each sum in a register.
-
-    The general loop adds into ``scores[c]`` in memory, which the compiler cannot keep in a
-    register (``scores`` might alias ``W``), and its inner loop over ``k`` classes is set up
-    for vectorizing: for k = 3 most of its instructions per nonzero were bookkeeping. The sums
-    run over ``p`` in the same order, so the scores are the same numbers.
-    """
-    k = W.shape[1]
-    s0 = 0.0
-    s1 = 0.0
-    s2 = 0.0
-    s3 = 0.0
-    if k == 2:
-        for p in range(start, stop):
-            xv = data[p]
-            f = indices[p]
-            s0 += xv * W[f, 0]
-            s1 += xv * W[f, 1]
-    elif k == 3:
-        for p in range(start, stop):
-            xv = data[p]
-            f = indices[p]
-            s0 += xv * W[f, 0]
-            s1 += xv * W[f, 1]
-            s2 += xv * W[f, 2]
-    else:
-        for p in range(start, stop):
-            xv = data[p]
-            f = indices[p]
-            s0 += xv * W[f, 0]
-            s1 += xv * W[f, 1]
-            s2 += xv * W[f, 2]
-            s3 += xv * W[f, 3]
-    scores[0] = s0
-    scores[1] = s1
-    if k > 2:
-        scores[2] = s2
-    if k > 3:
-        scores[3] = s3
-
-
-_few_scores = _jit(_few_scores_py)
+# Why some loops below are written out instead of calling a helper: numba passes each array
+# argument of a compiled call (inlined or not, when its body branches) with its reference count
+# raised on entry and lowered on exit, two atomic instructions per array that also wait for the
+# store buffer to drain -- after a block's W update, dozens of stores. For the register sums of
+# k <= 8 classes (below, in ww_epoch and _ww_loss) a helper cost 8 atomics per worked block:
+# written out, a shrunk sweep of dna took 152 us instead of 168.
 
 
 #: Visits ahead whose per-block numbers (skip, norms, list length, sum, row start, label) are
@@ -298,7 +260,76 @@ def _ww_epoch_py(indptr, indices, data, sqnorm, y, order, W, beta, bsum, C, meth
             # many slots listed: all k scores, a contiguous vectorized loop over each row, is
             # cheaper than gathering (sector: sweeps gathering ~72 of 104 classes took 1.4x longer)
             if k <= 4 and not pf:
-                _few_scores(W, indices, data, start, stop, scores)
+                # the scores of k <= 8 classes, each summed in a register (scores might alias
+                # W, so a sum into scores[c] is stored and reloaded at every nonzero), in the
+                # order of the general loop: the same numbers
+                f0 = 0.0
+                f1 = 0.0
+                f2 = 0.0
+                f3 = 0.0
+                if k == 2:
+                    for p in range(start, stop):
+                        xv = data[p]
+                        f = indices[p]
+                        f0 += xv * W[f, 0]
+                        f1 += xv * W[f, 1]
+                elif k == 3:
+                    for p in range(start, stop):
+                        xv = data[p]
+                        f = indices[p]
+                        f0 += xv * W[f, 0]
+                        f1 += xv * W[f, 1]
+                        f2 += xv * W[f, 2]
+                else:
+                    for p in range(start, stop):
+                        xv = data[p]
+                        f = indices[p]
+                        f0 += xv * W[f, 0]
+                        f1 += xv * W[f, 1]
+                        f2 += xv * W[f, 2]
+                        f3 += xv * W[f, 3]
+                scores[0] = f0
+                scores[1] = f1
+                if k > 2:
+                    scores[2] = f2
+                if k > 3:
+                    scores[3] = f3
+            elif k <= 8 and not pf:
+                # 5-8 classes: eight register sums in one loop; the slots past class k-1 read class
+                # k-1's weights again (those sums are dropped), so one loop serves every such k
+                g5 = 5 if k > 5 else k - 1
+                g6 = 6 if k > 6 else k - 1
+                g7 = 7 if k > 7 else k - 1
+                f0 = 0.0
+                f1 = 0.0
+                f2 = 0.0
+                f3 = 0.0
+                f4 = 0.0
+                f5 = 0.0
+                f6 = 0.0
+                f7 = 0.0
+                for p in range(start, stop):
+                    xv = data[p]
+                    f = indices[p]
+                    f0 += xv * W[f, 0]
+                    f1 += xv * W[f, 1]
+                    f2 += xv * W[f, 2]
+                    f3 += xv * W[f, 3]
+                    f4 += xv * W[f, 4]
+                    f5 += xv * W[f, g5]
+                    f6 += xv * W[f, g6]
+                    f7 += xv * W[f, g7]
+                scores[0] = f0
+                scores[1] = f1
+                scores[2] = f2
+                scores[3] = f3
+                scores[4] = f4
+                if k > 5:
+                    scores[5] = f5
+                if k > 6:
+                    scores[6] = f6
+                if k > 7:
+                    scores[7] = f7
             else:
                 for c in range(k):
                     scores[c] = 0.0
@@ -443,12 +474,50 @@ def _ww_epoch_py(indptr, indices, data, sqnorm, y, order, W, beta, bsum, C, meth
                         scores[c] += xv * row[c]
                 _screen_record(scores, yi, i, k, bnd, off, rb, gmin)
             continue
-        for p in range(start, stop):
-            xv = data[p]
-            row = W[indices[p]]
-            row[yi] += xv * uy
-            for r in range(n_c):
-                row[changed[r]] += xv * u[r]
+        # W += x_i u^T. With one to three classes changed (every block of dna, most late ones
+        # elsewhere) their indices and steps stay in registers; the general loop reloads
+        # changed[r] and u[r] after every store into W (the arrays might overlap). Each weight
+        # gets the same single addition either way.
+        if n_c == 1:
+            c0 = changed[0]
+            u0 = u[0]
+            for p in range(start, stop):
+                xv = data[p]
+                f = indices[p]
+                W[f, yi] += xv * uy
+                W[f, c0] += xv * u0
+        elif n_c == 2:
+            c0 = changed[0]
+            u0 = u[0]
+            c1 = changed[1]
+            u1 = u[1]
+            for p in range(start, stop):
+                xv = data[p]
+                f = indices[p]
+                W[f, yi] += xv * uy
+                W[f, c0] += xv * u0
+                W[f, c1] += xv * u1
+        elif n_c == 3:
+            c0 = changed[0]
+            u0 = u[0]
+            c1 = changed[1]
+            u1 = u[1]
+            c2 = changed[2]
+            u2 = u[2]
+            for p in range(start, stop):
+                xv = data[p]
+                f = indices[p]
+                W[f, yi] += xv * uy
+                W[f, c0] += xv * u0
+                W[f, c1] += xv * u1
+                W[f, c2] += xv * u2
+        else:
+            for p in range(start, stop):
+                xv = data[p]
+                row = W[indices[p]]
+                row[yi] += xv * uy
+                for r in range(n_c):
+                    row[changed[r]] += xv * u[r]
     est[0] = loss_est
     est[1] = wn
     est[2] = pg_max
@@ -468,10 +537,75 @@ def _ww_loss_py(indptr, indices, data, y, W, lo, hi, scores):
     loss = 0.0
     last = indptr[hi]
     pf = W.shape[0] * W.shape[1] >= PREFETCH_MIN_WEIGHTS
-    few = k <= 4 and not pf
     for i in range(lo, hi):
-        if few:
-            _few_scores(W, indices, data, indptr[i], indptr[i + 1], scores)
+        if k <= 4 and not pf:  # as in ww_epoch: register sums, written out
+            f0 = 0.0
+            f1 = 0.0
+            f2 = 0.0
+            f3 = 0.0
+            if k == 2:
+                for p in range(indptr[i], indptr[i + 1]):
+                    xv = data[p]
+                    f = indices[p]
+                    f0 += xv * W[f, 0]
+                    f1 += xv * W[f, 1]
+            elif k == 3:
+                for p in range(indptr[i], indptr[i + 1]):
+                    xv = data[p]
+                    f = indices[p]
+                    f0 += xv * W[f, 0]
+                    f1 += xv * W[f, 1]
+                    f2 += xv * W[f, 2]
+            else:
+                for p in range(indptr[i], indptr[i + 1]):
+                    xv = data[p]
+                    f = indices[p]
+                    f0 += xv * W[f, 0]
+                    f1 += xv * W[f, 1]
+                    f2 += xv * W[f, 2]
+                    f3 += xv * W[f, 3]
+            scores[0] = f0
+            scores[1] = f1
+            if k > 2:
+                scores[2] = f2
+            if k > 3:
+                scores[3] = f3
+        elif k <= 8 and not pf:
+            # 5-8 classes: eight register sums in one loop; the slots past class k-1 read class
+            # k-1's weights again (those sums are dropped), so one loop serves every such k
+            g5 = 5 if k > 5 else k - 1
+            g6 = 6 if k > 6 else k - 1
+            g7 = 7 if k > 7 else k - 1
+            f0 = 0.0
+            f1 = 0.0
+            f2 = 0.0
+            f3 = 0.0
+            f4 = 0.0
+            f5 = 0.0
+            f6 = 0.0
+            f7 = 0.0
+            for p in range(indptr[i], indptr[i + 1]):
+                xv = data[p]
+                f = indices[p]
+                f0 += xv * W[f, 0]
+                f1 += xv * W[f, 1]
+                f2 += xv * W[f, 2]
+                f3 += xv * W[f, 3]
+                f4 += xv * W[f, 4]
+                f5 += xv * W[f, g5]
+                f6 += xv * W[f, g6]
+                f7 += xv * W[f, g7]
+            scores[0] = f0
+            scores[1] = f1
+            scores[2] = f2
+            scores[3] = f3
+            scores[4] = f4
+            if k > 5:
+                scores[5] = f5
+            if k > 6:
+                scores[6] = f6
+            if k > 7:
+                scores[7] = f7
         else:
             for c in range(k):
                 scores[c] = 0.0
@@ -515,6 +649,49 @@ def _ww_objectives_py(indptr, indices, data, y, W, bsum, C, scores):
 
 
 ww_objectives = _jit(_ww_objectives_py)
+
+
+def _visit_set_py(sqnorm, skip, n_act, bsum, gblk, visited, out):
+    """The blocks a shrunk sweep works on, into ``out``; returns their number.
+
+    Does to every other block what :func:`ww_epoch` would do on its visit: a skipped block
+    (``skip > 0``) counts its skip down, a block with every slot shrunk at 0 gets a zero gap
+    share (its visit computes nothing), an all-zero row is passed over. ``visited`` receives
+    ``skip == 0`` as it was before the sweep (what the skip policy reads after it).
+    """
+    n_out = 0
+    for i in range(skip.shape[0]):
+        visited[i] = skip[i] == 0
+        if sqnorm[i] <= 0.0:
+            continue
+        if skip[i] > 0:
+            skip[i] -= 1
+            continue
+        if n_act[i] == 0 and bsum[i] == 0.0:
+            gblk[i] = 0.0
+            continue
+        out[n_out] = i
+        n_out += 1
+    return n_out
+
+
+_visit_set = _jit(_visit_set_py)
+
+
+def visit_set(sqnorm: np.ndarray, skip: np.ndarray, n_act: np.ndarray, bsum: np.ndarray,
+              gblk: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``(blocks, visited)``: the blocks the next shrunk sweep computes (index order) and the
+    mask of blocks not skipped, after passing over the others (:func:`_visit_set_py`).
+
+    A sweep over ``blocks`` alone, in any order, does what a sweep over every block in that
+    relative order does: the blocks left out would only have been counted down or zeroed.
+    On dna late in a fit about a quarter of the blocks are computed.
+    """
+    n = skip.shape[0]
+    visited = np.empty(n, dtype=np.bool_)
+    out = np.empty(n, dtype=np.int64)
+    m = _visit_set(sqnorm, skip, n_act, bsum, gblk, visited, out)
+    return out[:m], visited
 
 
 def _positive_shares_py(shares, visited):

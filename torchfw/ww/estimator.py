@@ -125,7 +125,8 @@ class WestonWatkinsSVC(BaseEstimator):
         exact line search per block visit (inexact BCD, slower to converge; for comparison).
     random_state : int, optional
         Seed of the per-epoch permutations. Two fits with the same seed visit the examples in the
-        same orders, whatever the subproblem solver.
+        same orders, whatever the subproblem solver (with ``shrinking="heuristic"``, the shrunk
+        sweeps shuffle only the examples they work on, which depend on the iterates).
     verbose : bool, default False
         Progress bar over epochs with the duality gap.
     device : str or torch.device, optional
