@@ -45,6 +45,13 @@ def _assert_identical(a, b):
     assert np.array_equal(np.asarray(a.n_iter_), np.asarray(b.n_iter_))
     assert np.array_equal(np.asarray(a.support_), np.asarray(b.support_))
     for x, z in zip(a.result_, b.result_, strict=True):
+        assert x.value == z.value and x.gap == z.gap and x.best_gap == z.best_gap
+        if x.info.get("batched pairs") or z.info.get("batched pairs"):
+            # a pair solved in a compiled block keeps its last check only
+            # (torchfw.svm._pairs.PairResults): the same one
+            assert x.history.value[-1] == z.history.value[-1]
+            assert x.history.gap[-1] == z.history.gap[-1]
+            continue
         assert x.history.value == z.history.value and x.history.gap == z.history.gap
         assert x.history.steps == z.history.steps
 

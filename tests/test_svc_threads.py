@@ -22,6 +22,7 @@ import torchfw as tf
 from torchfw.svm import _dense as D
 from torchfw.svm import _fit as _svc_fit
 from torchfw.svm import _matrix as _svc_matrix
+from torchfw.svm import _pairs as _svc_pairs
 from torchfw.svm.kernels import SVMDualOperator, make_kernel
 from torchfw.utils import threads as _threads
 
@@ -41,6 +42,7 @@ def threads(monkeypatch):
 
     monkeypatch.setattr(_svc_matrix, "parallel_map", spy)
     monkeypatch.setattr(_svc_fit, "parallel_map", spy)
+    monkeypatch.setattr(_svc_pairs, "parallel_map", spy)
 
     def set_threads(n):
         monkeypatch.setattr(_threads, "allowed_threads", lambda: n)
@@ -70,10 +72,15 @@ def _assert_identical(a, b):
     assert np.array_equal(a.problem_intercept_, b.problem_intercept_)
     assert np.array_equal(np.asarray(a.n_iter_), np.asarray(b.n_iter_))
     assert np.array_equal(np.asarray(a.support_), np.asarray(b.support_))
-    ra = a.result_ if isinstance(a.result_, list) else [a.result_]
-    rb = b.result_ if isinstance(b.result_, list) else [b.result_]
+    ra = [a.result_] if hasattr(a.result_, "info") else list(a.result_)  # one, or per problem
+    rb = [b.result_] if hasattr(b.result_, "info") else list(b.result_)
     for x, z in zip(ra, rb, strict=True):
         assert x.info["execution"] == "dense"
+        assert x.value == z.value and x.gap == z.gap and x.best_gap == z.best_gap
+        if x.info.get("batched pairs") or z.info.get("batched pairs"):
+            # one-vs-one pairs solved in compiled blocks keep their last check only
+            assert x.history.value[-1] == z.history.value[-1]
+            continue
         assert x.history.value == z.history.value and x.history.gap == z.history.gap
         assert x.history.steps == z.history.steps
 
@@ -93,7 +100,8 @@ def test_several_threads_fit_the_one_thread_fit_bit_for_bit(threads, classes, kw
     used = threads(3)
     three, _ = _fit(X, y, **kw)
     n_problems = 1 if classes == 2 else len(one.result_)
-    # The matrix in three blocks; the problems on min(3, their number) threads.
+    # The matrix in three blocks; the problems (one-vs-one: the blocks of pairs, 4 of them)
+    # on min(3, their number) threads.
     assert used[0] == 3 and (n_problems == 1 or used[1] == min(3, n_problems))
     _assert_identical(one, three)
 
@@ -189,3 +197,4 @@ def test_parallel_map_keeps_order_and_raises_the_first_error():
 
     with pytest.raises(ValueError, match="item 5"):
         _threads.parallel_map(fail, range(12), 3)
+
