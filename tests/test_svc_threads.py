@@ -198,3 +198,30 @@ def test_parallel_map_keeps_order_and_raises_the_first_error():
     with pytest.raises(ValueError, match="item 5"):
         _threads.parallel_map(fail, range(12), 3)
 
+
+def test_parallel_map_caller_takes_the_items_of_a_helper_without_a_core():
+    # A helper that does not run (here: held until the caller is nearly done) delays the map
+    # by the one item it holds: the calling thread takes the others, in order.
+    import threading
+
+    caller = threading.current_thread()
+    release = threading.Event()
+    by_caller = []
+
+    def item(v):
+        if threading.current_thread() is caller:
+            by_caller.append(v)
+            if len(by_caller) >= 19:
+                release.set()
+        else:
+            assert release.wait(10.0)
+        return v * 10
+
+    assert _threads.parallel_map(item, range(20), 2) == [v * 10 for v in range(20)]
+    assert len(by_caller) >= 19 and by_caller == sorted(by_caller)
+    # with a generator advanced ``ahead`` at a time, likewise
+    release.clear()
+    by_caller.clear()
+    assert _threads.parallel_map(item, iter(range(20)), 2, ahead=3) == \
+        [v * 10 for v in range(20)]
+    assert len(by_caller) >= 19
