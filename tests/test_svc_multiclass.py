@@ -199,12 +199,17 @@ def test_sample_weight_and_class_weight_reach_each_pair():
 
 
 def test_auto_scheme_follows_the_measured_crossover():
-    from torchfw.svm._multiclass import OVO_FROM
+    from torchfw.svm._multiclass import OVO_FEW_CLASSES, OVO_FEW_FROM, OVO_FROM
 
     X, y = _blobs(m=OVO_FROM, k=4, spread=0.8)
     big = tf.SVC(random_state=0, tol=0.5).fit(X, y)
-    small = tf.SVC(random_state=0, tol=0.5).fit(X[:OVO_FROM - 1], y[:OVO_FROM - 1])
+    small = tf.SVC(random_state=0, tol=0.5).fit(X[:OVO_FEW_FROM - 1], y[:OVO_FEW_FROM - 1])
     assert (big.multi_class_, small.multi_class_) == ("ovo", "ovr")
+    # Few classes: one-vs-one from OVO_FEW_FROM examples; more classes from OVO_FROM only.
+    assert tf.SVC(tol=0.5).fit(X[:OVO_FEW_FROM], y[:OVO_FEW_FROM]).multi_class_ == "ovo"
+    Xm, ym = _blobs(m=OVO_FROM, k=OVO_FEW_CLASSES + 1, spread=0.8)
+    assert tf.SVC(tol=0.5).fit(Xm, ym).multi_class_ == "ovo"
+    assert tf.SVC(tol=0.5).fit(Xm[:OVO_FROM - 1], ym[:OVO_FROM - 1]).multi_class_ == "ovr"
     # Three classes: three pairs are no more problems than three classes, and smaller.
     three = y < 3
     assert tf.SVC(tol=0.5).fit(X[three][:60], y[three][:60]).multi_class_ == "ovo"

@@ -150,6 +150,34 @@ def test_small_pairs_in_blocks_give_the_one_by_one_model(monkeypatch):
     assert first.value == alone.result_[0].value and last.gap == alone.result_[-1].gap
 
 
+@pytest.mark.parametrize("first_chunk", [None, 30])
+def test_pairs_past_one_chunk_in_blocks_give_the_one_by_one_model(monkeypatch, first_chunk):
+    # Pairs of ~100 examples: budgets (100 per example) far past the first chunk, solved in
+    # blocks to the end of that chunk. With a first chunk of 30 iterations some pairs are still
+    # running there: the block leaves them to the one-by-one path, which solves them again.
+    from torchfw.optimizers import _rows
+
+    if first_chunk is not None:
+        monkeypatch.setattr(_rows, "FIRST_CHUNK", first_chunk)
+    X, y = _blobs(400, 8, seed=3)
+    X += np.random.default_rng(9).normal(scale=1.5, size=X.shape)  # overlapping classes
+    batched = tf.SVC(multi_class="ovo", random_state=2).fit(X, y)
+    results = batched.result_
+    assert type(results).__name__ == "PairResults"
+    left = set(results.objects)  # pairs the blocks left to the one-by-one path
+    assert (len(left) > 0) == (first_chunk is not None) and len(left) < len(results)
+    assert all(results[k].n_iter > first_chunk for k in left)
+    monkeypatch.setattr(_fit, "solve_small_pairs", lambda *args, **kwargs: None)
+    alone = tf.SVC(multi_class="ovo", random_state=2).fit(X, y)
+    assert np.array_equal(batched.dual_coef_, alone.dual_coef_)
+    assert np.array_equal(batched.intercept_, alone.intercept_)
+    assert np.array_equal(batched.support_, alone.support_)
+    assert np.array_equal(batched.n_iter_, alone.n_iter_)
+    for k in range(len(results)):
+        assert results[k].value == alone.result_[k].value
+        assert results[k].best_gap == alone.result_[k].best_gap
+
+
 def test_many_small_classes_fit_in_bounded_memory():
     # 200 classes of 2 examples: 19,900 pairs. One row per pair over all examples (the
     # layout this replaced) allocated 20-60 MB NumPy arrays several times over.

@@ -21,6 +21,7 @@ import torch
 from torchfw.svm import _dense as D
 from torchfw.svm import _fit as _svc_fit
 from torchfw.svm import _matrix as _svc_matrix
+from torchfw.svm import _pairs as _svc_pairs
 from torchfw.svm.kernels import SVMDualOperator, make_kernel
 from torchfw.utils import threads as _threads
 
@@ -42,6 +43,7 @@ def threads(monkeypatch):
 
     monkeypatch.setattr(_svc_matrix, "parallel_map", spy)
     monkeypatch.setattr(_svc_fit, "parallel_map", spy)
+    monkeypatch.setattr(_svc_pairs, "parallel_map", spy)
 
     def set_threads(n):
         monkeypatch.setattr(_threads, "allowed_threads", lambda: n)
@@ -69,7 +71,8 @@ def test_several_threads_fit_the_one_thread_fit_bit_for_bit(threads, classes, kw
     used = threads(3)
     three, _ = _fit(X, y, **kw)
     n_problems = 1 if classes == 2 else len(one.result_)
-    # The matrix in three blocks; the problems on min(3, their number) threads.
+    # The matrix in three blocks; the problems (one-vs-one: the blocks of pairs, 4 of them)
+    # on min(3, their number) threads.
     assert used[0] == 3 and (n_problems == 1 or used[1] == min(3, n_problems))
     assert_same_fit(one, three, "dense")
 
@@ -165,3 +168,31 @@ def test_parallel_map_keeps_order_and_raises_the_first_error():
 
     with pytest.raises(ValueError, match="item 5"):
         _threads.parallel_map(fail, range(12), 3)
+
+
+def test_parallel_map_caller_takes_the_items_of_a_helper_without_a_core():
+    # A helper that does not run (here: held until the caller is nearly done) delays the map
+    # by the one item it holds: the calling thread takes the others, in order.
+    import threading
+
+    caller = threading.current_thread()
+    release = threading.Event()
+    by_caller = []
+
+    def item(v):
+        if threading.current_thread() is caller:
+            by_caller.append(v)
+            if len(by_caller) >= 19:
+                release.set()
+        else:
+            assert release.wait(10.0)
+        return v * 10
+
+    assert _threads.parallel_map(item, range(20), 2) == [v * 10 for v in range(20)]
+    assert len(by_caller) >= 19 and by_caller == sorted(by_caller)
+    # with a generator advanced ``ahead`` at a time, likewise
+    release.clear()
+    by_caller.clear()
+    assert _threads.parallel_map(item, iter(range(20)), 2, ahead=3) == \
+        [v * 10 for v in range(20)]
+    assert len(by_caller) >= 19

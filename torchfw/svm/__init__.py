@@ -11,7 +11,7 @@ Where to find what (one purpose per module):
 ``_plan``                   the plan of a fit: solver, stopping numbers, budget, seeds, path
 ``_fit``, ``_dense``        the fit paths: the compiled whole solve of small problems
 ``_binary``                 one binary problem off the compiled path: sampled or lazy
-``_pairs``                  small one-vs-one pairs solved in compiled blocks
+``_pairs``                  one-vs-one pairs of the shared matrix solved in compiled blocks
 ``_sparse_gram``            the kernel matrix of sparse examples, without a dense copy
 ``_lazy``, ``_large``       lazy columns; seed 002's sampled solve of large problems
 ``_matrix``, ``_custom``    whole kernel matrices, row caches; precomputed and callable kernels

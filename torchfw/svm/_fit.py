@@ -89,7 +89,8 @@ def fit_all(plan: FitPlan, X, problems, C_examples, previous, gram=None, first=0
         return _fit_one_by_one(plan, X, problems, C_examples, previous, variant, rule,
                                per_problem)
     assert diag_np is not None and inv_c_all is not None  # a row source comes with both
-    # One-vs-one pairs whose whole solve is one compiled call: in blocks (svm/_pairs.py).
+    # One-vs-one pairs on the shared matrix: in compiled blocks to the end of their first
+    # chunk (svm/_pairs.py); the pairs not done by then, one by one below.
     with _cancelled_on_error() as stop:
         small = solve_small_pairs(plan, src, problems, previous, inv_c_all, diag_np, variant,
                                   rule, max_atoms, stop, PARALLEL_WORK)

@@ -34,7 +34,7 @@ __all__ = ["BinaryProblem", "PairProblems", "OverRows", "binary_problems", "clas
            "pair_classes", "pair_sizes",
            "ovo_votes", "ovo_vote", "ovo_to_ovr", "ovo_pair_values", "PairVotes",
            "squash_confidence", "restrict", "scatter",
-           "resolve_scheme", "MULTI_CLASS", "OVO_FROM"]
+           "resolve_scheme", "MULTI_CLASS", "OVO_FROM", "OVO_FEW_CLASSES", "OVO_FEW_FROM"]
 
 #: Accepted values of ``SVC(multi_class=...)``.
 MULTI_CLASS = ("auto", "ovr", "ovo")
@@ -47,6 +47,15 @@ MULTI_CLASS = ("auto", "ovr", "ovo")
 #: 10-class one-vs-one is slower (490: 5.1 against 7.6 ms), and so is digits' (1,257 examples
 #: of 64 features, 10 classes: 12.3 against 15.0 ms, ``benchmarks/svm_small.py``).
 OVO_FROM = 1500
+
+#: ``multi_class="auto"`` trains one-vs-one from ``OVO_FEW_FROM`` examples on when there are at
+#: most ``OVO_FEW_CLASSES`` classes: with every pair solved in compiled blocks
+#: (:mod:`torchfw.svm._pairs`), few classes make few, half-sized pairs. One-thread CPU time,
+#: one-vs-one over one-vs-rest (2-core Xeon under load, the generated sets of
+#: ``benchmarks/svc_scheme_crossover.py``): 4 classes of 490 / 1,050 examples 0.94 / 0.84, 6
+#: classes 0.95 / 0.90, but 10 classes 1.07 / 0.93; vehicle (634 examples, 4 classes) 0.79,
+#: and 1.6 points more accurate on its hold-outs (``benchmarks/svm_multiclass.py``).
+OVO_FEW_CLASSES, OVO_FEW_FROM = 6, 450
 
 #: ``multi_class="auto"`` trains one-vs-rest, even from :data:`OVO_FROM` examples on, when the
 #: pairs average fewer than ``TINY_PAIR`` examples (many classes: ``2 n / k``) and the matrix of
@@ -63,7 +72,8 @@ def resolve_scheme(multi_class: str, n_samples: int, n_classes: int,
     """``"ovr"`` or ``"ovo"`` for a fit of ``n_samples`` examples of ``n_classes`` classes.
 
     ``"auto"`` takes one-vs-one from :data:`OVO_FROM` examples on (unless the pairs are tiny:
-    :data:`TINY_PAIR`), whenever the pair values are asked for
+    :data:`TINY_PAIR`), from :data:`OVO_FEW_FROM` on for at most :data:`OVO_FEW_CLASSES`
+    classes, whenever the pair values are asked for
     (``decision_function_shape="ovo"``), and for at most three classes at any size:
     there the ``k (k - 1) / 2`` pairs are no more problems than the ``k`` of one-vs-rest, and each
     holds two classes' examples, not all. 3 classes of 490 and 1,050 examples: one-vs-one takes
@@ -74,8 +84,9 @@ def resolve_scheme(multi_class: str, n_samples: int, n_classes: int,
         return multi_class
     pairs_are_fewer = n_classes * (n_classes - 1) // 2 <= n_classes
     tiny_pairs = 2 * n_samples < TINY_PAIR * n_classes and n_samples <= OVR_MAX
+    few_classes = n_classes <= OVO_FEW_CLASSES and n_samples >= OVO_FEW_FROM
     return ("ovo" if (n_samples >= OVO_FROM and not tiny_pairs) or pairs_are_fewer
-            or decision_function_shape == "ovo" else "ovr")
+            or few_classes or decision_function_shape == "ovo" else "ovr")
 
 
 class BinaryProblem(NamedTuple):

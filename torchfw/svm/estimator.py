@@ -185,7 +185,8 @@ class SVC(SklearnSVCMixin, BaseEstimator):
         (LIBSVM's and scikit-learn's scheme). ``"auto"`` takes the faster at equal accuracy, as
         measured (``benchmarks/svm_small.py``; the SVC guide): one-vs-one for three classes, from
         1,500 examples (:data:`torchfw.svm._multiclass.OVO_FROM`) unless its pairs are tiny
-        (:data:`~torchfw.svm._multiclass.TINY_PAIR`), or with
+        (:data:`~torchfw.svm._multiclass.TINY_PAIR`), for at most 6 classes from 450
+        examples (:data:`~torchfw.svm._multiclass.OVO_FEW_FROM`), or with
         ``decision_function_shape="ovo"``, else one-vs-rest. The scheme used is ``multi_class_``.
     decision_function_shape : {"ovr", "ovo"}, default "ovr"
         As in scikit-learn: the shape of :meth:`decision_function` for more than two classes.
