@@ -9,7 +9,12 @@
 * :func:`~torchfw.optimizers._face.prune` refactors only the kept rows' new columns: the
   result is the bits of factoring the kept face from its old factor;
 * on random ill-conditioned quadratics of 60 atoms the step's result satisfies the simplex
-  KKT conditions (an independent certificate of the unique optimum) to 1e-8.
+  KKT conditions (an independent certificate of the unique optimum) to 1e-8;
+* the forward vectors kept between solves (:func:`~torchfw.optimizers._face.prune_kept`,
+  :func:`~torchfw.optimizers._face.minor_cycle_kept`) are those of the factor they are used
+  with: carried through a downdate they are the downdated factor's fresh solves, and a
+  correction's rounds (minor cycle, extension, prune, minor cycle) give the minimizer of a
+  fresh factor of the final face.
 """
 
 from __future__ import annotations
@@ -212,3 +217,125 @@ def test_face_minimizer_solves_the_kkt_system(linear):
     kkt[:k, k] = kkt[k, :k] = 1.0
     ref = np.linalg.solve(kkt, np.concatenate([-c, [1.0]]))[:k]
     assert np.abs(z - ref).max() <= 1e-8 * max(1.0, np.abs(ref).max())
+
+
+# The forward vectors kept between solves (prune_kept, minor_cycle_kept): every kept entry must
+# be the forward solve of the factor it is used with -- after a downdate, after a prune that
+# refactors, after an extension -- or the minimizer is that of another face.
+
+def _forward(L, k, c):
+    """Fresh forward solves of L[:k, :k] for 1 and -c (NumPy)."""
+    F = np.tril(L[:k, :k])
+    return np.linalg.solve(F, np.ones(k)), np.linalg.solve(F, -c[:k])
+
+
+@pytest.mark.parametrize("r", [0, 5, 16, 17, 40, 69])
+def test_downdate_carries_the_forward_vectors(r):
+    k = 70
+    G = _spd(k, 1e6, r + 7)
+    c = np.random.default_rng(r).standard_normal(k)
+    L = np.zeros((k + 2, k + 2))
+    L[:k, :k] = np.linalg.cholesky(G)
+    Y = np.zeros((2, k + 2))
+    _face._forward_rows(L, 0, k, c, True, Y)
+    y1, yc = _forward(L, k, c)
+    np.testing.assert_allclose(Y[0, :k], y1, rtol=1e-9, atol=1e-12)
+    _face._remove_position_kept(L, k, r, Y)
+    c2 = np.delete(c, r)
+    y1, yc = _forward(L, k - 1, c2)  # of the downdated factor
+    scale = np.abs(y1).max()
+    assert np.abs(Y[0, :k - 1] - y1).max() <= 1e-10 * scale
+    assert np.abs(Y[1, :k - 1] - yc).max() <= 1e-10 * np.abs(yc).max()
+
+
+def _face_problem(seed, k0, k):
+    rng = np.random.default_rng(seed)
+    X = rng.standard_normal((k, 90))
+    G = X @ X.T + 1e-4 * np.eye(k)
+    c = rng.standard_normal(k) * 5.0
+    x = np.zeros(k)
+    x[:k0] = rng.random(k0) + 0.1
+    x /= x.sum()
+    return G, c, x
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_kept_forward_vectors_give_the_fresh_factor_result(seed):
+    # A correction's rounds: factor the old face (30 atoms), solve on it (forward vectors of
+    # its rows kept), extend by 25 zero-weight atoms, prune, minor cycle. The result must be
+    # the minimizer computed from scratch: a fresh factor of the final face, fresh solves.
+    k0, k = 30, 55
+    G, c, x = _face_problem(seed, k0, k)
+    L = np.zeros((k, k))
+    L[:k0, :k0] = np.tril(G[:k0, :k0])
+    assert _face.extend_factor(L, 0, k0) == k0
+    Y = np.zeros((2, k))
+    z = np.empty(k)
+    solved = np.zeros(2, dtype=np.int64)
+    # The old face's own minimizer (the last round): leaves the vectors of its rows.
+    x_old = x[:k0].copy()
+    idx_old = np.arange(k0, dtype=np.int64)
+    kept0 = _face.minor_cycle_kept(L, k0, x_old, c[:k0].copy(), True, idx_old, Y, z, solved)
+    assert 1 < kept0 <= k0 and solved[0] == kept0
+    # The next round: the kept atoms, then the new ones, extended.
+    order = np.concatenate([idx_old[:kept0], np.arange(k0, k)])
+    kk = order.size
+    Gf = G[np.ix_(order, order)]
+    cf = c[order].copy()
+    for a in range(kept0, kk):
+        L[a, :a + 1] = Gf[a, :a + 1]
+    Gb = np.tril(Gf)[kept0:kk].copy()
+    assert _face.extend_factor(L, kept0, kk) == kk
+    xf = np.zeros(kk)
+    xf[:kept0] = x_old[:kept0]
+    idx = order.astype(np.int64).copy()
+    solved[0] = min(solved[0], kept0)
+    k1 = _face.prune_kept(L, Gb, kept0, kept0, kk, xf, cf, True, idx, Y, z, solved)
+    assert k1 > kept0
+    face = idx[:k1].copy()  # the face the minor cycle minimizes over
+    kept = _face.minor_cycle_kept(L, k1, xf, cf, True, idx, Y, z, solved)
+    assert kept > 1
+    got = np.zeros(k)
+    got[idx[:kept]] = xf[:kept]
+    # The same rounds from scratch: a fresh factor of the extended face, no kept vectors.
+    R = np.zeros((kk, kk))
+    R[:, :] = np.tril(Gf)
+    assert _face.extend_factor(R, 0, kk) == kk
+    xr = np.zeros(kk)
+    xr[:kept0] = x_old[:kept0]
+    idr = order.astype(np.int64).copy()
+    cr = c[order].copy()
+    Gbr = np.tril(Gf)[kept0:kk].copy()
+    kr = _face.prune(R, Gbr, kept0, kept0, kk, xr, cr, True, idr)
+    assert kr == k1 and np.array_equal(idr[:kr], face)
+    keptr = _face.minor_cycle(R, kr, xr, cr, True, idr)
+    want = np.zeros(k)
+    want[idr[:keptr]] = xr[:keptr]
+    assert np.abs(got - want).max() <= 1e-10
+    # and it is the simplex minimizer on that face (KKT: an independent certificate)
+    Gs = G[np.ix_(face, face)]
+    zs = got[face]
+    g = Gs @ zs + c[face]
+    lam = zs @ g
+    S = zs > 0
+    scale = np.abs(g).max()
+    assert np.abs(g[S] - lam).max() <= 1e-9 * scale and (g >= lam - 1e-9 * scale).all()
+    assert 1 < S.sum() < face.size  # atoms left in the minor cycle (the carried vectors used)
+
+
+def test_stale_forward_vectors_change_the_result():
+    # The contract is load-bearing: claiming rows valid that belong to another factor moves
+    # the minimizer (so the tests above would catch a caller that forgot to reset them).
+    k = 40
+    G, c, x = _face_problem(9, k, k)
+    L = np.zeros((k, k))
+    L[:, :] = np.tril(G)
+    assert _face.extend_factor(L, 0, k) == k
+    z_ok = np.empty(k)
+    u = np.empty(k)
+    Y = np.zeros((2, k))
+    assert _face._face_minimizer_kept(L, k, c, True, Y, 0, z_ok, u)
+    Y[:, k // 2:] *= 1.01  # stale entries
+    z_bad = np.empty(k)
+    _face._face_minimizer_kept(L, k, c, True, Y, k, z_bad, u)
+    assert np.abs(z_bad - z_ok).max() > 1e-6

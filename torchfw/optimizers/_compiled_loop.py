@@ -383,6 +383,9 @@ def _correct_py(src, ct, has_ct, w, s, buf, p, t, max_face):
     for a in range(k_support):
         x[a] /= total
     L = np.empty((cap, cap))
+    Y = np.zeros((2, cap))  # the face's forward vectors, kept between the rounds' solves
+    z = np.empty(cap)
+    solved = np.zeros(2, dtype=np.int64)
     s_new = np.empty(n)
     value = 0.5 * (p + t)
     gap_prev = p - _min(s)
@@ -402,10 +405,12 @@ def _correct_py(src, ct, has_ct, w, s, buf, p, t, max_face):
         k = _extend_skipping(L, Gb, k0, lo, k, x, c, has_ct, idx)
         if k < 1:
             break
-        k = _prune(L, Gb, k0, lo, k, x, c, has_ct, idx)
+        if solved[0] > k0:  # the rows from k0 on are new
+            solved[0] = k0
+        k = _prune_kept(L, Gb, k0, lo, k, x, c, has_ct, idx, Y, z, solved)
         if k < 1:
             break
-        kept = _minor_cycle(L, k, x, c, has_ct, idx)
+        kept = _minor_cycle_kept(L, k, x, c, has_ct, idx, Y, z, solved)
         if kept < 1:
             break
         for r in range(n):
@@ -482,7 +487,7 @@ _toward_curvature = K._toward_curvature_kernel
 _pair_curvature = K._pair_curvature_kernel
 _partan_scalars = _njit(partan_scalars) if HAVE_NUMBA else partan_scalars
 _cross_after = _njit(cross_after_scalars) if HAVE_NUMBA else cross_after_scalars
-_minor_cycle = _face.minor_cycle
+_minor_cycle_kept = _face.minor_cycle_kept
 _correction_window = _face.correction_window
 _axpy = _face.axpy
 _STALL = _face.STALL
@@ -492,7 +497,7 @@ _violators = _face.violators
 _extend_skipping = _face.extend_skipping
 _face_growth = _face.face_growth
 _MAX_ROUNDS = _face.MAX_ROUNDS
-_prune = _face.prune
+_prune_kept = _face.prune_kept
 _min = _njit(_min_py)
 _store = _njit(_store_py)
 _n_positive = _njit(_n_positive_py)

@@ -82,6 +82,9 @@ def correct_face(eng, max_face: int | None = None, problem: int = 0,
     if has_c:
         c[:k] = space.gather(space.c, idx[:k])
     L = np.empty((cap, cap))
+    Y = np.zeros((2, cap))  # the face's forward vectors, kept between the rounds' solves
+    z = np.empty(cap)
+    solved = np.zeros(2, dtype=np.int64)
     value = 0.5 * (p + _scalar(st.t, problem))
     gap_prev = p - space.smallest(space.s)
     k0 = 0
@@ -96,10 +99,12 @@ def correct_face(eng, max_face: int | None = None, problem: int = 0,
         k = face.extend_skipping(L, Gb, k0, lo, k, x, c, has_c, idx)
         if k < 1:
             break
-        k = face.prune(L, Gb, k0, lo, k, x, c, has_c, idx)
+        if solved[0] > k0:  # the rows from k0 on are new
+            solved[0] = k0
+        k = face.prune_kept(L, Gb, k0, lo, k, x, c, has_c, idx, Y, z, solved)
         if k < 1:
             break
-        kept = face.minor_cycle(L, k, x, c, has_c, idx)
+        kept = face.minor_cycle_kept(L, k, x, c, has_c, idx, Y, z, solved)
         if kept < 1:
             break
         s_new = _gradient(st, space, idx, x, kept, problem)
