@@ -83,7 +83,12 @@ def directions(params: list[Tensor], grads: list[Tensor] | tuple[Tensor, ...], s
             old_bufs.append(buf)
             old_grads.append(g)
         out.append(buf)
-    if old_bufs:
+    if old_bufs and torch.compiler.is_compiling():
+        # Per tensor, so that the compiler fuses each average with the tensor's update
+        # (torchfw.optim._traced) while the tensor is still in cache.
+        for buf, g in zip(old_bufs, old_grads, strict=True):
+            buf.lerp_(g, 1.0 - momentum)
+    elif old_bufs:
         # One pass: buf + (1 - mu)(g - buf) = mu buf + (1 - mu) g.
         torch._foreach_lerp_(old_bufs, old_grads, 1.0 - momentum)
     return out
