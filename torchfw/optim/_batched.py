@@ -30,9 +30,9 @@ per-tensor 2-norms (of :math:`d`, of :math:`\mathrm{sign}(d)`, of the top-K valu
 once and the guards are decided in Python: the rare tensor that needs one is handled alone, and
 the common step moves every tensor with one multi-tensor call.
 
-Large L-infinity tensors (more than 8,192 entries on average) of float32 or float64 take that
-step in a compiled kernel where numba is there (:mod:`torchfw.optim._linf_kernel`): one pass that
-decides the guards and one that moves, against six passes of PyTorch operations. Under
+On the CPU, L-infinity balls of float32 or float64 tensors take that step in a compiled kernel
+where numba is there (:mod:`torchfw.optim._linf_kernel`): per tensor, one pass that decides the
+guards and one that moves, against six passes and a dozen dispatches of PyTorch operations. Under
 ``torch.compile``, L-infinity and L2 balls take the per-tensor form of
 :mod:`torchfw.optim._traced`, which the compiler fuses.
 
@@ -241,7 +241,7 @@ def linf_host_constants(radii: list[float], gammas: list[float] | None,
                           for n, r in zip(numels, radii, strict=True)]) if small else None
     dtype = params[0].dtype
     kernel = None
-    if not small and gammas is not None and dtype in _NUMPY:
+    if gammas is not None and dtype in _NUMPY:
         # the compiled kernel's constants, for float32 and float64 tensors; imported here,
         # so that numba loads with the first step that can use it, not with torchfw.optim
         from . import _linf_kernel
@@ -272,7 +272,8 @@ def linf_update(params: list[Tensor], ds: list[Tensor], radii: Tensor,
             values = _flat_dots(fd, fp).add_(radii * torch.stack(torch._foreach_norm(ds, 1)))
         if host is None or host[1] is None:
             host = linf_host_constants(radii.tolist(), gammas.tolist(), params)
-        if host[4] is None or not _linf_host_small(params, ds, host, flats):
+        if (host[7] is not None and _compiled_kernels()) or host[4] is None \
+                or not _linf_host_small(params, ds, host, flats):
             _linf_host(params, ds, host)
         return None if values is None else _rows(values)
     s = torch._foreach_sign(ds)

@@ -8,13 +8,13 @@ reads the direction and decides the guards (is every :math:`d_i` finite, how man
 and one pass moves the parameter with the vertex computed on the fly; no temporary is written.
 
 The guards and the arithmetic are those of ``_linf_host``: a direction with a non-finite entry
-turns the whole tensor NaN, a zero direction does not move, and a direction without a zero entry
-moves by :math:`\mathrm{lerp}(\theta, v, \gamma)`, taken as ``torch.lerp`` takes it
+turns the whole tensor NaN, a zero direction does not move, and a direction without a zero
+entry moves by :math:`\mathrm{lerp}(\theta, v, \gamma)`, taken as ``torch.lerp`` takes it
 (:math:`\theta + \gamma (v - \theta)` for :math:`\gamma < 1/2`, else
-:math:`v - (v - \theta)(1 - \gamma)`, so :math:`\gamma = 1` lands on the vertex exactly), in the
-tensor's own precision. A direction with some zero entries is left to the PyTorch form (it keeps
-those coordinates), as is everything without numba or while the cold start defers the compiled
-kernels (:func:`torchfw.utils.jit.compiled_kernels`).
+:math:`v - (v - \theta)(1 - \gamma)`, so that :math:`\gamma = 1` lands on the vertex exactly;
+each a fused multiply-add) in the tensor's own precision. A direction with some zero entries
+is left to the PyTorch form (it keeps those coordinates), as is everything without numba or
+while the cold start defers the compiled kernels (:func:`torchfw.utils.jit.compiled_kernels`).
 
 References
 ----------
@@ -73,4 +73,7 @@ def _linf_step(p, d, consts):  # pragma: no cover - compiled by numba
     return 0
 
 
-linf_step = njit(_linf_step)
+# Fused multiply-adds and nothing else of fast math: torch.lerp's CPU kernel computes
+# theta + gamma (v - theta) as one fused multiply-add, and so the multi-tensor form; with them
+# the kernel's weights are bit for bit the PyTorch form's.
+linf_step = njit(_linf_step, fastmath={"contract"})

@@ -54,9 +54,9 @@ def _move(p: Tensor, u: Tensor, step: Tensor) -> None:
 
 def linf_traced(params: list[Tensor], ds: list[Tensor], radii: Sequence[float],
                 steps: Sequence[float | Tensor], gaps: bool) -> list[Tensor] | None:
-    r"""L-infinity balls of radii ``radii``: :math:`\theta \leftarrow \theta - \gamma' s (r + s\theta)`.
+    r"""L-infinity balls: :math:`\theta \leftarrow \theta - \gamma' s (r + s\theta)`, radii ``radii``.
 
-    ``steps`` holds :math:`\gamma` per tensor (a float, or a 0-d tensor for a tensor learning
+    ``radii`` holds :math:`r` and ``steps`` :math:`\gamma` per tensor (a float, or a 0-d tensor for a tensor learning
     rate). Returns the gaps :math:`\langle d, \theta - v\rangle` (one ``(1,)`` tensor per
     parameter) when ``gaps`` is true, else ``None``.
     """
@@ -76,9 +76,10 @@ def linf_traced(params: list[Tensor], ds: list[Tensor], radii: Sequence[float],
 
 def l2_traced(params: list[Tensor], ds: list[Tensor], radii: Sequence[float],
               steps: Sequence[float | Tensor], gaps: bool) -> list[Tensor] | None:
-    r"""L2 balls of radii ``radii``: :math:`\theta \leftarrow \theta - \gamma' (\theta + r d / \|d\|)`.
+    r"""L2 balls: :math:`\theta \leftarrow \theta - \gamma' (\theta + r d / \|d\|)`, radii ``radii``.
 
-    As :func:`linf_traced`: one step size per tensor, the gaps when ``gaps`` is true.
+    As :func:`linf_traced`: one radius and one step size per tensor, the gaps when ``gaps`` is
+    true.
     """
     out: list[Tensor] = []
     for p, d, r, gamma in zip(params, ds, radii, steps, strict=True):

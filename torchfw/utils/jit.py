@@ -35,16 +35,17 @@ __all__ = ["HAVE_NUMBA", "numba", "njit", "compiled_kernels", "set_deferred", "c
            "package_digest", "sources_digest"]
 
 
-def njit(fn, *, fastmath: bool = False, fallback: bool = False):
+def njit(fn, *, fastmath: bool | set[str] = False, fallback: bool = False):
     """``fn`` compiled in nopython mode (cached on disk, GIL released, no bounds checks).
 
     Parameters
     ----------
     fn : callable
         A function numba can compile.
-    fastmath : bool, default False
+    fastmath : bool or set of str, default False
         Let LLVM reassociate floating-point arithmetic (only where the result may differ in the
-        last bits, e.g. the kernel-column loops).
+        last bits, e.g. the kernel-column loops); a set of LLVM's flags allows only those
+        (``{"contract"}``: fused multiply-adds, as PyTorch's CPU kernels compute ``a + b * c``).
     fallback : bool, default False
         Without numba, return ``fn`` itself (it then runs in the interpreter) instead of
         ``None`` (callers that have a PyTorch path test for ``None``).
