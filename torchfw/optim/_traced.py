@@ -54,11 +54,11 @@ def _move(p: Tensor, u: Tensor, step: Tensor) -> None:
 
 def linf_traced(params: list[Tensor], ds: list[Tensor], radii: Sequence[float],
                 steps: Sequence[float | Tensor], gaps: bool) -> list[Tensor] | None:
-    r"""L-infinity balls: :math:`\theta \leftarrow \theta - \gamma' s (r + s\theta)`, radii ``radii``.
+    r"""L-infinity balls: :math:`\theta \leftarrow \theta - \gamma' s (r + s\theta)`.
 
-    ``radii`` holds :math:`r` and ``steps`` :math:`\gamma` per tensor (a float, or a 0-d tensor for a tensor learning
-    rate). Returns the gaps :math:`\langle d, \theta - v\rangle` (one ``(1,)`` tensor per
-    parameter) when ``gaps`` is true, else ``None``.
+    ``radii`` holds :math:`r` and ``steps`` :math:`\gamma` per tensor (a float, or a 0-d tensor
+    for a tensor learning rate). Returns the gaps :math:`\langle d, \theta - v\rangle` (one
+    ``(1,)`` tensor per parameter) when ``gaps`` is true, else ``None``.
     """
     out: list[Tensor] = []
     for p, d, r, gamma in zip(params, ds, radii, steps, strict=True):
@@ -76,7 +76,7 @@ def linf_traced(params: list[Tensor], ds: list[Tensor], radii: Sequence[float],
 
 def l2_traced(params: list[Tensor], ds: list[Tensor], radii: Sequence[float],
               steps: Sequence[float | Tensor], gaps: bool) -> list[Tensor] | None:
-    r"""L2 balls: :math:`\theta \leftarrow \theta - \gamma' (\theta + r d / \|d\|)`, radii ``radii``.
+    r"""L2 balls: :math:`\theta \leftarrow \theta - \gamma' (\theta + r d / \|d\|)`.
 
     As :func:`linf_traced`: one radius and one step size per tensor, the gaps when ``gaps`` is
     true.
