@@ -339,3 +339,42 @@ def test_linf_compiled_kernel_runs_on_large_tensors():
         _linf_kernel.linf_step = real
     assert calls == [10_000, 10_000]
     torch.testing.assert_close(params[0].detach(), torch.full((100, 100), -0.1 / 200.0))
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
+@pytest.mark.parametrize("track", [True, False], ids=["gaps", "no-gaps"])
+@pytest.mark.parametrize("name", list(SETS))
+def test_compiled_step_takes_the_eager_step_and_guards(name, track, dtype):
+    """Under torch.compile (the eager backend: the traced operations themselves) L-infinity and
+    L2 balls take the per-tensor form of torchfw.optim._traced; its weights, gaps and guards
+    must be the eager step's: a zero direction does not move, a non-finite entry turns only its
+    tensor NaN."""
+    torch._dynamo.reset()
+    runs = []
+    for compiled in (False, True):
+        params = [nn.Parameter(p.detach().to(dtype)) for p in _params(8)]
+        opt = StochasticFrankWolfe(params, lmo=SETS[name](), lr=0.2, momentum=0.5,
+                                   track_gap=track)
+        opt.make_feasible()
+
+        def step(opt=opt):
+            opt.step()
+
+        run = torch.compile(step, backend="eager") if compiled else step
+        for k in range(3):
+            grads = [g.to(dtype) for g in _grads(params, seed=60 + k)]
+            if k == 2:
+                grads[0][2, 3] = math.inf
+                grads[2][1, 0, 1] = math.nan
+            for p, g in zip(params, grads, strict=True):
+                p.grad = g
+            run()
+        runs.append(([p.detach().clone() for p in params],
+                     [opt.state[p]["fw_gap"].clone() for p in params] if track else []))
+    tol = {"rtol": 1e-12, "atol": 1e-14} if dtype == torch.float64 else \
+        {"rtol": 1e-5, "atol": 1e-6}
+    for a, b in zip(runs[0][0] + runs[0][1], runs[1][0] + runs[1][1], strict=True):
+        torch.testing.assert_close(a, b, equal_nan=True, **tol)
+    weights = runs[1][0]
+    assert bool(weights[0].isnan().all()) and bool(weights[2].isnan().all())
+    assert not bool(weights[1].isnan().any()) and not bool(weights[3].isnan().any())

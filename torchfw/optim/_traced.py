@@ -20,9 +20,10 @@ The arithmetic is :mod:`torchfw.optim._batched`'s device form, operation for ope
   with :math:`\gamma' = 0` when :math:`d = 0` (no direction, no move);
 
 with the guard :math:`\gamma' = \gamma + 0 \cdot x`, :math:`x` the gap
-:math:`\langle d, u\rangle` when it is tracked, else :math:`\max_i |d_i|` (L-infinity) or
-:math:`\|d\|_2` (L2): NaN exactly when the direction is not finite, which turns the whole
-tensor NaN, as the per-tensor update does.
+:math:`\langle d, u\rangle` when it is tracked, else :math:`\|d\|_2` taken in float64 (its
+squares cannot overflow for float32 entries and lower; float64 directions take
+:math:`\max_i |d_i|` in the L-infinity step): NaN exactly when the direction is not finite,
+which turns the whole tensor NaN, as the per-tensor update does.
 
 References
 ----------
@@ -68,9 +69,11 @@ def linf_traced(params: list[Tensor], ds: list[Tensor], radii: Sequence[float],
             gap = _gap(d, u)
             out.append(gap)
             guard = gap.reshape(())
-        else:
+        elif d.dtype == torch.float64:
             guard = d.abs().amax()
-        _move(p, u, guard * 0.0 + gamma)
+        else:
+            guard = torch.linalg.vector_norm(d, dtype=torch.float64)
+        _move(p, u, (guard * 0.0 + gamma).to(p.dtype))
     return out if gaps else None
 
 
