@@ -378,3 +378,21 @@ def test_compiled_step_takes_the_eager_step_and_guards(name, track, dtype):
     weights = runs[1][0]
     assert bool(weights[0].isnan().all()) and bool(weights[2].isnan().all())
     assert not bool(weights[1].isnan().any()) and not bool(weights[3].isnan().any())
+
+
+def test_linf_compiled_kernel_counts_an_in_place_change():
+    """The kernel writes through NumPy views; autograd must still see the parameters changed
+    in place (a backward through a graph that saved them refuses, as after any optimizer)."""
+    from torchfw.optim import _linf_kernel
+
+    if _linf_kernel.linf_step is None:
+        pytest.skip("numba is not available")
+    weight = nn.Parameter(0.01 * torch.randn(100, 100))
+    opt = StochasticFrankWolfe([weight], lmo=LinfBall(1.0), lr=0.1)
+    loss = (weight * weight).sum()  # saves the weight for its backward
+    weight.grad = torch.ones_like(weight)
+    before = weight._version
+    opt.step()
+    assert weight._version > before
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        loss.backward()

@@ -56,6 +56,7 @@ from typing import Any
 import numpy as np
 import torch
 from torch import Tensor
+from torch.autograd.graph import increment_version
 
 from ..sets.oracles import L2Ball, LinfBall
 from ..sets.polytopes import KSparsePolytope
@@ -398,8 +399,13 @@ def _linf_compiled(params: list[Tensor], ds: list[Tensor], kernel: tuple) -> lis
     from . import _linf_kernel
 
     step = _linf_kernel.linf_step
-    return [i for i in range(n)
+    todo = [i for i in range(n)
             if step(arrays[i], arrays[n + i], consts[i]) == _linf_kernel.SOME_ZEROS]
+    # Writes through NumPy views leave the tensors' version counters as they were; autograd
+    # reads them to refuse a backward through a tensor changed in place, as after an in-place
+    # PyTorch update.
+    increment_version(params)
+    return todo
 
 
 def _compiled_kernels() -> bool:
