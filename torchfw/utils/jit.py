@@ -4,7 +4,8 @@ One concern: importing numba (optional at run time; ``TORCHFW_DISABLE_NUMBA=1`` 
 test the pure-Python and PyTorch fallbacks) and compiling with the options every compiled kernel
 of torchfw uses. The modules with compiled code (:mod:`torchfw.svm._kernel_cpu`,
 :mod:`torchfw.ww._blocks`, :mod:`torchfw.optimizers._kernels`, :mod:`torchfw.lasso.equivalence`,
-:mod:`torchfw.optim._linf_kernel`) read :data:`HAVE_NUMBA` and :func:`njit` from here instead of each probing on its own.
+:mod:`torchfw.optim._linf_kernel`) read :data:`HAVE_NUMBA` and :func:`njit` from here instead
+of each probing on its own.
 
 Whether the compiled kernels *run now* is :func:`compiled_kernels`, which
 :mod:`torchfw.utils.cold_start` decides: right after an install numba's disk cache is empty and
