@@ -271,3 +271,128 @@ def test_step_counts_stay_per_parameter_when_some_skip_steps():
     again.step()
     assert [float(again.state[p]["step"]) for p in params] == [6.0, 4.0, 5.0, 6.0]
     assert [float(opt.state[p]["step"]) for p in params] == [5.0, 3.0, 4.0, 5.0]
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("lr", [0.3, 40.0], ids=["gamma-small", "gamma-large"])
+def test_linf_compiled_kernel_takes_the_pytorch_step(dtype, lr):
+    """Tensors large enough for the compiled L-infinity kernel (torchfw.optim._linf_kernel):
+    the same weights as the PyTorch form (the kernel deferred), with a tensor whose direction
+    has zero entries (left to the PyTorch form), a zero direction, an infinite and a NaN entry
+    (the whole tensor NaN), and a gamma of 1 (the vertex itself)."""
+    from torchfw.optim import _linf_kernel
+    from torchfw.utils import jit
+
+    if _linf_kernel.linf_step is None:
+        pytest.skip("numba is not available")
+    shapes = [(200, 60), (90, 150), (150, 80), (100, 120), (50, 200)]
+    runs = []
+    for deferred in (False, True):
+        jit.set_deferred(deferred)
+        try:
+            gen = torch.Generator().manual_seed(11)
+            params = [nn.Parameter(0.01 * torch.randn(s, generator=gen, dtype=dtype))
+                      for s in shapes]
+            opt = StochasticFrankWolfe(params, lmo=LinfBall(0.3), lr=lr, momentum=0.5)
+            opt.make_feasible()
+            for step in range(3):
+                grads = [torch.randn(s, generator=gen, dtype=dtype) for s in shapes]
+                grads[1][3, :7] = 0.0   # some coordinates without direction
+                grads[2].zero_()        # no direction (the buffer keeps the older ones)
+                if step == 2:
+                    grads[3][5, 5] = math.inf
+                    grads[4][0, 1] = math.nan
+                for p, g in zip(params, grads, strict=True):
+                    p.grad = g
+                opt.step()
+            runs.append([p.detach().clone() for p in params])
+        finally:
+            jit.set_deferred(False)
+    for a, b in zip(*runs, strict=True):
+        torch.testing.assert_close(a, b, rtol=0, atol=2 * torch.finfo(dtype).eps, equal_nan=True)
+    assert bool(runs[0][3].isnan().all()) and bool(runs[0][4].isnan().all())
+    assert not any(bool(t.isnan().any()) for t in runs[0][:3])
+
+
+def test_linf_compiled_kernel_runs_on_large_tensors():
+    """The kernel is the step's path for large float tensors (a wrong dispatch would leave the
+    kernel untested by the test above)."""
+    from torchfw.optim import _linf_kernel
+
+    if _linf_kernel.linf_step is None:
+        pytest.skip("numba is not available")
+    calls = []
+    real = _linf_kernel.linf_step
+
+    def spy(p, d, consts):
+        calls.append(p.size)
+        return real(p, d, consts)
+
+    params = [nn.Parameter(torch.zeros(100, 100)), nn.Parameter(torch.zeros(100, 100))]
+    opt = StochasticFrankWolfe(params, lmo=LinfBall(1.0), lr=0.1)
+    for p in params:
+        p.grad = torch.ones_like(p)
+    try:
+        _linf_kernel.linf_step = spy
+        opt.step()
+    finally:
+        _linf_kernel.linf_step = real
+    assert calls == [10_000, 10_000]
+    torch.testing.assert_close(params[0].detach(), torch.full((100, 100), -0.1 / 200.0))
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
+@pytest.mark.parametrize("track", [True, False], ids=["gaps", "no-gaps"])
+@pytest.mark.parametrize("name", list(SETS))
+def test_compiled_step_takes_the_eager_step_and_guards(name, track, dtype):
+    """Under torch.compile (the eager backend: the traced operations themselves) L-infinity and
+    L2 balls take the per-tensor form of torchfw.optim._traced; its weights, gaps and guards
+    must be the eager step's: a zero direction does not move, a non-finite entry turns only its
+    tensor NaN."""
+    torch._dynamo.reset()
+    runs = []
+    for compiled in (False, True):
+        params = [nn.Parameter(p.detach().to(dtype)) for p in _params(8)]
+        opt = StochasticFrankWolfe(params, lmo=SETS[name](), lr=0.2, momentum=0.5,
+                                   track_gap=track)
+        opt.make_feasible()
+
+        def step(opt=opt):
+            opt.step()
+
+        run = torch.compile(step, backend="eager") if compiled else step
+        for k in range(3):
+            grads = [g.to(dtype) for g in _grads(params, seed=60 + k)]
+            if k == 2:
+                grads[0][2, 3] = math.inf
+                grads[2][1, 0, 1] = math.nan
+            for p, g in zip(params, grads, strict=True):
+                p.grad = g
+            run()
+        runs.append(([p.detach().clone() for p in params],
+                     [opt.state[p]["fw_gap"].clone() for p in params] if track else []))
+    tol = {"rtol": 1e-12, "atol": 1e-14} if dtype == torch.float64 else \
+        {"rtol": 1e-5, "atol": 1e-6}
+    for a, b in zip(runs[0][0] + runs[0][1], runs[1][0] + runs[1][1], strict=True):
+        torch.testing.assert_close(a, b, equal_nan=True, **tol)
+    weights = runs[1][0]
+    assert bool(weights[0].isnan().all()) and bool(weights[2].isnan().all())
+    assert not bool(weights[1].isnan().any()) and not bool(weights[3].isnan().any())
+
+
+def test_linf_compiled_kernel_counts_an_in_place_change():
+    """The kernel writes through NumPy views; autograd must still see the parameters changed
+    in place (a backward through a graph that saved them refuses, as after any optimizer)."""
+    from torchfw.optim import _linf_kernel
+
+    if _linf_kernel.linf_step is None:
+        pytest.skip("numba is not available")
+    weight = nn.Parameter(0.01 * torch.randn(100, 100))
+    opt = StochasticFrankWolfe([weight], lmo=LinfBall(1.0), lr=0.1)
+    loss = (weight * weight).sum()  # saves the weight for its backward
+    weight.grad = torch.ones_like(weight)
+    before = weight._version
+    opt.step()
+    assert weight._version > before
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        loss.backward()

@@ -46,6 +46,16 @@ def workloads() -> None:
     # Three classes (one-vs-one pairs by default).
     X3, y3 = make_classification_blobs(900, 3, random_state=0)
     SVC().fit(X3, y3).predict(X3)
+    # The optimizer's L-infinity step on layers large enough for its compiled kernel.
+    import torch
+
+    from .optim import StochasticFrankWolfe
+    from .sets.oracles import LinfBall
+
+    for dtype in (torch.float32, torch.float64):
+        weight = torch.nn.Parameter(torch.zeros(128, 128, dtype=dtype))
+        weight.grad = torch.ones_like(weight)
+        StochasticFrankWolfe([weight], lmo=LinfBall(1.0), lr=0.1).step()
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -30,6 +30,12 @@ per-tensor 2-norms (of :math:`d`, of :math:`\mathrm{sign}(d)`, of the top-K valu
 once and the guards are decided in Python: the rare tensor that needs one is handled alone, and
 the common step moves every tensor with one multi-tensor call.
 
+On the CPU, L-infinity balls of float32 or float64 tensors take that step in a compiled kernel
+where numba is there (:mod:`torchfw.optim._linf_kernel`): per tensor, one pass that decides the
+guards and one that moves, against six passes and a dozen dispatches of PyTorch operations. Under
+``torch.compile``, L-infinity and L2 balls take the per-tensor form of
+:mod:`torchfw.optim._traced`, which the compiler fuses.
+
 The same functions run for one tensor and for many (``foreach=False`` changes nothing), and
 every other set, ``per_row=True``, ``rescale="gradient"`` and tensor radii take the per-tensor
 update of :mod:`torchfw.optim._update`.
@@ -47,8 +53,10 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
 import torch
 from torch import Tensor
+from torch.autograd.graph import increment_version
 
 from ..sets.oracles import L2Ball, LinfBall
 from ..sets.polytopes import KSparsePolytope
@@ -83,7 +91,12 @@ def directions(params: list[Tensor], grads: list[Tensor] | tuple[Tensor, ...], s
             old_bufs.append(buf)
             old_grads.append(g)
         out.append(buf)
-    if old_bufs:
+    if old_bufs and torch.compiler.is_compiling():
+        # Per tensor, so that the compiler fuses each average with the tensor's update
+        # (torchfw.optim._traced) while the tensor is still in cache.
+        for buf, g in zip(old_bufs, old_grads, strict=True):
+            buf.lerp_(g, 1.0 - momentum)
+    elif old_bufs:
         # One pass: buf + (1 - mu)(g - buf) = mu buf + (1 - mu) g.
         torch._foreach_lerp_(old_bufs, old_grads, 1.0 - momentum)
     return out
@@ -227,8 +240,18 @@ def linf_host_constants(radii: list[float], gammas: list[float] | None,
     small = total <= _SMALL_TENSORS * len(numels) and total < 2 ** 21
     neg_full = torch.cat([torch.full((n,), -r, dtype=params[0].dtype, device=params[0].device)
                           for n, r in zip(numels, radii, strict=True)]) if small else None
+    dtype = params[0].dtype
+    kernel = None
+    if gammas is not None and dtype in _NUMPY:
+        # the compiled kernel's constants, for float32 and float64 tensors; imported here,
+        # so that numba loads with the first step that can use it, not with torchfw.optim
+        from . import _linf_kernel
+
+        if _linf_kernel.linf_step is not None:
+            kernel = ([_linf_kernel.step_constants(-r, g, _NUMPY[dtype])
+                       for r, g in zip(radii, gammas, strict=True)], _ArrayViews())
     return ([-r for r in radii], gammas, [math.sqrt(n - 0.5) for n in numels],
-            max(numels) >= 2 ** 21, neg_full, numels, math.sqrt(total - 0.5))
+            max(numels) >= 2 ** 21, neg_full, numels, math.sqrt(total - 0.5), kernel)
 
 
 def linf_update(params: list[Tensor], ds: list[Tensor], radii: Tensor,
@@ -250,7 +273,8 @@ def linf_update(params: list[Tensor], ds: list[Tensor], radii: Tensor,
             values = _flat_dots(fd, fp).add_(radii * torch.stack(torch._foreach_norm(ds, 1)))
         if host is None or host[1] is None:
             host = linf_host_constants(radii.tolist(), gammas.tolist(), params)
-        if host[4] is None or not _linf_host_small(params, ds, host, flats):
+        if (host[7] is not None and _compiled_kernels()) or host[4] is None \
+                or not _linf_host_small(params, ds, host, flats):
             _linf_host(params, ds, host)
         return None if values is None else _rows(values)
     s = torch._foreach_sign(ds)
@@ -303,6 +327,12 @@ def _linf_host(params: list[Tensor], ds: list[Tensor], host: tuple) -> None:
     coordinates; one without direction does not move, and a non-finite one turns NaN.
     """
     neg_radius, steps, least, wide = host[:4]
+    if host[7] is not None and _compiled_kernels():
+        todo = _linf_compiled(params, ds, host[7])
+        if not todo:
+            return
+        params, ds = [params[i] for i in todo], [ds[i] for i in todo]
+        neg_radius, steps, least = ([x[i] for i in todo] for x in host[:3])
     s = torch._foreach_sign(ds)
     # "no zero entry" is count > numel - 1/2 with count = ||s||^2: float32 tells the two
     # apart below 2**21 entries (relative error 1.2e-7 of the square); larger, count in float64
@@ -334,6 +364,56 @@ def _linf_host(params: list[Tensor], ds: list[Tensor], host: tuple) -> None:
             continue
         w = s[i].mul(p).sub_(neg_radius[i])  # r + s theta; u = s w is 0 where d_i == 0
         p.addcmul_(s[i], w, value=-steps[i])
+
+
+_NUMPY = {torch.float32: np.float32, torch.float64: np.float64}
+
+
+class _ArrayViews:
+    """NumPy views of the 1-d parameters and directions, kept while the same tensors hold the
+    same memory (as :class:`FlatViews`): a view costs a few dispatches per tensor and step."""
+
+    def __init__(self) -> None:
+        self._key: list = []
+        self._views: list[np.ndarray] = []
+
+    def __call__(self, ts: Sequence[Tensor]) -> list[np.ndarray] | None:
+        key = [(id(t), t.data_ptr()) for t in ts]
+        if key != self._key:
+            if not all(t.is_contiguous() for t in ts):
+                return None
+            self._views = [t.detach().view(-1).numpy() for t in ts]
+            self._key = key
+        return self._views
+
+
+def _linf_compiled(params: list[Tensor], ds: list[Tensor], kernel: tuple) -> list[int]:
+    r"""The step of :func:`_linf_host` by the compiled kernel (:mod:`torchfw.optim._linf_kernel`):
+    two passes per tensor instead of six. Returns the indices of the tensors it left to the
+    PyTorch form (directions with some zero entries; all of them for non-contiguous tensors)."""
+    consts, views = kernel
+    arrays = views(list(params) + list(ds))
+    n = len(params)
+    if arrays is None:
+        return list(range(n))
+    from . import _linf_kernel
+
+    step = _linf_kernel.linf_step
+    todo = [i for i in range(n)
+            if step(arrays[i], arrays[n + i], consts[i]) == _linf_kernel.SOME_ZEROS]
+    # Writes through NumPy views leave the tensors' version counters as they were; autograd
+    # reads them to refuse a backward through a tensor changed in place, as after an in-place
+    # PyTorch update.
+    increment_version(params)
+    return todo
+
+
+def _compiled_kernels() -> bool:
+    """Whether compiled kernels run now (:func:`torchfw.utils.jit.compiled_kernels`: numba is
+    there and the cold start does not defer them)."""
+    from ..utils.jit import compiled_kernels
+
+    return compiled_kernels()
 
 
 def _norms(ds: list[Tensor]) -> Tensor:

@@ -92,6 +92,7 @@ from ._checks import (
     _Missing,
 )
 from ._lmo_state import lmo_from_state, lmo_to_state
+from ._traced import l2_traced, linf_traced
 from ._update import (
     as_rows,
     feasibility_atol,
@@ -376,6 +377,7 @@ class StochasticFrankWolfe(torch.optim.Optimizer):
             with torch.enable_grad():
                 loss = closure()
         plan = self._step_plan()
+        compiling = torch.compiler.is_compiling()
         counters: list[Tensor] = []
         for bucket in plan:
             params = bucket["params"]
@@ -392,13 +394,18 @@ class StochasticFrankWolfe(torch.optim.Optimizer):
             for i in bucket["generic"]:
                 group = bucket["groups"][i]
                 frank_wolfe_update(params[i], ds[i], group, states[i], group["track_gap"])
-            for kind, track, idx, radii, gammas, ks, flats, host in bucket["fast"]:
+            for kind, track, idx, radii, gammas, ks, flats, host, radius, steps in bucket["fast"]:
                 ps = [params[i] for i in idx]
                 pds = [ds[i] for i in idx]
-                if gammas is None:  # a tensor lr: gamma changes with its value
-                    gammas = as_vector([gamma_of(bucket["groups"][i], bucket["diameters"][i], p)
-                                        for i, p in zip(idx, ps, strict=True)], ps[0])
-                if kind == "linf":
+                if steps is None:  # a tensor lr: gamma changes with its value
+                    steps = [gamma_of(bucket["groups"][i], bucket["diameters"][i], p)
+                             for i, p in zip(idx, ps, strict=True)]
+                    gammas = None if compiling else as_vector(steps, ps[0])
+                if compiling and kind != "ksparse":
+                    # per-tensor operations, which the compiler fuses (torchfw.optim._traced)
+                    traced = linf_traced if kind == "linf" else l2_traced
+                    gaps = traced(ps, pds, radius, steps, track)
+                elif kind == "linf":
                     gaps = linf_update(ps, pds, radii, gammas, flats, track, host)
                 elif kind == "l2":
                     gaps = l2_update(ps, pds, radii, gammas, flats, track)
@@ -406,7 +413,7 @@ class StochasticFrankWolfe(torch.optim.Optimizer):
                     gaps = ksparse_update(ps, pds, radii, ks, gammas, flats, track)
                 if gaps is None:
                     continue
-                if torch.compiler.is_compiling():
+                if compiling:
                     # In place where the gap exists: a compiled step then mutates its inputs
                     # instead of handing new tensors back to be stored in Python dicts.
                     for i, gap in zip(idx, gaps, strict=True):
@@ -513,11 +520,13 @@ class StochasticFrankWolfe(torch.optim.Optimizer):
                 like = bucket["params"][idx[0]]
                 groups = [bucket["groups"][i] for i in idx]
                 radius = [float(g["lmo"].radius) for g in groups]
-                radii = as_vector(radius, like)
                 tensor_lr = any(isinstance(g["lr"], Tensor) for g in groups)
                 steps = None if tensor_lr else [gamma_of(g, bucket["diameters"][i], like)
                                                 for g, i in zip(groups, idx, strict=True)]
-                gammas = None if steps is None else as_vector(steps, like)
+                # a compiled step of L-inf and L2 balls reads the Python numbers themselves
+                vectors = not compiling or kind == "ksparse"
+                radii = as_vector(radius, like) if vectors else None
+                gammas = as_vector(steps, like) if vectors and steps is not None else None
                 ks = [getattr(g["lmo"], "k", 0) for g in groups]
                 # 1-d views of the parameters and the directions, for the gaps' dot products
                 flats = None if compiling else (FlatViews(), FlatViews())
@@ -525,7 +534,7 @@ class StochasticFrankWolfe(torch.optim.Optimizer):
                 # (from the Python numbers: reading the device vectors would synchronize)
                 host = None if compiling or kind != "linf" or like.device.type != "cpu" \
                     else linf_host_constants(radius, steps, [bucket["params"][i] for i in idx])
-                fast.append((kind, track, idx, radii, gammas, ks, flats, host))
+                fast.append((kind, track, idx, radii, gammas, ks, flats, host, radius, steps))
             bucket["fast"] = fast
             plan.append(bucket)
         if not compiling:

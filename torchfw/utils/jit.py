@@ -3,8 +3,9 @@
 One concern: importing numba (optional at run time; ``TORCHFW_DISABLE_NUMBA=1`` turns it off, to
 test the pure-Python and PyTorch fallbacks) and compiling with the options every compiled kernel
 of torchfw uses. The modules with compiled code (:mod:`torchfw.svm._kernel_cpu`,
-:mod:`torchfw.ww._blocks`, :mod:`torchfw.optimizers._kernels`, :mod:`torchfw.lasso.equivalence`)
-read :data:`HAVE_NUMBA` and :func:`njit` from here instead of each probing on its own.
+:mod:`torchfw.ww._blocks`, :mod:`torchfw.optimizers._kernels`, :mod:`torchfw.lasso.equivalence`,
+:mod:`torchfw.optim._linf_kernel`) read :data:`HAVE_NUMBA` and :func:`njit` from here instead
+of each probing on its own.
 
 Whether the compiled kernels *run now* is :func:`compiled_kernels`, which
 :mod:`torchfw.utils.cold_start` decides: right after an install numba's disk cache is empty and
@@ -35,16 +36,18 @@ __all__ = ["HAVE_NUMBA", "numba", "njit", "compiled_kernels", "set_deferred", "c
            "package_digest", "sources_digest"]
 
 
-def njit(fn, *, fastmath: bool = False, fallback: bool = False, inline: bool = False):
+def njit(fn, *, fastmath: bool | set[str] = False, fallback: bool = False,
+          inline: bool = False):
     """``fn`` compiled in nopython mode (cached on disk, GIL released, no bounds checks).
 
     Parameters
     ----------
     fn : callable
         A function numba can compile.
-    fastmath : bool, default False
+    fastmath : bool or set of str, default False
         Let LLVM reassociate floating-point arithmetic (only where the result may differ in the
-        last bits, e.g. the kernel-column loops).
+        last bits, e.g. the kernel-column loops); a set of LLVM's flags allows only those
+        (``{"contract"}``: fused multiply-adds, as PyTorch's CPU kernels compute ``a + b * c``).
     fallback : bool, default False
         Without numba, return ``fn`` itself (it then runs in the interpreter) instead of
         ``None`` (callers that have a PyTorch path test for ``None``).
