@@ -37,7 +37,7 @@ __all__ = ["HAVE_NUMBA", "numba", "njit", "compiled_kernels", "set_deferred", "c
            "package_digest", "sources_digest"]
 
 
-def njit(fn, *, fastmath: bool = False, fallback: bool = False):
+def njit(fn, *, fastmath: bool = False, fallback: bool = False, inline: bool = False):
     """``fn`` compiled in nopython mode (cached on disk, GIL released, no bounds checks).
 
     Parameters
@@ -50,10 +50,17 @@ def njit(fn, *, fastmath: bool = False, fallback: bool = False):
     fallback : bool, default False
         Without numba, return ``fn`` itself (it then runs in the interpreter) instead of
         ``None`` (callers that have a PyTorch path test for ``None``).
+    inline : bool, default False
+        Inline ``fn`` into every compiled caller (numba's ``inline="always"``), for a small
+        helper called once per column of a loop: a call between compiled functions passes
+        each array as a structure and updates its reference count, about 70 ns, which is
+        more than a short sparse column's work. The inlined code takes its caller's
+        ``fastmath``.
     """
     if not HAVE_NUMBA:
         return fn if fallback else None
-    dispatcher = numba.njit(cache=True, nogil=True, boundscheck=False, fastmath=fastmath)(fn)
+    dispatcher = numba.njit(cache=True, nogil=True, boundscheck=False, fastmath=fastmath,
+                            inline="always" if inline else "never")(fn)
     _stamp_with_package(dispatcher)
     _load_without_refresh(dispatcher)
     return dispatcher
