@@ -314,6 +314,7 @@ def main(argv=None):
                "elapsed_s": time.perf_counter() - start}
     if not args.no_write:
         command = "python benchmarks/lasso_anchors.py" + (" --quick" if args.quick else "")
+        command += f" --machine {args.machine}" if args.machine != "epyc2" else ""
         if args.only:
             command += "".join(f" --only {o}" for o in args.only)
         write(results, args.machine, command)
