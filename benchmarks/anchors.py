@@ -332,6 +332,7 @@ def main(argv=None) -> int:
             "quick": args.quick, "elapsed_s": {}, "load_average_sections": {}}
     summary: list[dict] = []
     details: dict = {}
+    stem = Path(args.out) if args.out else RESULTS / f"anchors_{args.machine or machine_tag()}"
     for section in SECTIONS:
         if section not in args.only:
             continue
@@ -341,9 +342,9 @@ def main(argv=None) -> int:
         summary += rows
         meta["elapsed_s"][section] = time.perf_counter() - start
         meta["load_average_sections"][section] = list(os.getloadavg())
-    meta["load_average_end"] = list(os.getloadavg())
-    stem = Path(args.out) if args.out else RESULTS / f"anchors_{args.machine or machine_tag()}"
-    write(meta, summary, details, command.strip(), stem)
+        # Written after every section: a long run that stops keeps what it measured.
+        meta["load_average_end"] = list(os.getloadavg())
+        write(meta, summary, details, command.strip(), stem)
     print(render(meta, summary, command.strip()))
     return 0
 

@@ -101,8 +101,12 @@ print(json.dumps({"import_torch_sklearn": time.perf_counter() - t0}))
 
 
 def _env(cache: str, extra: dict | None = None) -> dict:
-    env = {**os.environ, "NUMBA_CACHE_DIR": cache, "PYTHONPATH": str(ROOT), **(extra or {})}
+    env = {**os.environ, "NUMBA_CACHE_DIR": cache, "PYTHONPATH": str(ROOT)}
     env.pop("PYTHONDONTWRITEBYTECODE", None)  # an installed package has its bytecode
+    # The user's default cold start (_machine, imported by every benchmark, sets
+    # TORCHFW_COLD_START=compile for the others' timings): only ``extra`` chooses here.
+    env.pop("TORCHFW_COLD_START", None)
+    env.update(extra or {})
     return env
 
 
