@@ -127,7 +127,7 @@ SECTIONS = [
     ("Lasso against skglm, celer and scikit-learn",
      "Time to equal certified duality gaps on leukemia, its 50-penalty path and news20, every "
      "tool's gap computed the same way (`benchmarks/lasso_anchors.py`).",
-     ["lasso_anchors_epyc2.md"]),
+     ["lasso_anchors_xeon2.md"]),
     ("Weston-Watkins SVMs against LIBLINEAR",
      "Both tools at their defaults, side by side, and accuracy against time over the "
      "tolerance; fit time against LIBLINEAR's Crammer-Singer solver at the paper's tolerance, "

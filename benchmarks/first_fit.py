@@ -101,8 +101,12 @@ print(json.dumps({"import_torch_sklearn": time.perf_counter() - t0}))
 
 
 def _env(cache: str, extra: dict | None = None) -> dict:
-    env = {**os.environ, "NUMBA_CACHE_DIR": cache, "PYTHONPATH": str(ROOT), **(extra or {})}
+    env = {**os.environ, "NUMBA_CACHE_DIR": cache, "PYTHONPATH": str(ROOT)}
     env.pop("PYTHONDONTWRITEBYTECODE", None)  # an installed package has its bytecode
+    # The user's default cold start (_machine, imported by every benchmark, sets
+    # TORCHFW_COLD_START=compile for the others' timings): only ``extra`` chooses here.
+    env.pop("TORCHFW_COLD_START", None)
+    env.update(extra or {})
     return env
 
 
@@ -143,20 +147,17 @@ def wait_warm(cache: str, started: float, limit: float = 3600.0) -> dict:
     raise RuntimeError(f"no warm-up marker in {cache} after {limit:.0f} s")
 
 
-def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--machine", default="cpu")
-    parser.add_argument("--n", type=int, default=3000)
-    parser.add_argument("--repeats", type=int, default=1, help="cold/warm rounds (fresh caches)")
-    parser.add_argument("--skip-demo", action="store_true")
-    parser.add_argument("--out", default=None)
-    args = parser.parse_args(argv)
+def measure(n: int = 3000, repeats: int = 1, demo: bool = True, compiling: bool = True) -> dict:
+    """Run the rounds (fresh caches each) and return ``{"meta": ..., "rounds": [...]}``; each
+    round holds the baseline, the fits of :data:`FIT` with an empty cache (``fit_cold``), the
+    cache its warm-up filled (``fit_warm``) and, with ``compiling``, an empty cache compiled
+    in the process (``fit_compile``), and with ``demo`` the demo's wall and CPU times."""
     meta = {"cpu": cpu_model(), "cores": os.cpu_count(),
             "load_average_start": list(os.getloadavg()), "python": sys.version.split()[0]}
-    fit_code = FIT.replace("N,", f"{args.n},")
+    fit_code = FIT.replace("N,", f"{n},")
     compileall.compile_dir(str(ROOT / "torchfw"), quiet=1)  # what an install writes
     rounds = []
-    for _ in range(args.repeats):
+    for _ in range(repeats):
         with tempfile.TemporaryDirectory() as cache:
             row: dict = {}
             row["baseline"], _ = run(BASELINE, cache)
@@ -166,18 +167,38 @@ def main(argv=None) -> int:
             row["warmup"] = wait_warm(cache, started)
             row["fit_warm"], row["fit_warm_wall"] = run(fit_code.replace("LISTEN", "False"),
                                                         cache)
-        with tempfile.TemporaryDirectory() as cache:
-            row["fit_compile"], row["fit_compile_wall"] = run(
-                fit_code.replace("LISTEN", "True"), cache, {"TORCHFW_COLD_START": "compile"})
-        if not args.skip_demo:
+        if compiling:
+            with tempfile.TemporaryDirectory() as cache:
+                row["fit_compile"], row["fit_compile_wall"] = run(
+                    fit_code.replace("LISTEN", "True"), cache, {"TORCHFW_COLD_START": "compile"})
+        if demo:
             with tempfile.TemporaryDirectory() as demo_cache:
                 started = time.perf_counter()
                 row["demo_cold"] = run_demo(demo_cache)
                 row["demo_warmup"] = wait_warm(demo_cache, started)
                 row["demo_warm"] = run_demo(demo_cache)
+        for stage in ("cold", "warm", "compile"):
+            f = row.get(f"fit_{stage}")
+            if f is None:
+                continue
+            f["import_and_fit"] = f["import_torchfw"] + f["first_fit"]
+            f["import_and_fit_cpu"] = f["import_torchfw_cpu"] + f["first_fit_cpu"]
         rounds.append(row)
         print(json.dumps({k: v for k, v in row.items() if k != "fit_compile"}), flush=True)
     meta["load_average_end"] = list(os.getloadavg())
+    return {"meta": meta, "rounds": rounds}
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--machine", default="cpu")
+    parser.add_argument("--n", type=int, default=3000)
+    parser.add_argument("--repeats", type=int, default=1, help="cold/warm rounds (fresh caches)")
+    parser.add_argument("--skip-demo", action="store_true")
+    parser.add_argument("--out", default=None)
+    args = parser.parse_args(argv)
+    measured = measure(args.n, args.repeats, not args.skip_demo)
+    meta, rounds = measured["meta"], measured["rounds"]
 
     def med(get):
         return statistics.median(get(r) for r in rounds)
@@ -210,11 +231,6 @@ def main(argv=None) -> int:
               f"| training accuracy | {cells('fit', 'accuracy')} |",
               f"| second fit, same process | - | {second:.2f} | - |",
               f"| second fit, CPU time | - | {second_cpu:.2f} | - |"]
-    for stage in ("cold", "warm", "compile"):
-        for r in rounds:
-            f = r[f"fit_{stage}"]
-            f["import_and_fit"] = f["import_torchfw"] + f["first_fit"]
-            f["import_and_fit_cpu"] = f["import_torchfw_cpu"] + f["first_fit_cpu"]
     lines += [f"| import torchfw + first fit (over torch + sklearn) | "
               f"{cells('fit', 'import_and_fit')} |",
               f"| import torchfw + first fit, CPU time | {cells('fit', 'import_and_fit_cpu')} |",

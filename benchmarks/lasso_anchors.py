@@ -250,6 +250,35 @@ def write(results, machine: str, command: str) -> None:
     print(f"wrote {stem}.md and {stem}.json")
 
 
+def leukemia():
+    """leukemia as float64 NumPy arrays, genes standardized."""
+    X, y = load_leukemia(standardize=True)
+    return X.numpy(), y.numpy()
+
+
+def news20():
+    """news20 (LIBSVM's multiclass set) as a float64 SciPy CSC matrix and the class label."""
+    import scipy.sparse as sp
+
+    Xs, ys = load_svmlight_cached("news20", n_features=62061, dtype=torch.float64)
+    Xn = sp.csr_matrix((Xs.values().numpy(), Xs.col_indices().numpy(),
+                        Xs.crow_indices().numpy()), shape=tuple(Xs.shape)).tocsc()
+    return Xn, ys.numpy()
+
+
+def warm_up(X, y) -> None:
+    """Compile (or load from numba's cache) every tool's dense and sparse kernels, untimed."""
+    import scipy.sparse as sp
+
+    amax = float(np.abs(X.T @ (y - y.mean())).max()) / len(y)
+    for fit in tools(0.5 * amax, 1e-3).values():
+        fit(X[:, :300], y)
+    Lasso(alpha=0.5 * amax, tol=1e-3).fit(X[:, :300], y)
+    Lasso(alpha=0.5 * amax, tol=1e-3).fit(sp.csc_matrix(X[:, :300]), y)
+    for fit in tools(0.5 * amax, 1e-3).values():
+        fit(sp.csc_matrix(X[:, :300]), y)
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true", help="1 repeat, news20 at tol 1e-4 only")
@@ -267,18 +296,8 @@ def main(argv=None):
             "versions": versions(), "torch_threads": torch.get_num_threads()}
     print(meta, flush=True)
     rows = []
-    X, y = load_leukemia(standardize=True)
-    X, y = X.numpy(), y.numpy()
-    # Compile every tool's kernels first (numba caches them on disk afterwards).
-    amax = float(np.abs(X.T @ (y - y.mean())).max()) / len(y)
-    for fit in tools(0.5 * amax, 1e-3).values():
-        fit(X[:, :300], y)
-    Lasso(alpha=0.5 * amax, tol=1e-3).fit(X[:, :300], y)
-    import scipy.sparse as sp
-
-    Lasso(alpha=0.5 * amax, tol=1e-3).fit(sp.csc_matrix(X[:, :300]), y)
-    for fit in tools(0.5 * amax, 1e-3).values():
-        fit(sp.csc_matrix(X[:, :300]), y)
+    X, y = leukemia()
+    warm_up(X, y)
     if "leukemia" in only:
         for frac in (0.1, 0.01):
             for tol in (1e-4, 1e-6):
@@ -286,10 +305,7 @@ def main(argv=None):
     if "path" in only:
         rows += path_compare("leukemia", X, y, 50, 1e-6, repeats)
     if "news20" in only:
-        Xs, ys = load_svmlight_cached("news20", n_features=62061, dtype=torch.float64)
-        Xn = sp.csr_matrix((Xs.values().numpy(), Xs.col_indices().numpy(),
-                            Xs.crow_indices().numpy()), shape=tuple(Xs.shape)).tocsc()
-        yn = ys.numpy()
+        Xn, yn = news20()
         for frac in (0.1, 0.01):
             for tol in ((1e-4,) if args.quick else (1e-4, 1e-6)):
                 rows += compare("news20", Xn, yn, frac, tol, repeats)
@@ -298,6 +314,7 @@ def main(argv=None):
                "elapsed_s": time.perf_counter() - start}
     if not args.no_write:
         command = "python benchmarks/lasso_anchors.py" + (" --quick" if args.quick else "")
+        command += f" --machine {args.machine}" if args.machine != "epyc2" else ""
         if args.only:
             command += "".join(f" --only {o}" for o in args.only)
         write(results, args.machine, command)

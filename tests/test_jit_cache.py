@@ -7,6 +7,7 @@ helper in another module leaves every cached caller running the old helper.
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -84,3 +85,55 @@ def test_package_kernels_carry_the_package_digest():
     kernel = jit.njit(lambda x: x + 1)
     stamp = kernel._cache._cache_file._source_stamp
     assert stamp[1] == jit.package_digest()
+
+
+LOADER = """
+import json, sys
+sys.path.insert(0, {folder!r})
+import numpy as np
+from kernels import fill
+out = fill(5, 2.5)
+stats = fill.stats
+print(json.dumps({{"out": out.tolist(), "hits": sum(stats.cache_hits.values()),
+                  "misses": sum(stats.cache_misses.values()),
+                  "registries": "numba.np.linalg" in sys.modules}}))
+"""
+
+
+def test_cached_kernels_load_without_refreshing_numba(tmp_path):
+    # A kernel that allocates (numba's runtime, NRT) is compiled in a first process, then
+    # loaded from the cache in a second: same result, no compilation, and none of the typing
+    # and lowering registries a refresh of numba's target context imports (linear algebra
+    # among them) -- half of a warm-cache first fit's time.
+    (tmp_path / "kernels.py").write_text(textwrap.dedent("""
+        import numpy as np
+        from torchfw.utils.jit import njit
+
+        def _fill(n, value):
+            out = np.empty(n)
+            for i in range(n):
+                out[i] = value * i
+            return out
+
+        fill = njit(_fill)
+        """))
+    (tmp_path / "load.py").write_text(LOADER.format(folder=str(tmp_path)))
+    env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path / "cache")}
+
+    def run():
+        out = subprocess.run([sys.executable, str(tmp_path / "load.py")], capture_output=True,
+                             text=True, timeout=300, cwd=tmp_path, env=env)
+        assert out.returncode == 0, out.stderr
+        return json.loads(out.stdout.split("\n")[-2])
+
+    first = run()
+    assert first["misses"] == 1 and first["registries"]  # compiling refreshes the target
+    second = run()
+    assert second["out"] == first["out"] == [2.5 * i for i in range(5)]
+    assert second["hits"] == 1 and second["misses"] == 0
+    assert not second["registries"]
+
+
+def test_package_kernels_load_through_the_light_cache():
+    kernel = jit.njit(lambda x: x + 1)
+    assert type(kernel._cache) is jit._LoadingCache

@@ -10,7 +10,8 @@ Multi-process training lives in :mod:`torchfw.distributed`.
 Everything is imported on first use (PEP 562 module ``__getattr__``): ``import torchfw`` costs
 little more than ``import torch``, and numba, SciPy or scikit-learn load only with the code that
 needs them. Submodules are attributes as in ``torch`` (``torchfw.optim.StochasticFrankWolfe``
-after a plain ``import torchfw``).
+after a plain ``import torchfw``). Those first-use imports run with Python's cyclic garbage
+collector paused (:func:`torchfw.utils.collector.paused`: they allocate only long-lived objects).
 """
 
 from __future__ import annotations
@@ -96,14 +97,22 @@ if TYPE_CHECKING:  # static checkers and IDEs see the eager imports
     from .ww import WestonWatkinsSVC, walrus
 
 
+def _collector_paused():
+    from .utils.collector import paused
+
+    return paused()
+
+
 def __getattr__(name: str):
     module = _LAZY.get(name)
     if module is not None:
-        value = getattr(importlib.import_module(f".{module}", __name__), name)
+        with _collector_paused():
+            value = getattr(importlib.import_module(f".{module}", __name__), name)
         globals()[name] = value  # later reads are plain attribute reads
         return value
     if not name.startswith("_") and importlib.util.find_spec(f".{name}", __name__) is not None:
-        return importlib.import_module(f".{name}", __name__)  # the import binds the attribute
+        with _collector_paused():
+            return importlib.import_module(f".{name}", __name__)  # binds the attribute
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 

@@ -322,21 +322,28 @@ def _correlations(sparse, Xd, indptr, indices, vals, means, v, y):
     return out
 
 
-def _column_sums(indptr, indices, vals, v):
-    """Per column of a CSC matrix: the sum of squares and the sum weighted by ``v``."""
+def _column_sums(indptr, indices, vals, v, y):
+    """Per column of a CSC matrix ``Z``: the sum of squares, the sum weighted by ``v`` and the
+    product with ``y`` (:math:`Z_j^\top y`), in one pass over the stored values (the design's
+    set-up reads a wide sparse matrix once, not once per statistic)."""
     p = indptr.shape[0] - 1
     sq = np.zeros(p)
     vz = np.zeros(p)
+    zy = np.zeros(p)
     for j in range(p):
         a = 0.0
         b = 0.0
+        c = 0.0
         for k in range(indptr[j], indptr[j + 1]):
             x = vals[k]
+            i = indices[k]
             a += x * x
-            b += v[indices[k]] * x
+            b += v[i] * x
+            c += x * y[i]
         sq[j] = a
         vz[j] = b
-    return sq, vz
+        zy[j] = c
+    return sq, vz, zy
 
 
 def _csr_to_csc(indptr, indices, values, p):
@@ -361,8 +368,11 @@ def _csr_to_csc(indptr, indices, values, p):
 
 
 _soft_threshold = njit(_soft_threshold, fallback=True)
-_col_dot = njit(_col_dot, fastmath=True, fallback=True)
-_col_axpy = njit(_col_axpy, fastmath=True, fallback=True)
+# Inlined: called once per column in the full passes, where a compiled call (arrays passed as
+# structures, reference counts) cost more than news20's 20-entry columns (7 ms against 3 ms a
+# pass over its 1.27 million entries).
+_col_dot = njit(_col_dot, fallback=True, inline=True)
+_col_axpy = njit(_col_axpy, fallback=True, inline=True)
 _residual = njit(_residual, fallback=True)
 _stats = njit(_stats, fallback=True)
 _gap = njit(_gap, fallback=True)

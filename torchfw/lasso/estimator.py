@@ -35,7 +35,7 @@ from ._cd_fit import (
     _scipy_csc,
     resolve_dtype,
 )
-from .cd import CDDesign
+from .cd import CDDesign, _dot
 from .problem import (
     METHODS,
     SOLVERS,
@@ -252,7 +252,7 @@ class Lasso(BaseEstimator):
         # on a loaded machine.
         self._coef = (torch.from_numpy(self.coef_.copy()) if w.device.type == "cpu"
                       else w.detach().clone())
-        self.intercept_ = (data.y_mean - float(data.x_mean.cpu().numpy() @ self.coef_)
+        self.intercept_ = (data.y_mean - _dot(data.x_mean.cpu().numpy(), self.coef_)
                            if data.fit_intercept else 0.0)
         self.n_iter_ = fit["n_iter"]
         self.dual_gap_ = fit["gap"]

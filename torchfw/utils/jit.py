@@ -21,6 +21,8 @@ import os
 import types
 from pathlib import Path
 
+from .collector import paused
+
 try:
     if os.environ.get("TORCHFW_DISABLE_NUMBA"):
         raise ImportError("disabled by TORCHFW_DISABLE_NUMBA")
@@ -52,16 +54,19 @@ def njit(fn, *, fastmath: bool | set[str] = False, fallback: bool = False,
         Without numba, return ``fn`` itself (it then runs in the interpreter) instead of
         ``None`` (callers that have a PyTorch path test for ``None``).
     inline : bool, default False
-        Inline ``fn`` into its compiled callers (numba's ``inline="always"``). A compiled call
-        to a function of another module passes every array argument with its reference count
-        raised and lowered around it, atomic instructions that LLVM cannot remove across the
-        call. The function still runs on its own when called from Python.
+        Inline ``fn`` into every compiled caller (numba's ``inline="always"``), for a small
+        helper called in a hot loop: a compiled call to a function of another module passes
+        each array as a structure with its reference count raised and lowered around it
+        (atomic instructions LLVM cannot remove across the call, about 70 ns), which is more
+        than a short sparse column's or a small block's work. The inlined code takes its
+        caller's ``fastmath``; the function still runs on its own when called from Python.
     """
     if not HAVE_NUMBA:
         return fn if fallback else None
     dispatcher = numba.njit(cache=True, nogil=True, boundscheck=False, fastmath=fastmath,
                             inline="always" if inline else "never")(fn)
     _stamp_with_package(dispatcher)
+    _load_without_refresh(dispatcher)
     return dispatcher
 
 
@@ -172,3 +177,56 @@ def _stamp_with_package(dispatcher, digest: str | None = None) -> None:
     if cache_file is not None and hasattr(cache_file, "_source_stamp"):
         cache_file._source_stamp = (cache_file._source_stamp,
                                     package_digest() if digest is None else digest)
+
+
+def _prepare_for_loading(target_context) -> None:
+    """What machine code loaded from numba's cache needs of this process, short of
+    ``target_context.refresh()``: the runtime's symbols (NRT) and the symbols numba's hashing
+    module registers (the only other ``add_symbol`` of a refresh)."""
+    from numba.core.runtime import rtsys  # noqa: PLC0415 - numba is imported by then
+    from numba.cpython import hashing  # noqa: F401, PLC0415 - registers its C symbols
+
+    rtsys.initialize(target_context)
+
+
+def _load_without_refresh(dispatcher) -> None:
+    """Let ``dispatcher`` load its cached machine code without refreshing numba's contexts.
+
+    numba's cache refreshes the target context before every load
+    (``numba.core.caching.Cache.load_overload``); the first refresh imports and installs every
+    typing and lowering registry of numba (array maths, linear algebra, typed containers,
+    random generators ...), about 0.15 s of CPU time, and half of a warm-cache first
+    ``SVC().fit``. A load needs none of it: the object code is linked as it was compiled, its
+    callees inside it, and the only symbols it can import from the process are those of the
+    runtime (NRT) and of numba's hashing (:func:`_prepare_for_loading` registers both). So
+    loads skip the refresh, and a compile (a signature not in the cache) still refreshes, as
+    numba's compiler does before every compilation. The machine code is the same either way:
+    results are bit-identical. A numba without these internals keeps its own behaviour.
+    """
+    cache = getattr(dispatcher, "_cache", None)
+    if _LoadingCache is not None and type(cache) is _LoadingCache.__mro__[1]:
+        cache.__class__ = _LoadingCache  # same state, one method changed
+
+
+def _make_loading_cache():
+    try:
+        from numba.core.caching import FunctionCache
+    except ImportError:  # pragma: no cover - numba's internals moved
+        return None
+    if not all(hasattr(FunctionCache, name) for name in
+               ("load_overload", "_load_overload", "_guard_against_spurious_io_errors")):
+        return None  # pragma: no cover
+
+    class LoadingCache(FunctionCache):
+        """numba's function cache, loading without a refresh (:func:`_load_without_refresh`)."""
+
+        def load_overload(self, sig, target_context):
+            with paused():  # the load allocates long-lived objects only
+                _prepare_for_loading(target_context)
+                with self._guard_against_spurious_io_errors():
+                    return self._load_overload(sig, target_context)
+
+    return LoadingCache
+
+
+_LoadingCache = _make_loading_cache() if HAVE_NUMBA else None
