@@ -47,20 +47,29 @@ from ..utils.jit import njit
 __all__ = ["cholesky_in_place", "remove_position", "face_minimizer", "minor_cycle",
            "face_minimize", "FAILED", "correction_window", "STALL", "MAX_FACE", "MIN_WINDOW",
            "face_atoms", "axpy", "MIN_ADD", "extend_factor", "violators", "MAX_ROUNDS", "prune", "extend_skipping", "face_growth", "GROWTH", "face_budget", "ITERATION_COST",
-           "FACE_RATIO", "FACTOR_ROWS", "GEMM_ROWS", "GEMM_ATOMS"]
+           "FACE_RATIO", "FACTOR_ROWS", "GEMM_ROWS", "GEMM_ATOMS",
+           "stalled", "REACH", "FIRST_FACE_RATIO"]
 
 #: Return value of :func:`minor_cycle` when the face's matrix is not numerically definite.
 FAILED = -1
 
 #: When a correction is due. The run is cut into windows; a window ends after as many plain
 #: iterations as cost :data:`RATIO` times one correction on the face the window started on
-#: (:func:`correction_window`), and at its end a correction is taken if the smallest gap of the
-#: window is above ``STALL`` times the previous window's smallest (or the gap at the start or
-#: after the last correction): the plain steps did not halve it. So at most
-#: about ``1 / (1 + RATIO)`` of the work goes to corrections, and where plain steps converge
-#: fast (scaled data, moderate C) none is taken.
+#: (:func:`correction_window`), and at its end a correction is taken if the window stalled
+#: (:func:`stalled`): its smallest gap is above ``STALL`` times the previous window's smallest
+#: (or the gap at the start or after the last correction) -- the plain steps did not halve it
+#: -- and, at the rate it fell, would not reach the stopping target within :data:`REACH`
+#: windows. So at most about ``1 / (1 + RATIO)`` of the work goes to corrections, and where
+#: plain steps converge fast (scaled data, moderate C) none is taken.
 STALL = 0.5
 RATIO = 1.0
+#: Windows a stalled window's rate may still take to the stopping target without a correction
+#: (:func:`stalled`). Easy one-vs-one pairs of shuttle (8,600 examples against 10, 29 or
+#: 1,600) stalled once at 100 iterations with the gap within 1.4-4x of the target and took a
+#: correction each: over 5 hold-outs 1.2 s with them, 0.66 s without; at 2 windows the test
+#: lets them finish on plain steps (a window of plain steps costs about :data:`RATIO`
+#: corrections).
+REACH = 2
 #: Fewest iterations of a window (a correction on a few atoms costs less than a check).
 MIN_WINDOW = 50
 #: Largest face corrected by a dense factorization (its ``k x k`` matrix: 128 MB at 4,096).
@@ -79,11 +88,17 @@ GEMM_ROWS = 64
 #: factor that fits a core's cache).
 GEMM_ATOMS = 256
 #: A face's factorization may cost this many times the plain iterations since the last
-#: correction (:func:`face_budget`). At 1 the faces grew too slowly after stalled windows:
-#: 4,000 examples of a9a at LIBSVM's (C, gamma) = (2^11, 2^-13) factored faces up to 1,809 atoms
-#: and stopped at the 400,000-iteration safety net at relative gap 0.81; at 8 a face grows
-#: about 2x per window (8^(1/3)) and the fit converged in about 15,000 iterations.
+#: correction (:func:`face_budget`) once a window stalled again after a stalled one. At 1 the
+#: faces grew too slowly: 4,000 examples of a9a at LIBSVM's (C, gamma) = (2^11, 2^-13)
+#: factored faces up to 1,809 atoms and stopped at the 400,000-iteration safety net at relative
+#: gap 0.81; at 8 a face grows about 2x per window (8^(1/3)) and the fit converged in about
+#: 15,000 iterations.
 FACE_RATIO = 8.0
+#: The same ratio for the first correction after a window that was not stalled: a single
+#: stall (a9a's first 10,000 rows at C = 1 stall once, at 100 iterations) takes the face the
+#: plain steps paid for one to one; at 8 there its twice larger face left an iterate that
+#: took 7,941 iterations to converge, against 7,321, and 1.15x the time.
+FIRST_FACE_RATIO = 1.0
 #: Fewest atoms a correction adds to its face when that many violate optimality.
 MIN_ADD = 10
 #: A correction's round adds ``1 / GROWTH`` of its face in violators (:func:`face_growth`).
@@ -726,20 +741,23 @@ def _violators_py(w, s, p, n_add):
     return out
 
 
-def _face_budget_py(n, iterations):
+def _face_budget_py(n, iterations, repeats):
     r"""The largest face a correction may factor after ``iterations`` plain iterations on ``n``
-    atoms: its cost :math:`k^3/3` at most :data:`FACE_RATIO` times what they cost, about
-    :math:`10 n` each (a row read, the update and the selection, memory-bound: measured
-    10-25 ns an entry against about 1 ns a multiply-add in the factorization), and at most
-    :data:`MAX_FACE` and ``n``:
+    atoms, the window that asks being the ``repeats + 1``-th stalled one in a row: its cost
+    :math:`k^3/3` at most :math:`r` times what they cost, about :math:`10 n` each (a row read,
+    the update and the selection, memory-bound: measured 10-25 ns an entry against about 1 ns
+    a multiply-add in the factorization), and at most :data:`MAX_FACE` and ``n``:
 
-    .. math:: k \le \bigl(3 \cdot \mathrm{FACE\_RATIO} \cdot 10\, n \cdot
-       \mathrm{iterations}\bigr)^{1/3}.
+    .. math:: k \le \bigl(3 r \cdot 10\, n \cdot \mathrm{iterations}\bigr)^{1/3},
+       \qquad r = \mathrm{FIRST\_FACE\_RATIO}\ (\text{repeats} = 0),\
+       \mathrm{FACE\_RATIO}\ (\text{repeats} \ge 1).
 
     This bounds a correction's overhead where the plain steps are fast (5,600 examples
     converging in a few thousand iterations factored faces of thousands of atoms, 25x the fit's
-    time, with no bound)."""
-    k = (3.0 * FACE_RATIO * ITERATION_COST * n * iterations) ** (1.0 / 3.0)
+    time, with no bound); the larger ratio, only while stalls repeat, lets the face grow as
+    fast as an ill-conditioned problem (large C) needs."""
+    ratio = FIRST_FACE_RATIO if repeats < 1 else FACE_RATIO
+    k = (3.0 * ratio * ITERATION_COST * n * iterations) ** (1.0 / 3.0)
     cap = MAX_FACE if MAX_FACE < n else n
     return cap if k >= cap else int(k)
 
@@ -759,6 +777,20 @@ def _correction_window_py(n_face, n):
     cost = k * k * k / 3.0 + 2.0 * k * n
     iters = RATIO * cost / (3.0 * n)
     return MIN_WINDOW if iters < MIN_WINDOW else int(iters)
+
+
+def _stalled_py(smallest, reference, target):
+    r"""Whether a window ended stalled (see :data:`STALL`): its smallest gap :math:`g` is above
+    ``STALL`` times its reference :math:`g_0`, and the plain steps, falling at its rate
+    :math:`\rho = g / g_0` a window, would not reach the stopping target :math:`\tau` within
+    :data:`REACH` more windows: :math:`g \rho^{\mathrm{REACH}} > \tau`. (With
+    :math:`\rho > 1/2` the second test lets go only gaps within :math:`4 \tau`.)"""
+    if not smallest > STALL * reference:
+        return False
+    rate = smallest / reference if reference > 0.0 else 1.0
+    if rate >= 1.0:
+        return True
+    return smallest * rate ** REACH > target
 
 
 _dot4 = njit(_dot4_py, fallback=True)
@@ -781,6 +813,7 @@ minor_cycle = njit(_minor_cycle_py, fallback=True)
 prune = njit(_prune_py, fallback=True)
 extend_skipping = njit(_extend_skipping_py, fallback=True)
 correction_window = njit(_correction_window_py, fallback=True)
+stalled = njit(_stalled_py, fallback=True)
 axpy = njit(_axpy_py, fallback=True)
 face_growth = njit(_face_growth_py, fallback=True)
 face_budget = njit(_face_budget_py, fallback=True)
