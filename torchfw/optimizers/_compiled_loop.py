@@ -147,7 +147,7 @@ def _run_loop(variant, src, bufs, diag, ct, has_ct, constant, w, s, wp, sp, supp
     stalls = 0
     # (A pass over the weights: only when the step may be taken -- the dense engine's blocks
     # of a few hundred atoms call the loop every check.)
-    win_len = _correction_window(_n_positive(w), n) if correct else 0
+    win_len = _correction_window(_n_positive(w), n, 0) if correct else 0
     win_first = p - s_min
     win_min = win_first
     if state.shape[0] >= 17 and state[10] > 0.0:
@@ -211,7 +211,7 @@ def _run_loop(variant, src, bufs, diag, ct, has_ct, constant, w, s, wp, sp, supp
                 else:
                     stalls = 0
                 win_start = k
-                win_len = _correction_window(_n_positive(w), n)
+                win_len = _correction_window(_n_positive(w), n, stalls)
                 if not corrected and stalled:
                     win_len *= 2  # a correction refused: try again later
                 # The next window is measured against this one's smallest gap (the gap is

@@ -243,7 +243,7 @@ class _Window:
     def _restart(self, eng, reference: float, gap: float, refused: bool) -> None:
         self.start = self._iteration(eng)
         self.admitted = _admitted(eng)
-        self.length = current(_face.correction_window)(self._n_active(eng), eng.N)
+        self.length = current(_face.correction_window)(self._n_active(eng), eng.N, self.stalls)
         if refused:
             self.length *= 2
         self.first = reference

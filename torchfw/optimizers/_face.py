@@ -48,7 +48,7 @@ __all__ = ["cholesky_in_place", "remove_position", "face_minimizer", "minor_cycl
            "face_minimize", "FAILED", "correction_window", "STALL", "MAX_FACE", "MIN_WINDOW",
            "face_atoms", "axpy", "MIN_ADD", "extend_factor", "violators", "MAX_ROUNDS", "prune", "extend_skipping", "face_growth", "GROWTH", "face_budget", "ITERATION_COST",
            "FACE_RATIO", "FACTOR_ROWS", "GEMM_ROWS", "GEMM_ATOMS",
-           "stalled", "REACH", "FIRST_FACE_RATIO"]
+           "stalled", "REACH", "FIRST_FACE_RATIO", "MAX_FACE_RATIO"]
 
 #: Return value of :func:`minor_cycle` when the face's matrix is not numerically definite.
 FAILED = -1
@@ -87,18 +87,23 @@ GEMM_ROWS = 64
 #: order of :func:`_factor_rows_py` (bit for bit the reference sums; little to gain on a
 #: factor that fits a core's cache).
 GEMM_ATOMS = 256
-#: A face's factorization may cost this many times the plain iterations since the last
-#: correction (:func:`face_budget`) once a window stalled again after a stalled one. At 1 the
-#: faces grew too slowly: 4,000 examples of a9a at LIBSVM's (C, gamma) = (2^11, 2^-13)
-#: factored faces up to 1,809 atoms and stopped at the 400,000-iteration safety net at relative
-#: gap 0.81; at 8 a face grows about 2x per window (8^(1/3)) and the fit converged in about
-#: 15,000 iterations.
-FACE_RATIO = 8.0
-#: The same ratio for the first correction after a window that was not stalled: a single
+#: The first correction after a window that was not stalled may factor a face that costs
+#: as much as the plain iterations since the last correction (:func:`face_budget`): a single
 #: stall (a9a's first 10,000 rows at C = 1 stall once, at 100 iterations) takes the face the
-#: plain steps paid for one to one; at 8 there its twice larger face left an iterate that
-#: took 7,941 iterations to converge, against 7,321, and 1.15x the time.
+#: plain steps paid for one to one; at 8 there its twice larger face left an iterate that took
+#: 7,941 iterations to converge, against 7,321, and 1.15x the time.
 FIRST_FACE_RATIO = 1.0
+#: Each stalled window that follows a stalled one multiplies the ratio by this, up to
+#: :data:`MAX_FACE_RATIO`. At a constant 1 the faces grew too slowly: 4,000 examples of a9a at
+#: LIBSVM's (C, gamma) = (2^11, 2^-13) factored faces up to 1,809 atoms and stopped at the
+#: 400,000-iteration safety net at relative gap 0.81; at a constant 8 a face grows about 2x
+#: per window (8^(1/3)) and the fit converged in about 15,000 iterations.
+FACE_RATIO = 8.0
+#: The largest ratio (three stalls after the first). On 4,000 examples of a9a at
+#: (2^11, 2^-13) a third correction at 8 factored 1,984 atoms of a 2,078-atom support and
+#: the plain steps crawled 140,000 iterations more in the long window it left; at 64 it
+#: took the whole support.
+MAX_FACE_RATIO = 512.0
 #: Fewest atoms a correction adds to its face when that many violate optimality.
 MIN_ADD = 10
 #: A correction's round adds ``1 / GROWTH`` of its face in violators (:func:`face_growth`).
@@ -749,17 +754,28 @@ def _face_budget_py(n, iterations, repeats):
     a multiply-add in the factorization), and at most :data:`MAX_FACE` and ``n``:
 
     .. math:: k \le \bigl(3 r \cdot 10\, n \cdot \mathrm{iterations}\bigr)^{1/3},
-       \qquad r = \mathrm{FIRST\_FACE\_RATIO}\ (\text{repeats} = 0),\
-       \mathrm{FACE\_RATIO}\ (\text{repeats} \ge 1).
+       \qquad r = \min\bigl(\mathrm{FIRST\_FACE\_RATIO} \cdot
+       \mathrm{FACE\_RATIO}^{\,\text{repeats}},\ \mathrm{MAX\_FACE\_RATIO}\bigr).
 
     This bounds a correction's overhead where the plain steps are fast (5,600 examples
     converging in a few thousand iterations factored faces of thousands of atoms, 25x the fit's
-    time, with no bound); the larger ratio, only while stalls repeat, lets the face grow as
+    time, with no bound); the larger ratios, only while stalls repeat, let the face grow as
     fast as an ill-conditioned problem (large C) needs."""
-    ratio = FIRST_FACE_RATIO if repeats < 1 else FACE_RATIO
-    k = (3.0 * ratio * ITERATION_COST * n * iterations) ** (1.0 / 3.0)
+    k = (3.0 * _face_ratio(repeats) * ITERATION_COST * n * iterations) ** (1.0 / 3.0)
     cap = MAX_FACE if MAX_FACE < n else n
     return cap if k >= cap else int(k)
+
+
+def _face_ratio_py(repeats):
+    """How many times the plain iterations since the last correction its face's factor may
+    cost, for the ``repeats + 1``-th stalled window in a row (:data:`FIRST_FACE_RATIO`,
+    :data:`FACE_RATIO`, :data:`MAX_FACE_RATIO`)."""
+    ratio = FIRST_FACE_RATIO
+    for _ in range(repeats):
+        ratio *= FACE_RATIO
+        if ratio >= MAX_FACE_RATIO:
+            return MAX_FACE_RATIO
+    return ratio
 
 
 def _axpy_py(out, coef, h):
@@ -768,14 +784,26 @@ def _axpy_py(out, coef, h):
         out[r] += coef * h[r]
 
 
-def _correction_window_py(n_face, n):
+def _correction_window_py(n_face, n, stalls):
     r"""Iterations of a window (see :data:`STALL`) starting on a face of ``n_face`` atoms among
-    ``n``: a correction costs about :math:`k^3/3` for the factor plus :math:`2kn` for the
-    face's rows and the new gradient, a plain iteration about :math:`3n` (a row, the update,
-    the selection)."""
+    ``n``, after ``stalls`` stalled windows in a row: a correction costs about :math:`k^3/3`
+    for the factor plus :math:`2kn` for the face's rows and the new gradient, a plain
+    iteration about :math:`3n` (a row, the update, the selection); the window's iterations
+    cost :data:`RATIO` corrections.
+
+    From the second stall in a row on, the window ends sooner if by then
+    :func:`face_budget` (at the ratio the next correction gets) affords twice the face: the
+    plain steps crawl, and the cost-balanced window of a large face (a9a at large C: 2,300
+    atoms, 300,000 iterations) would let them crawl for its whole length after a correction
+    whose face fell short of the support."""
     k = float(n_face)
     cost = k * k * k / 3.0 + 2.0 * k * n
     iters = RATIO * cost / (3.0 * n)
+    if stalls >= 2:
+        twice = 2.0 * k
+        paid = twice * twice * twice / (3.0 * _face_ratio(stalls) * ITERATION_COST * n)
+        if paid < iters:
+            iters = paid
     return MIN_WINDOW if iters < MIN_WINDOW else int(iters)
 
 
@@ -812,6 +840,7 @@ _face_minimizer = face_minimizer
 minor_cycle = njit(_minor_cycle_py, fallback=True)
 prune = njit(_prune_py, fallback=True)
 extend_skipping = njit(_extend_skipping_py, fallback=True)
+_face_ratio = njit(_face_ratio_py, fallback=True)
 correction_window = njit(_correction_window_py, fallback=True)
 stalled = njit(_stalled_py, fallback=True)
 axpy = njit(_axpy_py, fallback=True)
