@@ -140,15 +140,17 @@ def _run_loop(variant, src, bufs, diag, ct, has_ct, constant, w, s, wp, sp, supp
     n_hist = 0
     status = MAX_ITER
     # The window of the corrective step (torchfw.optimizers._face.STALL): where it began, its
-    # length, the gap it must halve and its smallest gap so far.
+    # length, the gap it must halve and its smallest gap so far; the stalled windows in a row
+    # before it (a repeated stall affords a larger face, _face_budget).
     win_start = 0
     last_correction = 0  # the plain iterations since pay for the next face (_face_budget)
+    stalls = 0
     # (A pass over the weights: only when the step may be taken -- the dense engine's blocks
     # of a few hundred atoms call the loop every check.)
-    win_len = _correction_window(_n_positive(w), n) if correct else 0
+    win_len = _correction_window(_n_positive(w), n, 0) if correct else 0
     win_first = p - s_min
     win_min = win_first
-    if state.shape[0] >= 16 and state[10] > 0.0:
+    if state.shape[0] >= 17 and state[10] > 0.0:
         # A resumed call (run_chunked): the window goes on where the last call left it, its
         # iterations counted from this call's first, so that a chunked run is the one call's,
         # bit for bit.
@@ -157,6 +159,7 @@ def _run_loop(variant, src, bufs, diag, ct, has_ct, constant, w, s, wp, sp, supp
         win_len = int(state[13])
         win_first = state[14]
         win_min = state[15]
+        stalls = int(state[16])
     while True:
         value = 0.5 * (p + t) + constant
         gap = p - s_min
@@ -171,7 +174,8 @@ def _run_loop(variant, src, bufs, diag, ct, has_ct, constant, w, s, wp, sp, supp
             status = NONFINITE
             break
         bound = rtol * abs(value)
-        if gap <= (tol if tol >= bound else bound):
+        target = tol if tol >= bound else bound
+        if gap <= target:
             status = CONVERGED
             break
         if k >= max_iter:
@@ -187,9 +191,10 @@ def _run_loop(variant, src, bufs, diag, ct, has_ct, constant, w, s, wp, sp, supp
                 win_min = gap
             if k - win_start >= win_len:
                 corrected = False
-                if win_min > _STALL * win_first:
+                stalled = _stalled(win_min, win_first, target)
+                if stalled:
                     if _correct(src, ct, has_ct, w, s, hi_buf, p, t,
-                                _face_budget(n, k - last_correction)) > 0:
+                                _face_budget(n, k - last_correction, stalls)) > 0:
                         last_correction = k + 1
                         corrected = True
                         counts[7] += 1
@@ -202,9 +207,12 @@ def _run_loop(variant, src, bufs, diag, ct, has_ct, constant, w, s, wp, sp, supp
                             p_prev = p
                             t_prev = t
                         k += 1
+                    stalls += 1
+                else:
+                    stalls = 0
                 win_start = k
-                win_len = _correction_window(_n_positive(w), n)
-                if not corrected and win_min > _STALL * win_first:
+                win_len = _correction_window(_n_positive(w), n, stalls)
+                if not corrected and stalled:
                     win_len *= 2  # a correction refused: try again later
                 # The next window is measured against this one's smallest gap (the gap is
                 # noisy: its value at one check would make a halving look easy).
@@ -331,13 +339,14 @@ def _run_loop(variant, src, bufs, diag, ct, has_ct, constant, w, s, wp, sp, supp
             i_min, s_min, j_max, s_max, p, t = _select(w, s, ct, has_ct)
             k += 1
     _store(state, p, t, s_min, i_min, s_max, j_max, W, p_prev, t_prev, n_support)
-    if state.shape[0] >= 16:
+    if state.shape[0] >= 17:
         state[10] = 1.0
         state[11] = win_start - k
         state[12] = last_correction - k
         state[13] = win_len
         state[14] = win_first
         state[15] = win_min
+        state[16] = stalls
     return k, status, n_hist
 
 
@@ -490,7 +499,7 @@ _cross_after = _njit(cross_after_scalars) if HAVE_NUMBA else cross_after_scalars
 _minor_cycle_kept = _face.minor_cycle_kept
 _correction_window = _face.correction_window
 _axpy = _face.axpy
-_STALL = _face.STALL
+_stalled = _face.stalled
 _face_budget = _face.face_budget
 _face_atoms = _face.face_atoms
 _violators = _face.violators
@@ -528,7 +537,7 @@ class LoopState:
         self.sp = np.empty(n) if keep_previous else self.s
         self.support = np.empty(n if keep_previous else 1, dtype=np.int64)
         # The scalars of the iterate, then the corrective step's window (carried between calls).
-        self.state = np.zeros(16)
+        self.state = np.zeros(17)
 
     @classmethod
     def of_engine(cls, engine) -> LoopState:
@@ -541,7 +550,7 @@ class LoopState:
         self.state = np.array([engine.p, engine.t, engine.s_min, engine.i_min, engine.s_max,
                                engine.j_max, engine.W if keep else 0.0,
                                engine.p_prev if keep else 0.0, engine.t_prev if keep else 0.0,
-                               engine._n_support if keep else 0] + [0.0] * 6, dtype=np.float64)
+                               engine._n_support if keep else 0] + [0.0] * 7, dtype=np.float64)
         return self
 
     def value(self) -> float:

@@ -35,7 +35,7 @@ __all__ = ["FaceCorrection", "correct_face"]
 
 
 def correct_face(eng, max_face: int | None = None, problem: int = 0,
-                 iterations: int | None = None) -> int:
+                 iterations: int | None = None, repeats: int = 0) -> int:
     """Take the corrective step on ``eng``'s face; the number of atoms of the new face, or -1.
 
     The rounds of :func:`torchfw.optimizers._compiled_loop._correct_py`, written once for every
@@ -49,8 +49,8 @@ def correct_face(eng, max_face: int | None = None, problem: int = 0,
     MAX_FACE` and the number of atoms; the run loop passes :func:`~torchfw.optimizers._face.
     face_budget`). ``iterations``: bound it instead by :func:`~torchfw.optimizers._face.
     face_budget` for that many plain iterations over the storage's positions (a working set's,
-    the sampled slots: what its iterations cost). ``problem``: which problem of a batched
-    storage. -1: nothing changed (a
+    the sampled slots: what its iterations cost), asked by the ``repeats + 1``-th stalled
+    window in a row. ``problem``: which problem of a batched storage. -1: nothing changed (a
     face of one atom or over ``max_face``, a face matrix that is not numerically definite, no
     decrease). On a sharded storage every rank calls it and takes the same step.
     """
@@ -60,7 +60,7 @@ def correct_face(eng, max_face: int | None = None, problem: int = 0,
     p = _scalar(st.p, problem)
     n = space.size
     if iterations is not None:
-        max_face = face.face_budget(n, iterations)
+        max_face = face.face_budget(n, iterations, repeats)
     cap = min(n, _face.MAX_FACE) if max_face is None else min(max_face, n)
     support, weights = space.support()
     k_support = support.shape[0]
@@ -191,10 +191,13 @@ class FaceCorrection:
     _face.STALL`), asked at every check.
 
     A window starts at a check; it lasts :func:`~torchfw.optimizers._face.correction_window`
-    iterations for the face at its start. At its end, if the smallest gap of the window is
-    above ``STALL`` times its reference -- the gap at the start of the run or after the last
-    correction, else the previous window's smallest gap -- the step is taken (one iteration;
-    counter ``correct``); a step refused doubles the next window. Then a new window starts.
+    iterations for the face at its start. At its end, if the window stalled
+    (:func:`~torchfw.optimizers._face.stalled`: its smallest gap above ``STALL`` times its
+    reference -- the gap at the start of the run or after the last correction, else the
+    previous window's smallest gap -- and out of reach of the stopping target ``target`` at
+    its rate) the step is taken (one iteration; counter ``correct``) on a face bounded by
+    :func:`~torchfw.optimizers._face.face_budget` for the stalled windows in a row; a step
+    refused doubles the next window. Then a new window starts.
     The ``B`` problems of a batched storage have a window each (their iterations, gaps and
     faces are their own); a problem that stopped takes no step.
     """
@@ -204,13 +207,14 @@ class FaceCorrection:
         self.batch = int(getattr(st, "B", 1))
         self.windows = [_Window(eng, b, self.batch, _gap(gap, b)) for b in range(self.batch)]
 
-    def __call__(self, eng, k: int, gap) -> bool:
-        """Whether a step was taken at this check (the caller checks again before going on)."""
+    def __call__(self, eng, k: int, gap, target) -> bool:
+        """Whether a step was taken at this check (the caller checks again before going on);
+        ``target``: the gap at which the run stops (the stopping rule's ``target(value)``)."""
         done = False
         for b, window in enumerate(self.windows):
             if self.batch > 1 and not bool(eng.storage.active[b]):
                 continue
-            done |= window(eng, _gap(gap, b))
+            done |= window(eng, _gap(gap, b), _gap(target, b))
         return done
 
 
@@ -230,6 +234,7 @@ class _Window:
         self.problem = problem
         self.batch = batch
         self.last = self._iteration(eng)  # the plain iterations since pay for the next face
+        self.stalls = 0  # the stalled windows in a row before this one (face_budget)
         self._restart(eng, gap, gap, refused=False)
 
     def _iteration(self, eng) -> int:
@@ -243,13 +248,13 @@ class _Window:
     def _restart(self, eng, reference: float, gap: float, refused: bool) -> None:
         self.start = self._iteration(eng)
         self.admitted = _admitted(eng)
-        self.length = current(_face.correction_window)(self._n_active(eng), eng.N)
+        self.length = current(_face.correction_window)(self._n_active(eng), eng.N, self.stalls)
         if refused:
             self.length *= 2
         self.first = reference
         self.smallest = gap
 
-    def __call__(self, eng, gap: float) -> bool:
+    def __call__(self, eng, gap: float, target: float) -> bool:
         if gap < self.smallest:
             self.smallest = gap
         k = self._iteration(eng)
@@ -257,9 +262,11 @@ class _Window:
             return False
         # A streaming working set that grew in the window changed the problem its gap is
         # measured on (each admitted atom is a new violator): that is no crawl.
-        stalled = self.smallest > _face.STALL * self.first and _admitted(eng) == self.admitted
-        done = stalled and correct_face(eng, problem=self.problem,
-                                        iterations=k - self.last) > 0
+        stalled = current(_face.stalled)(self.smallest, self.first, target) and \
+            _admitted(eng) == self.admitted
+        done = stalled and correct_face(eng, problem=self.problem, iterations=k - self.last,
+                                        repeats=self.stalls) > 0
+        self.stalls = self.stalls + 1 if stalled else 0
         if done:
             if self.batch == 1:
                 eng.tick()

@@ -435,7 +435,7 @@ class ConstrainedOptimizer:
                         from ._correction import FaceCorrection
 
                         corrector = FaceCorrection(eng, gap)
-                    if corrector(eng, k, gap):
+                    if corrector(eng, k, gap, rule.target(value)):
                         continue  # a corrective step: check again
                 n = min(check_every, rule.max_iter - k)
                 if execution in ("compile", "graph"):
