@@ -22,6 +22,13 @@ RESULTS = ROOT / "benchmarks" / "results"
 #: (section title, what it measures, result files in order): one current result per workload
 #: and machine. Files that do not exist are listed as missing rather than skipped silently.
 SECTIONS = [
+    ("Every family against its strongest anchor, in one run",
+     "Lasso against skglm, celer and scikit-learn; Weston-Watkins against LIBLINEAR; "
+     "multiclass `SVC` against scikit-learn and scikit-learn-intelex; the torch.optim step "
+     "against a reference SFW step; the first fit after install: each row's goal and whether "
+     "it holds (`benchmarks/anchors.py`, which calls the scripts of the sections below; "
+     "`--quick` runs fewer repeats and sets).",
+     ["anchors_quick_xeon2.md"]),
     ("Core Frank-Wolfe variants",
      "Iterations and time to a duality gap of 1e-6 on quadratics over the simplex "
      "(`benchmarks/core_variants.py`).",
@@ -40,8 +47,8 @@ SECTIONS = [
      "share the whole matrix where it fits `cache_size` (see the SVC guide, \"Small "
      "problems\"); one binary problem of 1,000 examples or more, and any matrix over "
      "`cache_size`, reads a compiled cache of rows. scikit-learn trains multiclass one-vs-one; "
-     "torchfw's `multi_class='auto'` trains one-vs-one for three classes and from 1,500 "
-     "training examples, one-vs-rest otherwise (the scheme table, "
+     "torchfw's `multi_class='auto'` trains one-vs-one for three classes, from 450 training "
+     "examples for up to six classes and from 1,500 for more, one-vs-rest otherwise (the scheme table, "
      "`benchmarks/svc_scheme_crossover.py`, measures it), and the last column of the first "
      "table fits the same set with the other scheme, in the same interleaved rounds (a fit right "
      "after scikit-learn's runs ~15% slower than one after torchfw's, so the column favours the "
@@ -142,6 +149,11 @@ SECTIONS = [
      "benchmark from Pokutta, Spiegel & Zimmer's update rule, eager and compiled "
      "(`benchmarks/sfw_step.py`).",
      ["sfw_step_xeon2.md"]),
+    ("No slow-down against the engine's base",
+     "Fresh processes of the current tree and of a base commit, interleaved, on SVC a9a and "
+     "w8a, the Lasso path and Weston-Watkins: time ratios, iterations and the largest "
+     "coefficient difference (`benchmarks/ab_main.py`).",
+     ["ab_main_xeon2.md"]),
     ("Matrix completion over a nuclear-norm ball",
      "Frank-Wolfe and BPCG with the warm-started Lanczos LMO against projected gradient with a "
      "full SVD per step, time to the same held-out RMSE (`benchmarks/nuclear.py`).",
