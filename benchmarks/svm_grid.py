@@ -28,7 +28,9 @@ Usage::
 -9, -13: 30 points). Results go to ``benchmarks/results/svm_grid_<machine>.md`` and ``.json``
 (``--machine``, default the CPU's tag and its core count, e.g. ``epyc2``; ``--out``
 overrides the stem), rewritten after every point; ``--resume`` keeps the points already there
-and runs the others (an interrupted run, or another dataset into the same files).
+and runs the others (an interrupted run, or another dataset into the same files);
+``--combine STEM ...`` writes the datasets of several such files (runs of one dataset each, side
+by side in separate processes) into one.
 """
 
 from __future__ import annotations
@@ -154,6 +156,19 @@ def run(args, stem: Path) -> dict:
     return report
 
 
+def combine(stems: list[Path]) -> dict:
+    """One report of the datasets of several results files (the first one's machine; each
+    run's command and load kept under ``meta["runs"]``)."""
+    reports = [json.loads(stem.with_suffix(".json").read_text()) for stem in stems]
+    meta = dict(reports[0]["meta"])
+    meta["runs"] = [r["meta"] for r in reports]
+    meta["command"] = " ; ".join(r["meta"]["command"] for r in reports)
+    datasets: dict = {}
+    for r in reports:
+        datasets.update(r["datasets"])
+    return {"meta": meta, "datasets": datasets}
+
+
 def write(report, stem: Path) -> str:
     """``stem``.json (the report) and ``stem``.md (its tables); returns the Markdown."""
     stem.with_suffix(".json").write_text(json.dumps(report, indent=1))
@@ -179,6 +194,11 @@ def summary(points) -> dict:
 def markdown(report) -> str:
     lines = ["# LIBSVM's default grid (grid.py): torchfw against LIBSVM", ""]
     lines += machine_header(report["meta"], report["meta"]["command"])
+    if len(report["meta"].get("runs", [])) > 1:  # combined: each run's own start load
+        lines += ["Runs (one process each): " + "; ".join(
+            f"`{r['command'].split('svm_grid.py ')[-1]}` from load "
+            f"{', '.join(f'{x:.2f}' for x in r['load_average_start'])}"
+            for r in report["meta"]["runs"]) + ".", ""]
     lines += ["5-fold CV accuracy (%) on the same stratified folds; time = five fits and their "
               "predictions. torchfw at 2C (its L2-SVM), LIBSVM (scikit-learn's SVC) at C; "
               "timings on a shared 2-core machine under load from other jobs: compare ratios.",
@@ -287,6 +307,10 @@ def main() -> None:
     parser.add_argument("--out", default=None, help="output stem under benchmarks/results")
     parser.add_argument("--resume", action="store_true",
                         help="keep the points already in the results files and run the rest")
+    parser.add_argument("--combine", nargs="+", metavar="STEM",
+                        help="only write the datasets of these results files (stems under "
+                             "benchmarks/results, e.g. runs of one dataset each) into one, "
+                             "--out or svm_grid_<machine>")
     parser.add_argument("--table", action="store_true",
                         help="only the single fits of the cases that crawled "
                              "(svm_grid_table_<machine>)")
@@ -303,8 +327,12 @@ def main() -> None:
         (out / f"{stem}.md").write_text(text)
         print(text)
         return
-    stem = Path(__file__).resolve().parent / "results" / (args.out or f"svm_grid_{args.machine}")
-    text = write(run(args, stem), stem)
+    results = Path(__file__).resolve().parent / "results"
+    stem = results / (args.out or f"svm_grid_{args.machine}")
+    if args.combine:
+        text = write(combine([results / name for name in args.combine]), stem)
+    else:
+        text = write(run(args, stem), stem)
     print(text.split("## Totals")[1].split("\n## ")[0])
 
 
