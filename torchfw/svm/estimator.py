@@ -125,8 +125,10 @@ class SVC(SklearnSVCMixin, BaseEstimator):
         Stop when the dual gap is at most ``tol`` times the margin :math:`\rho` (see the module
         docstring). ``"auto"``: 0.1 below 1,000 training examples
         (:data:`torchfw.svm._plan.SMALL_M`: as accurate as LIBSVM there), 0.3 above (test
-        accuracy has saturated). Ignored by the streaming solvers, which run ``max_iter``
-        samples.
+        accuracy has saturated), and 0.01 where a Gaussian kernel leaves most examples
+        without a near neighbour (:mod:`torchfw.svm._isolation`: each decision is then one
+        or two support vectors and the intercept). Ignored by the streaming solvers, which
+        run ``max_iter`` samples.
     max_iter : int, optional
         Iteration budget per binary problem; default ``100 * n_samples`` (one epoch for
         ``"sfw"``/``"msfw"``), a safety net that converging fits do not reach (see "Convergence
