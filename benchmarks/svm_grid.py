@@ -27,7 +27,10 @@ Usage::
 ``--coarse`` keeps every other grid value (log2 C -5, -1, 3, 7, 11, 15; log2 gamma 3, -1, -5,
 -9, -13: 30 points). Results go to ``benchmarks/results/svm_grid_<machine>.md`` and ``.json``
 (``--machine``, default the CPU's tag and its core count, e.g. ``epyc2``; ``--out``
-overrides the stem).
+overrides the stem), rewritten after every point; ``--resume`` keeps the points already there
+and runs the others (an interrupted run, or another dataset into the same files);
+``--combine STEM ...`` writes the datasets of several such files (runs of one dataset each, side
+by side in separate processes) into one.
 """
 
 from __future__ import annotations
@@ -108,37 +111,73 @@ def cv_point(X, y, folds, C, gamma):
     return out
 
 
-def run(args) -> dict:
+def run(args, stem: Path) -> dict:
+    """The grid of ``args``; the results files ``stem``.md/.json are rewritten after every
+    point, so that an interrupted run keeps what it measured and ``--resume`` continues it."""
     from sklearn.model_selection import StratifiedKFold
 
     log2c = args.c if args.c else (LOG2C[::2] if args.coarse else LOG2C)
     log2g = args.gamma if args.gamma else (LOG2G[::2] if args.coarse else LOG2G)
-    report = {"meta": {"cpu": cpu_model(), "cores": os.cpu_count(),
-                       "load_average_start": list(os.getloadavg()),
-                       "command": "python benchmarks/svm_grid.py " + " ".join(sys.argv[1:])},
-              "datasets": {}}
-    # Warm-up: load (or compile) the compiled kernels once, outside every timing.
+    command = "python benchmarks/svm_grid.py " + " ".join(sys.argv[1:])
+    previous = stem.with_suffix(".json")
+    if args.resume and previous.exists():
+        report = json.loads(previous.read_text())
+        report["meta"].setdefault("resumed", []).append(
+            {"load_average": list(os.getloadavg()), "command": command})
+    else:
+        report = {"meta": {"cpu": cpu_model(), "cores": os.cpu_count(),
+                           "load_average_start": list(os.getloadavg()), "command": command},
+                  "datasets": {}}
+    # Warm-up: load (or compile) the compiled kernels once, outside every timing: the whole
+    # matrix's path (300 examples) and the row cache's (1,200: a binary problem of 1,000 or
+    # more), which every fold of these sets takes.
     from torchfw import SVC
 
     Xw, yw = load(args.datasets[0])
-    rows = np.random.default_rng(0).choice(len(yw), 300, replace=False)
-    SVC(C=2.0 ** 16, gamma=2.0 ** -13, random_state=0).fit(Xw[rows], yw[rows])
+    for size in (300, 1200):
+        rows = np.random.default_rng(0).choice(len(yw), min(size, len(yw)), replace=False)
+        SVC(C=2.0 ** 16, gamma=2.0 ** -13, random_state=0).fit(Xw[rows], yw[rows])
     for name in args.datasets:
         X, y = load(name)
         folds = list(StratifiedKFold(5, shuffle=True, random_state=0).split(X, y))
-        points = []
+        entry = report["datasets"].setdefault(name, {"m": int(X.shape[0]),
+                                                     "d": int(X.shape[1]), "points": []})
+        points = entry["points"]
+        done = {(p["log2c"], p["log2g"]) for p in points}
         for lc in log2c:
             for lg in log2g:
+                if (lc, lg) in done:
+                    continue
                 r = cv_point(X, y, folds, 2.0 ** lc, 2.0 ** lg)
                 r.update(log2c=lc, log2g=lg)
                 points.append(r)
+                write(report, stem)
                 print(f"{name:17s} log2C={lc:3d} log2g={lg:3d}  LIBSVM {r['libsvm']['accuracy']:6.2f}% "
                       f"{r['libsvm']['seconds']:7.2f}s  torchfw {r['torchfw']['accuracy']:6.2f}% "
                       f"{r['torchfw']['seconds']:7.2f}s  warn={r['torchfw']['warnings']} "
                       f"iters={r['torchfw']['max_n_iter']}", flush=True)
-        report["datasets"][name] = {"m": int(X.shape[0]), "d": int(X.shape[1]),
-                                    "points": points}
     return report
+
+
+def combine(stems: list[Path]) -> dict:
+    """One report of the datasets of several results files (the first one's machine; each
+    run's command and load kept under ``meta["runs"]``)."""
+    reports = [json.loads(stem.with_suffix(".json").read_text()) for stem in stems]
+    meta = dict(reports[0]["meta"])
+    meta["runs"] = [r["meta"] for r in reports]
+    meta["command"] = " ; ".join(r["meta"]["command"] for r in reports)
+    datasets: dict = {}
+    for r in reports:
+        datasets.update(r["datasets"])
+    return {"meta": meta, "datasets": datasets}
+
+
+def write(report, stem: Path) -> str:
+    """``stem``.json (the report) and ``stem``.md (its tables); returns the Markdown."""
+    stem.with_suffix(".json").write_text(json.dumps(report, indent=1))
+    text = markdown(report)
+    stem.with_suffix(".md").write_text(text)
+    return text
 
 
 def summary(points) -> dict:
@@ -158,6 +197,11 @@ def summary(points) -> dict:
 def markdown(report) -> str:
     lines = ["# LIBSVM's default grid (grid.py): torchfw against LIBSVM", ""]
     lines += machine_header(report["meta"], report["meta"]["command"])
+    if len(report["meta"].get("runs", [])) > 1:  # combined: each run's own start load
+        lines += ["Runs (one process each): " + "; ".join(
+            f"`{r['command'].split('svm_grid.py ')[-1]}` from load "
+            f"{', '.join(f'{x:.2f}' for x in r['load_average_start'])}"
+            for r in report["meta"]["runs"]) + ".", ""]
     lines += ["5-fold CV accuracy (%) on the same stratified folds; time = five fits and their "
               "predictions. torchfw at 2C (its L2-SVM), LIBSVM (scikit-learn's SVC) at C; "
               "timings on a shared 2-core machine under load from other jobs: compare ratios.",
@@ -264,6 +308,12 @@ def main() -> None:
                         help="log2 gamma values (default: the grid)")
     parser.add_argument("--machine", default=f"{machine_tag()}{os.cpu_count()}")
     parser.add_argument("--out", default=None, help="output stem under benchmarks/results")
+    parser.add_argument("--resume", action="store_true",
+                        help="keep the points already in the results files and run the rest")
+    parser.add_argument("--combine", nargs="+", metavar="STEM",
+                        help="only write the datasets of these results files (stems under "
+                             "benchmarks/results, e.g. runs of one dataset each) into one, "
+                             "--out or svm_grid_<machine>")
     parser.add_argument("--table", action="store_true",
                         help="only the single fits of the cases that crawled "
                              "(svm_grid_table_<machine>)")
@@ -280,12 +330,12 @@ def main() -> None:
         (out / f"{stem}.md").write_text(text)
         print(text)
         return
-    report = run(args)
-    stem = args.out or f"svm_grid_{args.machine}"
-    out = Path(__file__).resolve().parent / "results"
-    (out / f"{stem}.json").write_text(json.dumps(report, indent=1))
-    text = markdown(report)
-    (out / f"{stem}.md").write_text(text)
+    results = Path(__file__).resolve().parent / "results"
+    stem = results / (args.out or f"svm_grid_{args.machine}")
+    if args.combine:
+        text = write(combine([results / name for name in args.combine]), stem)
+    else:
+        text = write(run(args, stem), stem)
     print(text.split("## Totals")[1].split("\n## ")[0])
 
 

@@ -51,6 +51,7 @@ from ..utils.validation import resolve_device
 from . import _custom as _svc_custom
 from . import _fit as _svc_fit
 from . import _kernel_range
+from . import _isolation
 from ._attrs import publish
 from ._binary import fit_binary
 from ._multiclass import (
@@ -124,8 +125,10 @@ class SVC(SklearnSVCMixin, BaseEstimator):
         Stop when the dual gap is at most ``tol`` times the margin :math:`\rho` (see the module
         docstring). ``"auto"``: 0.1 below 1,000 training examples
         (:data:`torchfw.svm._plan.SMALL_M`: as accurate as LIBSVM there), 0.3 above (test
-        accuracy has saturated). Ignored by the streaming solvers, which run ``max_iter``
-        samples.
+        accuracy has saturated), and 0.01 where a Gaussian kernel leaves most examples
+        without a near neighbour (:mod:`torchfw.svm._isolation`: each decision is then one
+        or two support vectors and the intercept). Ignored by the streaming solvers, which
+        run ``max_iter`` samples.
     max_iter : int, optional
         Iteration budget per binary problem; default ``100 * n_samples`` (one epoch for
         ``"sfw"``/``"msfw"``), a safety net that converging fits do not reach (see "Convergence
@@ -364,8 +367,11 @@ class SVC(SklearnSVCMixin, BaseEstimator):
         self._X_train = X
         # Every choice and number of the solves, resolved once (torchfw.svm._plan): the paths
         # below read the plan, never the estimator.
+        # tol="auto" is tighter where the Gaussian kernel isolates the examples (_isolation)
+        isolated = isinstance(self.tol, str) and objects is None and \
+            _isolation.isolated_examples(self._kernel, X)
         plan = resolve_plan(self, n_examples=X.shape[0], kernel=self._kernel, dtype=kdtype,
-                            device=X.device, **overrides)
+                            device=X.device, isolated=isolated, **overrides)
         if plan.custom_kernel:  # the compiled solve on the given m x m matrix, or an error
             _svc_custom.check_custom_kernel(plan, X.shape[0], X.device)
             gram = _svc_custom.train_gram(plan.kernel, X, kdtype) if objects is None else \
