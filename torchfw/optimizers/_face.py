@@ -44,11 +44,12 @@ import numpy as np
 
 from ..utils.jit import njit
 
-__all__ = ["cholesky_in_place", "remove_position", "face_minimizer", "minor_cycle",
-           "face_minimize", "FAILED", "correction_window", "STALL", "MAX_FACE", "MIN_WINDOW",
-           "face_atoms", "axpy", "MIN_ADD", "extend_factor", "violators", "MAX_ROUNDS", "prune", "extend_skipping", "face_growth", "GROWTH", "face_budget", "ITERATION_COST",
-           "FACE_RATIO", "FACTOR_ROWS", "GEMM_ROWS", "GEMM_ATOMS", "minor_cycle_kept", "prune_kept",
-           "stalled", "REACH", "FIRST_FACE_RATIO", "MAX_FACE_RATIO"]
+__all__ = ["cholesky_in_place", "remove_position", "face_minimizer", "minor_cycle", "face_minimize",
+           "FAILED", "correction_window", "STALL", "MAX_FACE", "MIN_WINDOW", "face_atoms", "axpy",
+           "MIN_ADD", "extend_factor", "violators", "MAX_ROUNDS", "prune", "extend_skipping",
+           "face_growth", "GROWTH", "face_budget", "ITERATION_COST", "FACE_RATIO", "FACTOR_ROWS",
+           "GEMM_ROWS", "GEMM_ATOMS", "minor_cycle_kept", "prune_kept", "stalled", "REACH",
+           "FIRST_FACE_RATIO", "MAX_FACE_RATIO"]
 
 #: Return value of :func:`minor_cycle` when the face's matrix is not numerically definite.
 FAILED = -1

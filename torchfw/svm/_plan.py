@@ -43,8 +43,8 @@ from ..solvers import make_solver
 from ..utils.estimator import fit_atomically
 from ..utils.progress import bar_shown
 
-__all__ = ["FitPlan", "resolve_plan", "fit_planned", "feature_dtype", "PROBABILITY_TOL",
-           "SMALL_M", "SMALL_TOL", "TOL", "ISOLATED_TOL", "ITERATIONS_PER_EXAMPLE", "NO_LIMIT", "CHECK_EVERY",
+__all__ = ["FitPlan", "resolve_plan", "fit_planned", "feature_dtype", "PROBABILITY_TOL", "SMALL_M",
+           "SMALL_TOL", "TOL", "ISOLATED_TOL", "ITERATIONS_PER_EXAMPLE", "NO_LIMIT", "CHECK_EVERY",
            "STREAMING", "LARGE_M", "SAMPLED_SOLVERS", "BATCHED_SOLVERS"]
 
 #: The largest ``tol`` of the fits behind ``probability=True``: Platt's sigmoids need decision
