@@ -31,6 +31,7 @@ from svm_vs_libsvm import machine  # noqa: E402
 
 from torchfw import SVC, Status  # noqa: E402
 from torchfw.exceptions import ConvergenceWarning  # noqa: E402
+from torchfw.result import problem_results  # noqa: E402
 from torchfw.svm._plan import fit_planned  # noqa: E402
 
 
@@ -46,7 +47,7 @@ def fit(X, y, Xt, yt, *, batched: bool, solver: str, C: float, tol: float, devic
         if device.startswith("cuda"):
             torch.cuda.synchronize()
         elapsed = time.perf_counter() - start
-    results = model.result_ if isinstance(model.result_, list) else [model.result_]
+    results = problem_results(model.result_)
     return {"fit_s": elapsed, "accuracy": float(model.score(Xt, yt)),
             "iterations": [int(r.n_iter) for r in results],
             "converged": sum(r.status == Status.CONVERGED for r in results),

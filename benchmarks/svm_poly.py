@@ -111,6 +111,7 @@ def libsvm_point(X, y, Xt, yt, degree, gamma, C, limit):
 def torchfw_point(X, y, Xt, yt, degree, gamma, C):
     from torchfw import SVC
     from torchfw.exceptions import ConvergenceWarning
+    from torchfw.result import problem_results
 
     times = []
     while True:
@@ -122,7 +123,7 @@ def torchfw_point(X, y, Xt, yt, degree, gamma, C):
             times.append(time.perf_counter() - t0)
         if times[-1] > 0.1 or len(times) == 3:
             break
-    results = model.result_ if isinstance(model.result_, list) else [model.result_]
+    results = problem_results(model.result_)
     return {"seconds": statistics.median(times), "accuracy": 100.0 * model.score(Xt, yt),
             "warned": any(issubclass(w.category, ConvergenceWarning) for w in caught),
             "converged": all(bool(r.converged) for r in results),

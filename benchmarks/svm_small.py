@@ -174,7 +174,9 @@ def warm_table(quick: bool, repeats: int, splits: int):
 
 
 def _is_dense(model) -> bool:
-    results = model.result_ if isinstance(model.result_, list) else [model.result_]
+    from torchfw.result import problem_results
+
+    results = problem_results(model.result_)
     return all(r.info.get("execution") == "dense" for r in results)
 
 

@@ -17,6 +17,8 @@ import numpy as np
 import pytest
 import torch
 
+from torchfw.result import problem_results
+
 WORLD = 2
 
 
@@ -73,13 +75,6 @@ def fit_recording(X, y, **kw):
     return model, [str(w.message) for w in caught]
 
 
-def problem_results(model) -> list:
-    """A fitted SVC's ``result_`` as a list of per-problem results: one ``Result``, a list, or
-    the sequence of one-vs-one pairs solved in compiled blocks (``torchfw.svm._pairs``)."""
-    result = model.result_
-    return [result] if hasattr(result, "info") else list(result)
-
-
 def assert_same_fit(a, b, execution: str | None = None):
     """Two fitted SVCs are the same bits: coefficients, intercepts, iterations, support, every
     problem's final value and gaps, and its history (its last check for a one-vs-one pair solved
@@ -88,7 +83,7 @@ def assert_same_fit(a, b, execution: str | None = None):
     assert np.array_equal(a.problem_intercept_, b.problem_intercept_)
     assert np.array_equal(np.asarray(a.n_iter_), np.asarray(b.n_iter_))
     assert np.array_equal(np.asarray(a.support_), np.asarray(b.support_))
-    for x, z in zip(problem_results(a), problem_results(b), strict=True):
+    for x, z in zip(problem_results(a.result_), problem_results(b.result_), strict=True):
         if execution is not None:
             assert x.info["execution"] == execution
         assert x.value == z.value and x.gap == z.gap and x.best_gap == z.best_gap

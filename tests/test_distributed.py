@@ -19,6 +19,7 @@ import torch
 
 import torchfw as tf
 from torchfw.datasets import make_large_classification
+from torchfw.result import problem_results
 from torchfw.svm import SVC
 from torchfw.svm.kernels import SVMDualOperator, make_kernel
 
@@ -97,7 +98,7 @@ def _worker(rank: int, world: int, store: str, out: str) -> None:
                 model = DistributedSVC(random_state=0, **params).fit(Xs, y[a:b])
                 shards = model.dual_shard_ if isinstance(model.dual_shard_, list) \
                     else [model.dual_shard_]
-                runs = model.result_ if isinstance(model.result_, list) else [model.result_]
+                runs = problem_results(model.result_)
                 # Every rank must end with the very same model.
                 mine = (model.problem_dual_coef_.double().sum().item(), model.support_.tolist())
                 same = len({repr(v) for v in D_.Communicator().all_gather_object(mine)}) == 1
@@ -179,7 +180,7 @@ def _certified_distance(gap_a, gap_b, C):
 def test_converged_dual_matches_one_process(two_ranks, key, params, sparse):
     got = two_ranks[key]
     ref = _reference(key, params, sparse)
-    refs = ref.result_ if isinstance(ref.result_, list) else [ref.result_]
+    refs = problem_results(ref.result_)
     assert len(got["alphas"]) == len(refs)
     C = params.get("C", SVC().C)
     if params.get("class_weight") == "balanced":  # the largest per-example C bounds them all

@@ -12,9 +12,9 @@ import torchfw as tf
 from torchfw.svm import _dense as D
 from torchfw.svm import _fit as F
 from torchfw.svm import _matrix as M
+from torchfw.result import problem_results
 from torchfw.svm.kernels import SVMDualOperator, make_kernel
 
-from _support import problem_results
 
 pytestmark = [pytest.mark.skipif(not D.K.HAVE_NUMBA, reason="the compiled path needs numba"),
               pytest.mark.filterwarnings("ignore:SVC solver")]
@@ -31,7 +31,7 @@ def _data(m=90, d=6, classes=2, seed=0):
 
 
 def _assert_same_fit(dense, lazy):
-    results_d, results_l = problem_results(dense), problem_results(lazy)
+    results_d, results_l = problem_results(dense.result_), problem_results(lazy.result_)
     assert len(results_d) == len(results_l)
     for rd, rl in zip(results_d, results_l, strict=True):
         assert rd.info["execution"] == "dense" and rl.info["execution"] != "dense"
@@ -371,3 +371,19 @@ def test_one_vs_one_budget_is_per_pair_as_on_the_lazy_path():
     sizes = [int(np.isin(y, pair).sum()) for pair in ((0, 1), (0, 2), (1, 2))]
     assert [r.n_iter for r in dense.result_] == [100 * n for n in sizes]
     _assert_same_fit(dense, lazy)
+
+
+def test_problem_results_lists_every_problem_of_every_layout():
+    # One binary problem: one Result; one-vs-one pairs solved in compiled blocks: a sequence
+    # that builds each pair's Result on read (not a list, so code that tested for a list saw
+    # one problem and read attributes a Result has and the sequence has not).
+    X, y = _data(m=120, classes=3, seed=3)
+    pairs = tf.SVC(dense=True, random_state=0, tol=1e-2).fit(X, y)
+    assert not isinstance(pairs.result_, list)
+    results = problem_results(pairs.result_)
+    assert len(results) == 3 and all(isinstance(r, tf.Result) for r in results)
+    assert [r.n_iter for r in results] == list(np.asarray(pairs.n_iter_))
+    Xb, yb = _data()
+    binary = tf.SVC(random_state=0).fit(Xb, yb)
+    assert problem_results(binary.result_) == [binary.result_]
+    assert problem_results([binary.result_]) == [binary.result_]

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
+from .result import problem_results
 from .solvers import SOLVERS, solver_names
 
 __all__ = ["main", "CLIError"]
@@ -284,7 +285,7 @@ def train(argv: list[str]) -> int:
         write_libsvm_model(model, out)  # both atomic: an old model at ``out`` survives errors
     else:
         model.save(out)
-    results = model.result_ if isinstance(model.result_, list) else [model.result_]
+    results = problem_results(model.result_)
     if not opts.get("-q"):
         statuses = sorted({str(r.status) for r in results})
         print(f"optimization finished: {len(model.classes_)} classes, {len(model.support_)} "

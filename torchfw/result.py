@@ -8,7 +8,7 @@ from typing import Any
 
 import torch
 
-__all__ = ["Status", "Result", "History", "IterationInfo", "ActiveSet"]
+__all__ = ["Status", "Result", "History", "IterationInfo", "ActiveSet", "problem_results"]
 
 
 class Status(str, enum.Enum):
@@ -168,3 +168,14 @@ class Result:
     def __repr__(self) -> str:
         return (f"Result(status={self.status.value}, value={self.value:.6g}, gap={self.gap:.3g}, "
                 f"n_iter={self.n_iter}, x.shape={tuple(self.x.shape)})")
+
+
+def problem_results(result) -> list:
+    """A fitted estimator's ``result_`` as a list of per-problem :class:`Result` objects.
+
+    ``result_`` is one :class:`Result` for one problem, a list for several, or a sequence that
+    builds each problem's :class:`Result` on read (SVC's one-vs-one pairs solved in compiled
+    blocks keep only their final numbers): code that reads every problem's record takes this
+    list instead of testing for a ``list``.
+    """
+    return [result] if isinstance(result, Result) else list(result)

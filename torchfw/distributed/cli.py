@@ -10,6 +10,7 @@ import time
 
 import torch
 
+from ..result import problem_results
 from .comm import dist, shard_range
 from .engine import EXCHANGES
 from .svc import DISTRIBUTED_SOLVERS, DistributedSVC
@@ -66,7 +67,7 @@ def main(argv=None) -> int:
         X_test, y_test = load_svmlight(args.test, n_features=X.shape[1])
         X_test = X_test.to_dense()
     if rank == 0:
-        results = model.result_ if isinstance(model.result_, list) else [model.result_]
+        results = problem_results(model.result_)
         iterations = sum(r.n_iter for r in results)
         sent = sum(r.info["communication"]["sent"] for r in results)
         print(f"ranks={world} backend={backend} m={X.shape[0]} d={X.shape[1]} "

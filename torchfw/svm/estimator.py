@@ -212,8 +212,10 @@ class SVC(SklearnSVCMixin, BaseEstimator):
         ``"ovr"`` or ``"ovo"``: the scheme used (``multi_class="auto"`` resolved).
     n_iter_ : ndarray of int32
         Solver iterations per binary problem (a problem solved by its start counts 1).
-    result_ : Result
-        The solver's result (gap history, status, step counts).
+    result_ : Result or sequence of Result
+        The solver's result (gap history, status, step counts): one :class:`~torchfw.Result`
+        for a binary problem, a sequence of them (one per binary problem) for a multiclass
+        fit; :func:`torchfw.result.problem_results` gives a list in every case.
     """
 
     _estimator_kind = "classifier"
