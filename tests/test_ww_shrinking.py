@@ -149,6 +149,7 @@ def test_screening_without_its_bound_changes_the_answer():
                 return sweep(order, solver, steps)
 
             prob.sweep = blind
+            prob.run_epochs = lambda *args: None  # epoch by epoch, blind
         BlockCoordinateDescent(rtol=0.0009, random_state=2, max_iter=3000).minimize(prob)
         runs[mode] = prob
     assert not np.array_equal(runs[True].beta, runs[False].beta)
@@ -386,6 +387,7 @@ def test_dna_keeps_shrinking_after_a_capped_phase():
         return out
 
     prob.sweep = watched
+    prob.run_epochs = lambda *args: None  # epoch by epoch, watched
     res = BlockCoordinateDescent(rtol=0.0009, random_state=0, max_iter=1000,
                                  check_every="auto").minimize(prob)
     assert res.converged and any(capped) and not prob._slow

@@ -47,11 +47,36 @@ from ..sets.oracles import Box
 from ..utils.validation import check_finite, check_int_at_least, check_nonnegative, check_positive
 from ._stopping import FirstGapStop
 
-__all__ = ["BlockCoordinateDescent", "BlockProblem", "BlockQuadratic", "BoxQuadraticProblem"]
+__all__ = ["BlockCoordinateDescent", "BlockProblem", "BlockQuadratic", "BoxQuadraticProblem",
+           "CheckSchedule"]
 
 _SOLVERS = ("exact", "fw")
 #: The block FW step's line search (stateless: one instance serves every run).
 _EXACT = ExactLineSearch()
+#: Seconds one call of :meth:`BlockProblem.run_epochs` runs at most, about: the epochs between
+#: two gap checks run in calls sized to this from the pace of the last one, so that a Ctrl-C
+#: (``KeyboardInterrupt``, raised between two calls) stops a run within about this long.
+CHUNK_SECONDS = 0.2
+
+
+@dataclass(frozen=True)
+class CheckSchedule:
+    r"""When :class:`BlockCoordinateDescent` evaluates the duality gap next, for a problem that
+    runs several epochs in one call (:meth:`BlockProblem.run_epochs`).
+
+    After an epoch ``t`` the check is due at ``t = max_iter``; else, with ``use_estimate``, a
+    finite :meth:`BlockProblem.gap_estimate` ``e`` and a finite ``calib`` (exact gap over the
+    estimate at the last check), once ``e * calib <= limit`` or ``t - last_check >= 100``;
+    otherwise once ``t >= next_check``. This is ``minimize``'s own rule, for the problem to
+    apply after each of its epochs.
+    """
+
+    max_iter: int
+    use_estimate: bool
+    calib: float
+    limit: float
+    last_check: int
+    next_check: int
 
 
 @dataclass
@@ -146,6 +171,18 @@ class BlockProblem:
         """Run one epoch over ``order`` in one call (e.g. compiled); ``None`` if unsupported.
 
         Returns the number of blocks that changed.
+        """
+        return None
+
+    def run_epochs(self, rng: np.random.Generator, first: int, last: int, block_solver: str,
+                   fw_steps: int, schedule: CheckSchedule) -> tuple[int, int, bool] | None:
+        """Run epochs ``first..last`` in one call (e.g. compiled), each in a shuffled order
+        drawn from ``rng`` exactly as :meth:`BlockCoordinateDescent.minimize` draws it (the
+        :meth:`visit_set` shuffled with ``rng.shuffle``, else ``rng.permutation(n_blocks)``),
+        returning after the first epoch at which ``schedule`` says a gap check is due, or
+        after ``last``: ``(last epoch run, blocks changed, whether a check is due)``. The
+        iterates must be those of the epochs run one by one. ``None`` (the default): not
+        supported, ``minimize`` runs the epochs itself.
         """
         return None
 
@@ -319,29 +356,56 @@ class BlockCoordinateDescent:
 
             bar = GapProgress(type(self).__name__, unit="epoch")
         try:
-            for epoch in range(1, self.max_iter + 1):
-                visit = problem.visit_set() if self.shuffle else None
-                if visit is not None:
-                    rng.shuffle(visit)
-                    order = visit
+            epoch = 0
+            chunk = 1  # epochs of the next run_epochs call (epoch 1 is always checked)
+            while epoch < self.max_iter:
+                ran = None
+                if self.shuffle:
+                    last = epoch + 1 if self.time_limit is not None else min(
+                        self.max_iter, epoch + chunk)
+                    schedule = CheckSchedule(
+                        max_iter=self.max_iter, use_estimate=self.check_every == "auto",
+                        calib=math.nan if calib is None else calib,
+                        limit=self._estimate_margin * rule.gap_target,
+                        last_check=checks[-1][0] if checks else 0, next_check=next_check)
+                    t0 = time.perf_counter()
+                    ran = problem.run_epochs(rng, epoch + 1, last, self.block_solver,
+                                             self.fw_steps, schedule)
+                if ran is not None:
+                    # the problem ran the epochs and applied the check rule itself
+                    done, ran_changed, due = ran
+                    # the next call: CHUNK_SECONDS at this call's pace, growing at most 8-fold
+                    pace = CHUNK_SECONDS * (done - epoch) / max(time.perf_counter() - t0, 1e-6)
+                    chunk = max(1, min(int(pace), 8 * chunk))
+                    epoch = done
+                    changed_total += int(ran_changed)
+                    est = problem.gap_estimate() if self.check_every == "auto" else None
+                    if est is not None and not math.isfinite(est):
+                        est = None
                 else:
-                    order = rng.permutation(n) if self.shuffle else np.arange(n)
-                changed = problem.sweep(order, self.block_solver, self.fw_steps)
-                if changed is None:
-                    changed = self._python_sweep(problem, order)
-                changed_total += int(changed)
+                    epoch += 1
+                    visit = problem.visit_set() if self.shuffle else None
+                    if visit is not None:
+                        rng.shuffle(visit)
+                        order = visit
+                    else:
+                        order = rng.permutation(n) if self.shuffle else np.arange(n)
+                    changed = problem.sweep(order, self.block_solver, self.fw_steps)
+                    if changed is None:
+                        changed = self._python_sweep(problem, order)
+                    changed_total += int(changed)
+                    est = problem.gap_estimate() if self.check_every == "auto" else None
+                    if est is not None and not math.isfinite(est):
+                        est = None
+                    if est is not None and calib is not None:
+                        # the problem predicts its gap for free: check when the calibrated
+                        # prediction reaches the target (and at least every 100 epochs)
+                        due = (est * calib <= self._estimate_margin * rule.gap_target
+                               or epoch - checks[-1][0] >= 100)
+                    else:
+                        due = epoch >= next_check
                 out_of_time = (self.time_limit is not None
                                and time.perf_counter() - start >= self.time_limit)
-                est = problem.gap_estimate() if self.check_every == "auto" else None
-                if est is not None and not math.isfinite(est):
-                    est = None
-                if est is not None and calib is not None:
-                    # the problem predicts its gap for free: check when the calibrated
-                    # prediction reaches the target (and at least every 100 epochs)
-                    due = (est * calib <= self._estimate_margin * rule.gap_target
-                           or epoch - checks[-1][0] >= 100)
-                else:
-                    due = epoch >= next_check
                 if not due and epoch < self.max_iter and not out_of_time:
                     continue
                 value, gap = problem.value_and_gap()

@@ -31,11 +31,13 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from ..optimizers.bcd import BlockProblem, BlockQuadratic
+from ..optimizers.bcd import BlockProblem, BlockQuadratic, CheckSchedule
 from ..sets.oracles import Box
+from ..utils import bitgen as _bitgen
 from . import _blocks as _k
+from . import _policy as _pol
 from ._csr import row_sqnorms
-from ._sweep import skip_smallest, visit_set, ww_epoch, ww_objectives
+from ._sweep import _visit_set, ww_objectives
 from .subproblem import iterative_ww_subproblem, walrus
 
 __all__ = ["WWDualProblem", "SNAPSHOT_EVERY", "SCREEN_MIN_ELIGIBLE", "SCREEN_MIN_SCREENED",
@@ -128,7 +130,7 @@ class WWDualProblem(BlockProblem):
     shrinking : {False, True, "heuristic"}, default False
         ``True``: safe screening in the compiled sweep (same iterates as ``False``, fewer
         score computations; see :func:`torchfw.ww._sweep.ww_epoch`). ``"heuristic"``: shrink
-        slots and skip blocks as :meth:`_after_shrunk_sweep` decides. Off here, so that a
+        slots and skip blocks as :meth:`sweep` describes. Off here, so that a
         problem driven directly (the Walrus-vs-iterative benchmark, the tests comparing
         sweeps) runs the paper's Algorithm 1 as written; the estimator shrinks by default.
         The Python per-block methods do neither.
@@ -173,35 +175,49 @@ class WWDualProblem(BlockProblem):
         self._bnd = np.zeros(sk)
         self._rb = np.zeros((sn, sk))
         self._gmin = np.zeros(sn)
-        self.screened = 0  # visits passed over by the screening, in all
-        self.eligible = 0.0  # share of the blocks the next sweep could screen
-        self._phase = 0  # screening sweeps in a row so far (0: the next one starts a phase)
-        self._retry_at = 0  # no screening before this sweep (after a futile phase)
-        self._retry_wait = SCREEN_RETRY
         self.active = np.empty((n, self.k - 1), dtype=np.int64)
         self.n_act = np.empty(n, dtype=np.int64)
         self.skip = np.zeros(n, dtype=np.int64)
         self.gblk = np.zeros(n)
         self.unshrink()
-        self.epochs = 0  # sweeps run so far
-        self._full_next = False
-        self._gamma_ref = math.inf
-        self._last_full = 0
-        self._slow = False  # shrinking found wrong after a capped phase: full sweeps from then on
-        self._capped = False  # the last shrunk phase hit MAX_SHRUNK_SWEEPS: judge the re-check
-        self._target = 0.0  # the stopping rule's target gap, once BCD knows it
-        self._by_target = False  # the last full sweep was brought by the target
-        self._visited: np.ndarray | None = None  # set by visit_set for the next sweep
-        # ww_epoch's arguments, gathered once: the arrays are updated in place, never
-        # replaced, so only the order and the per-sweep switches change between calls
+        # the policy's state (torchfw.ww._policy): integers and flags, floats; read through
+        # the properties below
+        self._pi = np.zeros(_pol.N_INT, dtype=np.int64)
+        self._pf = np.zeros(_pol.N_FLOAT)
+        self._pi[_pol.I_RETRY_WAIT] = SCREEN_RETRY
+        self._pi[_pol.I_SHRINKING] = int(self.shrinking)
+        self._pi[_pol.I_SCREENING] = int(self.screening)
+        self._pf[_pol.F_GAMMA_REF] = math.inf
+        self._visited = np.zeros(n, dtype=np.bool_)  # blocks not skipped by the last sweep
+        self._order = np.empty(n, dtype=np.int64)  # the compiled epochs' visiting orders
+        # the compiled sweep's arguments, gathered once: the arrays are updated in place,
+        # never replaced, so only the order and the per-sweep switches change between calls
         ws = self.ws
         self._args_data = (X.indptr, X.indices, X.data, self.sqnorm, self.y)
         self._args_state = (self.W, self.beta, self.bsum, self.C)
-        self._args_lists = (self.active, self.n_act)
-        self._args_work = (self.skip, self.gblk, ws.scores, ws.v, ws.bnew, ws.heap, ws.hidx,
-                           ws.sv, ws.si, ws.prefix, ws.grad, ws.changed, ws.u, ws.cls, ws.sc,
-                           self.est)
+        self._args_lists = (self.active, self.n_act, self.skip, self.gblk)
+        self._args_work = (ws.scores, ws.v, ws.bnew, ws.heap, ws.hidx, ws.sv, ws.si, ws.prefix,
+                           ws.grad, ws.changed, ws.u, ws.cls, ws.sc, self.est)
+        self._args_policy = (self._visited, self._pi, self._pf)
         self._args_screen = self.screen_arrays()
+
+    # the policy's scalars, held in the arrays the compiled code updates
+    epochs = property(lambda self: int(self._pi[_pol.I_EPOCHS]),
+                      doc="Sweeps run so far.")
+    screened = property(lambda self: int(self._pi[_pol.I_SCREENED]),
+                        doc="Visits passed over by the safe screening, in all.")
+    eligible = property(lambda self: float(self._pf[_pol.F_ELIGIBLE]),
+                        doc="Share of the blocks the next sweep could screen.")
+    _full_next = property(lambda self: bool(self._pi[_pol.I_FULL_NEXT]))
+    _last_full = property(lambda self: int(self._pi[_pol.I_LAST_FULL]))
+    _slow = property(lambda self: bool(self._pi[_pol.I_SLOW]))
+    _capped = property(lambda self: bool(self._pi[_pol.I_CAPPED]))
+    _by_target = property(lambda self: bool(self._pi[_pol.I_BY_TARGET]))
+    _phase = property(lambda self: int(self._pi[_pol.I_PHASE]))
+    _retry_at = property(lambda self: int(self._pi[_pol.I_RETRY_AT]))
+    _retry_wait = property(lambda self: int(self._pi[_pol.I_RETRY_WAIT]))
+    _gamma_ref = property(lambda self: float(self._pf[_pol.F_GAMMA_REF]))
+    _target = property(lambda self: float(self._pf[_pol.F_TARGET]))
 
     @property
     def n_blocks(self) -> int:
@@ -219,7 +235,7 @@ class WWDualProblem(BlockProblem):
         the next sweep a full one. The target depends only on epoch 1, so the iterates still
         do not depend on when the gap is checked.
         """
-        self._target = float(target)
+        self._pf[_pol.F_TARGET] = float(target)
 
     def unshrink(self) -> None:
         """Put every slot of every block back in the sweep's lists, and skip no block."""
@@ -240,138 +256,78 @@ class WWDualProblem(BlockProblem):
         """
         if not self.shrinking or self.epochs == 0 or self._full_next:
             return None
-        blocks, self._visited = visit_set(self.sqnorm, self.skip, self.n_act, self.bsum,
-                                          self.gblk)
-        return blocks
+        out = np.empty(self.n_blocks, dtype=np.int64)
+        m = _visit_set(self.sqnorm, self.skip, self.n_act, self.bsum, self.gblk, self._visited,
+                       out)
+        self._pi[_pol.I_PENDING] = 1
+        return out[:m]
+
+    def _consts(self) -> np.ndarray:
+        """The policy's constants as the compiled code reads them (``torchfw.ww._policy.K_*``),
+        from this module's globals at each call."""
+        return np.array([SHRINK_THRESHOLD, UNSHRINK_FACTOR, SKIP_FRACTION, MAX_SHRUNK_SWEEPS,
+                         SLOW_WRONG_FRACTION, TARGET_MARGIN, TARGET_RECHECK_FACTOR,
+                         SNAPSHOT_EVERY, SCREEN_MIN_ELIGIBLE, SCREEN_MIN_SCREENED, SCREEN_RETRY],
+                        dtype=np.float64)
 
     def sweep(self, order: np.ndarray, block_solver: str, fw_steps: int) -> int:
-        thr = math.inf
-        full = True
-        pending, self._visited = self._visited, None
-        if self.shrinking:
-            # epoch 1 runs unshrunk (so gap_1, the stopping rule's reference, is the plain
-            # BCD one); later a full re-check sweep is due when the shrunk problem has made
-            # enough progress (see _after_shrunk_sweep)
-            full = self.epochs == 0 or self._full_next
-            if full:
-                if self._capped:  # which slots were out of the lists before this re-check
-                    listed = self._listed()
-                self.unshrink()
-            # slow problems (see _after_shrunk_sweep) run plain BCD: no slot leaves a list
-            thr = math.inf if self.epochs == 0 or self._slow else SHRINK_THRESHOLD
-        screen = bool(self.screening and self.eligible >= SCREEN_MIN_ELIGIBLE
-                      and self.epochs >= self._retry_at)
-        if screen and (self._phase == 0 or self.epochs % SNAPSHOT_EVERY == 0):
-            # a new snapshot S = W: D restarts at 0, and the old D's norm joins the offsets
-            # (off + ||D|| is bnd)
-            self._off[:] = self._bnd
-            self._D[:] = 0.0
-            self._dn2[:] = 0.0
-        if not self.shrinking:
-            visited = None
-        elif pending is not None and not full:  # visit_set passed over the others already
-            visited = pending
-        else:
-            visited = self.skip == 0
-        changed = int(ww_epoch(*self._args_data, np.ascontiguousarray(order, dtype=np.int64),
-                               *self._args_state, self._method_code(block_solver),
-                               int(fw_steps), self.eps, *self._args_lists, thr,
-                               *self._args_work, screen, *self._args_screen))
-        self.epochs += 1
-        self.screened += int(self.est[4])
-        if self.screening:
-            self._after_screening_sweep(screen)
-        if self.shrinking:
-            if full and self._capped:
-                self._capped = False
-                # slots left out that the full sweep moved off 0 (out of the lists, beta was 0)
-                support = self.beta > 0.0
-                wrong = int(np.count_nonzero(support & ~listed))
-                self._slow = wrong > SLOW_WRONG_FRACTION * max(int(np.count_nonzero(support)), 1)
-            assert visited is not None
-            self._after_shrunk_sweep(full, visited)
-        return changed
+        r"""One epoch over ``order`` with the shrinking or screening policy around it
+        (:func:`torchfw.ww._policy.ww_sweep`, compiled).
+
+        Heuristic shrinking decides the next sweep from this one's per-block gap shares
+        ``gblk``. ``Gamma = sum_i gblk[i]`` predicts the gap of the problem the sweeps
+        currently solve (shrunk slots count 0, skipped blocks their share at their last
+        visit). A full sweep (every slot listed, every block visited, each slot's shrinking
+        re-decided from its current gradient) records ``Gamma_ref``. The next sweep is full
+        again (un-shrink and re-check, as LIBLINEAR does when its shrunk problem looks
+        converged) once a shrunk sweep predicts ``Gamma <= Gamma_ref / UNSHRINK_FACTOR``, or
+        ``Gamma <= TARGET_MARGIN * target`` (the run may be about to stop: the exact check
+        should follow a sweep that saw every slot; once such a re-check has run, the next also
+        needs ``Gamma <= Gamma_ref / TARGET_RECHECK_FACTOR``), or after ``MAX_SHRUNK_SWEEPS``
+        shrunk sweeps. Progress, not a fixed period, sets the pace: a wrongly shrunk slot makes
+        ``Gamma`` optimistic, which brings the re-check sooner.
+
+        Between full sweeps, the visited blocks with the smallest shares, adding up to at most
+        ``SKIP_FRACTION`` of this sweep's total, skip the next epoch (never two in a row: a
+        skipped block is visited the epoch after). A problem is slow once a shrunk phase
+        needed the cap *and* the full sweep after it moved more than ``SLOW_WRONG_FRACTION``
+        of the support slots that had been left out: there every block's small moves add up,
+        and from then on every sweep is full (see ``MAX_SHRUNK_SWEEPS``), so shrinking cannot
+        leave the model behind plain BCD's.
+
+        Safe screening decides whether the next sweep screens (``SCREEN_MIN_ELIGIBLE``,
+        ``SCREEN_MIN_SCREENED``, ``SCREEN_RETRY``); screened or not, a sweep's iterates are
+        plain BCD's.
+        """
+        return int(_pol.ww_sweep(np.ascontiguousarray(order, dtype=np.int64),
+                                 *self._args_data, *self._args_state,
+                                 self._method_code(block_solver), int(fw_steps), self.eps,
+                                 *self._args_lists, *self._args_work, *self._args_screen,
+                                 *self._args_policy, self._consts()))
+
+    def run_epochs(self, rng: np.random.Generator, first: int, last: int,
+                   block_solver: str, fw_steps: int,
+                   schedule: CheckSchedule) -> tuple[int, int, bool] | None:
+        """Epochs ``first..last`` in one compiled call (:func:`torchfw.ww._policy.ww_run`),
+        drawing their orders from ``rng`` as BCD does, until ``schedule`` says a gap check is
+        due; ``None`` without numba or when ``rng`` cannot be read from compiled code.
+        """
+        h = _bitgen.handle(rng)
+        if h is None or not _k.HAVE_NUMBA:
+            return None
+        out = np.zeros(3, dtype=np.int64)
+        _pol.ww_run(*h, int(first), int(last), int(schedule.max_iter),
+                    bool(schedule.use_estimate), float(schedule.calib), float(schedule.limit),
+                    int(schedule.last_check), int(schedule.next_check), self._order,
+                    *self._args_data, *self._args_state, self._method_code(block_solver),
+                    int(fw_steps), self.eps, *self._args_lists, *self._args_work,
+                    *self._args_screen, *self._args_policy, self._consts(), out)
+        return int(out[0]), int(out[1]), bool(out[2])
 
     def screen_arrays(self) -> tuple:
         """The screening state that :func:`~torchfw.ww._sweep.ww_epoch` takes after its
         ``screen`` flag: ``(D, dn2, off, bnd, rb, gmin)``."""
         return (self._D, self._dn2, self._off, self._bnd, self._rb, self._gmin)
-
-    def _after_screening_sweep(self, screen: bool) -> None:
-        """Decide whether the next sweep screens (``SCREEN_MIN_ELIGIBLE``,
-        ``SCREEN_MIN_SCREENED``, ``SCREEN_RETRY``). The choice changes only the cost of a
-        sweep: screened or not, its iterates are plain BCD's."""
-        n = max(self.n_blocks, 1)
-        if not screen:
-            self.eligible = float(self.est[5]) / n
-            return
-        self._phase += 1
-        self.eligible = float(np.count_nonzero(self._gmin > 0.0)) / n
-        futile = self._phase >= 2 and self.est[4] < SCREEN_MIN_SCREENED * n
-        if self.eligible < SCREEN_MIN_ELIGIBLE or futile:
-            # stop, forgetting the records: D is not kept meanwhile, so their bounds would
-            # not hold when screening starts again (from a new snapshot)
-            self._gmin[:] = 0.0
-            self._phase = 0
-            if futile:  # each futile phase in a row doubles the wait before the next
-                self._retry_at = self.epochs + self._retry_wait
-                self._retry_wait *= 2
-        elif self._phase >= 2:
-            self._retry_wait = SCREEN_RETRY
-
-    def _listed(self) -> np.ndarray:
-        """``(n, k-1)`` mask of the slots in the sweep's lists."""
-        m = self.k - 1
-        mask = np.zeros((self.n_blocks, m), dtype=bool)
-        rows = np.repeat(np.arange(self.n_blocks), self.n_act)
-        mask[rows, self.active[np.arange(m)[None, :] < self.n_act[:, None]]] = True
-        return mask
-
-    def _after_shrunk_sweep(self, full: bool, visited: np.ndarray) -> None:
-        r"""Decide the next sweep from this one's per-block gap shares ``gblk``.
-
-        ``Gamma = sum_i gblk[i]`` predicts the gap of the problem the sweeps currently solve
-        (shrunk slots count 0, skipped blocks their share at their last visit). A full sweep
-        (every slot listed, every block visited, each slot's shrinking re-decided from its
-        current gradient) records ``Gamma_ref``. The next sweep is full again (un-shrink and
-        re-check, as LIBLINEAR does when its shrunk problem looks converged) once a shrunk
-        sweep predicts ``Gamma <= Gamma_ref / UNSHRINK_FACTOR``, or ``Gamma <= TARGET_MARGIN
-        * target`` (the run may be about to stop: the exact check should follow a sweep that
-        saw every slot; once such a re-check has run, the next also needs ``Gamma <= Gamma_ref
-        / TARGET_RECHECK_FACTOR``), or after ``MAX_SHRUNK_SWEEPS`` shrunk sweeps. Progress,
-        not a fixed period, sets the pace: a wrongly shrunk slot makes ``Gamma`` optimistic,
-        which brings the re-check sooner.
-
-        Between full sweeps, the visited blocks with the smallest shares, adding up to at most
-        ``SKIP_FRACTION`` of this sweep's total, skip the next epoch (never two in a row: a
-        skipped block is visited the epoch after). A problem is slow once a shrunk phase needed
-        the cap *and* the full sweep after it moved more than ``SLOW_WRONG_FRACTION`` of the
-        support slots that had been left out (decided in :meth:`sweep`): there every block's
-        small moves add up, and from then on every sweep is full (see ``MAX_SHRUNK_SWEEPS``),
-        so shrinking cannot leave the model behind plain BCD's.
-        """
-        shares = self.gblk
-        gamma = float(shares.sum())
-        if full:
-            self._gamma_ref = gamma
-            self._full_next = self._slow  # slow: plain BCD from now on
-            self._last_full = self.epochs
-            if self._slow:
-                return
-        elif gamma <= self._gamma_ref / UNSHRINK_FACTOR:
-            self._full_next = True
-            self._by_target = False
-            return
-        elif gamma <= TARGET_MARGIN * self._target and (
-                not self._by_target or gamma <= self._gamma_ref / TARGET_RECHECK_FACTOR):
-            self._full_next = True
-            self._by_target = True
-            return
-        elif self.epochs - self._last_full >= MAX_SHRUNK_SWEEPS:
-            self._full_next = True
-            self._capped = True  # the re-check decides whether the problem is slow
-            return
-        skip_smallest(shares, visited, SKIP_FRACTION, self.skip)
 
     def objectives(self) -> tuple[float, float]:
         """Primal ``P(W)`` and dual ``D(beta) = -g(beta)``."""

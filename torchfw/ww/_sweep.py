@@ -17,6 +17,7 @@ import math
 
 import numpy as np
 
+from ..utils.jit import njit
 from ._blocks import (
     PREFETCH_AHEAD,
     PREFETCH_MIN_WEIGHTS,
@@ -52,12 +53,79 @@ def _hinge_sum_py(scores, yi):
 _hinge_sum = _jit(_hinge_sum_py)
 
 
-# Why some loops below are written out instead of calling a helper: numba passes each array
-# argument of a compiled call (inlined or not, when its body branches) with its reference count
-# raised on entry and lowered on exit, two atomic instructions per array that also wait for the
-# store buffer to drain -- after a block's W update, dozens of stores. For the register sums of
-# k <= 8 classes (below, in ww_epoch and _ww_loss) a helper cost 8 atomics per worked block:
-# written out, a shrunk sweep of dna took 152 us instead of 168.
+def _register_scores_py(data, indices, W, start, stop, k, scores):
+    """``scores[c] = sum_p data[p] W[indices[p], c]`` over ``p in [start, stop)`` for the
+    ``k <= 8`` classes, each class summed in a register, in the order of the general loop
+    (nonzero by nonzero): the same numbers, bit for bit. Summing into ``scores[c]`` instead
+    would store and reload it at every nonzero (``scores`` might alias ``W``). Two to four
+    classes run a loop of their own; five to eight share one loop of eight sums, where the
+    slots past class ``k - 1`` read class ``k - 1``'s weights again (their sums are dropped).
+
+    Inlined into its callers (the sweep and the gap check): a compiled call would pass its
+    three arrays with their reference counts raised and lowered around it, atomic
+    instructions that wait for the stores of the block's W update to drain.
+    """
+    f0 = 0.0
+    f1 = 0.0
+    f2 = 0.0
+    f3 = 0.0
+    f4 = 0.0
+    f5 = 0.0
+    f6 = 0.0
+    f7 = 0.0
+    if k == 2:
+        for p in range(start, stop):
+            xv = data[p]
+            f = indices[p]
+            f0 += xv * W[f, 0]
+            f1 += xv * W[f, 1]
+    elif k == 3:
+        for p in range(start, stop):
+            xv = data[p]
+            f = indices[p]
+            f0 += xv * W[f, 0]
+            f1 += xv * W[f, 1]
+            f2 += xv * W[f, 2]
+    elif k == 4:
+        for p in range(start, stop):
+            xv = data[p]
+            f = indices[p]
+            f0 += xv * W[f, 0]
+            f1 += xv * W[f, 1]
+            f2 += xv * W[f, 2]
+            f3 += xv * W[f, 3]
+    else:
+        g5 = 5 if k > 5 else k - 1
+        g6 = 6 if k > 6 else k - 1
+        g7 = 7 if k > 7 else k - 1
+        for p in range(start, stop):
+            xv = data[p]
+            f = indices[p]
+            f0 += xv * W[f, 0]
+            f1 += xv * W[f, 1]
+            f2 += xv * W[f, 2]
+            f3 += xv * W[f, 3]
+            f4 += xv * W[f, 4]
+            f5 += xv * W[f, g5]
+            f6 += xv * W[f, g6]
+            f7 += xv * W[f, g7]
+    scores[0] = f0
+    scores[1] = f1
+    if k > 2:
+        scores[2] = f2
+    if k > 3:
+        scores[3] = f3
+    if k > 4:
+        scores[4] = f4
+    if k > 5:
+        scores[5] = f5
+    if k > 6:
+        scores[6] = f6
+    if k > 7:
+        scores[7] = f7
+
+
+_register_scores = njit(_register_scores_py, fallback=True, inline=True)
 
 
 #: Visits ahead whose per-block numbers (skip, norms, list length, sum, row start, label) are
@@ -259,77 +327,8 @@ def _ww_epoch_py(indptr, indices, data, sqnorm, y, order, W, beta, bsum, C, meth
         if 2 * a >= m:
             # many slots listed: all k scores, a contiguous vectorized loop over each row, is
             # cheaper than gathering (sector: sweeps gathering ~72 of 104 classes took 1.4x longer)
-            if k <= 4 and not pf:
-                # the scores of k <= 8 classes, each summed in a register (scores might alias
-                # W, so a sum into scores[c] is stored and reloaded at every nonzero), in the
-                # order of the general loop: the same numbers
-                f0 = 0.0
-                f1 = 0.0
-                f2 = 0.0
-                f3 = 0.0
-                if k == 2:
-                    for p in range(start, stop):
-                        xv = data[p]
-                        f = indices[p]
-                        f0 += xv * W[f, 0]
-                        f1 += xv * W[f, 1]
-                elif k == 3:
-                    for p in range(start, stop):
-                        xv = data[p]
-                        f = indices[p]
-                        f0 += xv * W[f, 0]
-                        f1 += xv * W[f, 1]
-                        f2 += xv * W[f, 2]
-                else:
-                    for p in range(start, stop):
-                        xv = data[p]
-                        f = indices[p]
-                        f0 += xv * W[f, 0]
-                        f1 += xv * W[f, 1]
-                        f2 += xv * W[f, 2]
-                        f3 += xv * W[f, 3]
-                scores[0] = f0
-                scores[1] = f1
-                if k > 2:
-                    scores[2] = f2
-                if k > 3:
-                    scores[3] = f3
-            elif k <= 8 and not pf:
-                # 5-8 classes: eight register sums in one loop; the slots past class k-1 read class
-                # k-1's weights again (those sums are dropped), so one loop serves every such k
-                g5 = 5 if k > 5 else k - 1
-                g6 = 6 if k > 6 else k - 1
-                g7 = 7 if k > 7 else k - 1
-                f0 = 0.0
-                f1 = 0.0
-                f2 = 0.0
-                f3 = 0.0
-                f4 = 0.0
-                f5 = 0.0
-                f6 = 0.0
-                f7 = 0.0
-                for p in range(start, stop):
-                    xv = data[p]
-                    f = indices[p]
-                    f0 += xv * W[f, 0]
-                    f1 += xv * W[f, 1]
-                    f2 += xv * W[f, 2]
-                    f3 += xv * W[f, 3]
-                    f4 += xv * W[f, 4]
-                    f5 += xv * W[f, g5]
-                    f6 += xv * W[f, g6]
-                    f7 += xv * W[f, g7]
-                scores[0] = f0
-                scores[1] = f1
-                scores[2] = f2
-                scores[3] = f3
-                scores[4] = f4
-                if k > 5:
-                    scores[5] = f5
-                if k > 6:
-                    scores[6] = f6
-                if k > 7:
-                    scores[7] = f7
+            if k <= 8 and not pf:
+                _register_scores(data, indices, W, start, stop, k, scores)
             else:
                 for c in range(k):
                     scores[c] = 0.0
@@ -538,74 +537,8 @@ def _ww_loss_py(indptr, indices, data, y, W, lo, hi, scores):
     last = indptr[hi]
     pf = W.shape[0] * W.shape[1] >= PREFETCH_MIN_WEIGHTS
     for i in range(lo, hi):
-        if k <= 4 and not pf:  # as in ww_epoch: register sums, written out
-            f0 = 0.0
-            f1 = 0.0
-            f2 = 0.0
-            f3 = 0.0
-            if k == 2:
-                for p in range(indptr[i], indptr[i + 1]):
-                    xv = data[p]
-                    f = indices[p]
-                    f0 += xv * W[f, 0]
-                    f1 += xv * W[f, 1]
-            elif k == 3:
-                for p in range(indptr[i], indptr[i + 1]):
-                    xv = data[p]
-                    f = indices[p]
-                    f0 += xv * W[f, 0]
-                    f1 += xv * W[f, 1]
-                    f2 += xv * W[f, 2]
-            else:
-                for p in range(indptr[i], indptr[i + 1]):
-                    xv = data[p]
-                    f = indices[p]
-                    f0 += xv * W[f, 0]
-                    f1 += xv * W[f, 1]
-                    f2 += xv * W[f, 2]
-                    f3 += xv * W[f, 3]
-            scores[0] = f0
-            scores[1] = f1
-            if k > 2:
-                scores[2] = f2
-            if k > 3:
-                scores[3] = f3
-        elif k <= 8 and not pf:
-            # 5-8 classes: eight register sums in one loop; the slots past class k-1 read class
-            # k-1's weights again (those sums are dropped), so one loop serves every such k
-            g5 = 5 if k > 5 else k - 1
-            g6 = 6 if k > 6 else k - 1
-            g7 = 7 if k > 7 else k - 1
-            f0 = 0.0
-            f1 = 0.0
-            f2 = 0.0
-            f3 = 0.0
-            f4 = 0.0
-            f5 = 0.0
-            f6 = 0.0
-            f7 = 0.0
-            for p in range(indptr[i], indptr[i + 1]):
-                xv = data[p]
-                f = indices[p]
-                f0 += xv * W[f, 0]
-                f1 += xv * W[f, 1]
-                f2 += xv * W[f, 2]
-                f3 += xv * W[f, 3]
-                f4 += xv * W[f, 4]
-                f5 += xv * W[f, g5]
-                f6 += xv * W[f, g6]
-                f7 += xv * W[f, g7]
-            scores[0] = f0
-            scores[1] = f1
-            scores[2] = f2
-            scores[3] = f3
-            scores[4] = f4
-            if k > 5:
-                scores[5] = f5
-            if k > 6:
-                scores[6] = f6
-            if k > 7:
-                scores[7] = f7
+        if k <= 8 and not pf:  # as in ww_epoch
+            _register_scores(data, indices, W, indptr[i], indptr[i + 1], k, scores)
         else:
             for c in range(k):
                 scores[c] = 0.0
@@ -756,7 +689,7 @@ def skip_smallest(shares: np.ndarray, visited: np.ndarray, fraction: float,
     """Set ``skip[i] = 1`` for the visited blocks with the smallest shares, adding up to at most
     ``fraction`` of the visited blocks' total (ties in index order: a stable sort).
 
-    The policy of :meth:`torchfw.ww._problem.WWDualProblem._after_shrunk_sweep`. ``shares >=
+    The policy of :meth:`torchfw.ww._problem.WWDualProblem.sweep`. ``shares >=
     0``; the zero shares (blocks whose slots are all shrunk at 0: most of them) come first in a
     stable sort and add nothing, so only the positive ones are sorted. Only their sorted
     *values* are needed (the running sums; the index order of equal shares is restored after),
