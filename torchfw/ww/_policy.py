@@ -28,7 +28,6 @@ import math
 import numpy as np
 
 from ..utils.bitgen import shuffle_prefix
-from ..utils.jit import HAVE_NUMBA, numba
 from ._blocks import _jit
 from ._sweep import _skip_sorted, _visit_set, ww_epoch
 
@@ -170,13 +169,17 @@ def _gap_estimate_py(shrinking, gblk, est, bsum, C):
 
 gap_estimate = _jit(_gap_estimate_py)
 
+
 def _sorted_py(g):
     """The values of ``g`` (positive, finite float64) in increasing order: ``np.sort(g)``.
 
     An LSD radix sort on the bits of the values (positive doubles order as their bit patterns,
-    read as unsigned integers), 11 bits a pass, passing over the digits that every value shares
-    (most of the exponent's): on letter's ~11,000 shares about as fast as NumPy's vectorized
-    sort, where numba's compiled ``np.sort`` took 1-3 ms, a tenth of a shrunk sweep.
+    read as unsigned integers), 11 bits a pass, passing over the digits that every value shares.
+    Letter's ~10,000 positive shares after epoch 4 (best of 200, thread CPU time): 0.19 ms,
+    against 0.67 ms for numba's compiled ``np.sort`` and 0.04 ms for NumPy's vectorized sort,
+    which compiled code can reach only by taking the GIL (numba's object mode); a shrunk sweep
+    of letter takes ~6 ms. Equal values are indistinguishable, so any correct sort gives
+    NumPy's array.
     """
     n = g.shape[0]
     keys = g.view(np.uint64).copy()

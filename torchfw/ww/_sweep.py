@@ -53,18 +53,57 @@ def _hinge_sum_py(scores, yi):
 _hinge_sum = _jit(_hinge_sum_py)
 
 
-def _register_scores_py(data, indices, W, start, stop, k, scores):
-    """``scores[c] = sum_p data[p] W[indices[p], c]`` over ``p in [start, stop)`` for the
-    ``k <= 8`` classes, each class summed in a register, in the order of the general loop
-    (nonzero by nonzero): the same numbers, bit for bit. Summing into ``scores[c]`` instead
-    would store and reload it at every nonzero (``scores`` might alias ``W``). Two to four
-    classes run a loop of their own; five to eight share one loop of eight sums, where the
-    slots past class ``k - 1`` read class ``k - 1``'s weights again (their sums are dropped).
+# The scores of k <= 8 classes, each class summed in a register, in the order of the general
+# loop (nonzero by nonzero): the same numbers, bit for bit. Summing into scores[c] instead would
+# store and reload it at every nonzero (scores might alias W). One helper per count of sums,
+# inlined (a compiled call passes its arrays with their reference counts raised and lowered
+# around it: atomic instructions that wait for the stores of a block's W update to drain), and
+# each a single loop: a helper whose loops sit in branches on k left its array arguments'
+# reference counts in the caller's loop (numba's pruning cannot pair them across the branches'
+# merge), which made dna's gap check 1.45x slower. Five to eight classes share one loop of
+# eight sums, whose slots past class k-1 read class k-1's weights again (those sums are
+# dropped): :func:`_register_scores_py` writes the k scores.
 
-    Inlined into its callers (the sweep and the gap check): a compiled call would pass its
-    three arrays with their reference counts raised and lowered around it, atomic
-    instructions that wait for the stores of the block's W update to drain.
-    """
+def _sums2_py(data, indices, W, start, stop):
+    f0 = 0.0
+    f1 = 0.0
+    for p in range(start, stop):
+        xv = data[p]
+        f = indices[p]
+        f0 += xv * W[f, 0]
+        f1 += xv * W[f, 1]
+    return f0, f1
+
+
+def _sums3_py(data, indices, W, start, stop):
+    f0 = 0.0
+    f1 = 0.0
+    f2 = 0.0
+    for p in range(start, stop):
+        xv = data[p]
+        f = indices[p]
+        f0 += xv * W[f, 0]
+        f1 += xv * W[f, 1]
+        f2 += xv * W[f, 2]
+    return f0, f1, f2
+
+
+def _sums4_py(data, indices, W, start, stop):
+    f0 = 0.0
+    f1 = 0.0
+    f2 = 0.0
+    f3 = 0.0
+    for p in range(start, stop):
+        xv = data[p]
+        f = indices[p]
+        f0 += xv * W[f, 0]
+        f1 += xv * W[f, 1]
+        f2 += xv * W[f, 2]
+        f3 += xv * W[f, 3]
+    return f0, f1, f2, f3
+
+
+def _sums8_py(data, indices, W, start, stop, g5, g6, g7):
     f0 = 0.0
     f1 = 0.0
     f2 = 0.0
@@ -73,59 +112,24 @@ def _register_scores_py(data, indices, W, start, stop, k, scores):
     f5 = 0.0
     f6 = 0.0
     f7 = 0.0
-    if k == 2:
-        for p in range(start, stop):
-            xv = data[p]
-            f = indices[p]
-            f0 += xv * W[f, 0]
-            f1 += xv * W[f, 1]
-    elif k == 3:
-        for p in range(start, stop):
-            xv = data[p]
-            f = indices[p]
-            f0 += xv * W[f, 0]
-            f1 += xv * W[f, 1]
-            f2 += xv * W[f, 2]
-    elif k == 4:
-        for p in range(start, stop):
-            xv = data[p]
-            f = indices[p]
-            f0 += xv * W[f, 0]
-            f1 += xv * W[f, 1]
-            f2 += xv * W[f, 2]
-            f3 += xv * W[f, 3]
-    else:
-        g5 = 5 if k > 5 else k - 1
-        g6 = 6 if k > 6 else k - 1
-        g7 = 7 if k > 7 else k - 1
-        for p in range(start, stop):
-            xv = data[p]
-            f = indices[p]
-            f0 += xv * W[f, 0]
-            f1 += xv * W[f, 1]
-            f2 += xv * W[f, 2]
-            f3 += xv * W[f, 3]
-            f4 += xv * W[f, 4]
-            f5 += xv * W[f, g5]
-            f6 += xv * W[f, g6]
-            f7 += xv * W[f, g7]
-    scores[0] = f0
-    scores[1] = f1
-    if k > 2:
-        scores[2] = f2
-    if k > 3:
-        scores[3] = f3
-    if k > 4:
-        scores[4] = f4
-    if k > 5:
-        scores[5] = f5
-    if k > 6:
-        scores[6] = f6
-    if k > 7:
-        scores[7] = f7
+    for p in range(start, stop):
+        xv = data[p]
+        f = indices[p]
+        f0 += xv * W[f, 0]
+        f1 += xv * W[f, 1]
+        f2 += xv * W[f, 2]
+        f3 += xv * W[f, 3]
+        f4 += xv * W[f, 4]
+        f5 += xv * W[f, g5]
+        f6 += xv * W[f, g6]
+        f7 += xv * W[f, g7]
+    return f0, f1, f2, f3, f4, f5, f6, f7
 
 
-_register_scores = njit(_register_scores_py, fallback=True, inline=True)
+_sums2 = njit(_sums2_py, fallback=True, inline=True)
+_sums3 = njit(_sums3_py, fallback=True, inline=True)
+_sums4 = njit(_sums4_py, fallback=True, inline=True)
+_sums8 = njit(_sums8_py, fallback=True, inline=True)
 
 
 #: Visits ahead whose per-block numbers (skip, norms, list length, sum, row start, label) are
@@ -328,7 +332,29 @@ def _ww_epoch_py(indptr, indices, data, sqnorm, y, order, W, beta, bsum, C, meth
             # many slots listed: all k scores, a contiguous vectorized loop over each row, is
             # cheaper than gathering (sector: sweeps gathering ~72 of 104 classes took 1.4x longer)
             if k <= 8 and not pf:
-                _register_scores(data, indices, W, start, stop, k, scores)
+                if k == 2:
+                    scores[0], scores[1] = _sums2(data, indices, W, start, stop)
+                elif k == 3:
+                    scores[0], scores[1], scores[2] = _sums3(data, indices, W, start, stop)
+                elif k == 4:
+                    scores[0], scores[1], scores[2], scores[3] = _sums4(data, indices, W, start,
+                                                                        stop)
+                else:
+                    f0, f1, f2, f3, f4, f5, f6, f7 = _sums8(data, indices, W, start, stop,
+                                                            5 if k > 5 else k - 1,
+                                                            6 if k > 6 else k - 1,
+                                                            7 if k > 7 else k - 1)
+                    scores[0] = f0
+                    scores[1] = f1
+                    scores[2] = f2
+                    scores[3] = f3
+                    scores[4] = f4
+                    if k > 5:
+                        scores[5] = f5
+                    if k > 6:
+                        scores[6] = f6
+                    if k > 7:
+                        scores[7] = f7
             else:
                 for c in range(k):
                     scores[c] = 0.0
@@ -538,7 +564,29 @@ def _ww_loss_py(indptr, indices, data, y, W, lo, hi, scores):
     pf = W.shape[0] * W.shape[1] >= PREFETCH_MIN_WEIGHTS
     for i in range(lo, hi):
         if k <= 8 and not pf:  # as in ww_epoch
-            _register_scores(data, indices, W, indptr[i], indptr[i + 1], k, scores)
+            if k == 2:
+                scores[0], scores[1] = _sums2(data, indices, W, indptr[i], indptr[i + 1])
+            elif k == 3:
+                scores[0], scores[1], scores[2] = _sums3(data, indices, W, indptr[i], indptr[i + 1])
+            elif k == 4:
+                scores[0], scores[1], scores[2], scores[3] = _sums4(data, indices, W, indptr[i],
+                                                                    indptr[i + 1])
+            else:
+                f0, f1, f2, f3, f4, f5, f6, f7 = _sums8(data, indices, W, indptr[i], indptr[i + 1],
+                                                        5 if k > 5 else k - 1,
+                                                        6 if k > 6 else k - 1,
+                                                        7 if k > 7 else k - 1)
+                scores[0] = f0
+                scores[1] = f1
+                scores[2] = f2
+                scores[3] = f3
+                scores[4] = f4
+                if k > 5:
+                    scores[5] = f5
+                if k > 6:
+                    scores[6] = f6
+                if k > 7:
+                    scores[7] = f7
         else:
             for c in range(k):
                 scores[c] = 0.0
