@@ -198,7 +198,8 @@ class WWDualProblem(BlockProblem):
         self._args_lists = (self.active, self.n_act, self.skip, self.gblk)
         self._args_work = (ws.scores, ws.v, ws.bnew, ws.heap, ws.hidx, ws.sv, ws.si, ws.prefix,
                            ws.grad, ws.changed, ws.u, ws.cls, ws.sc, self.est)
-        self._args_policy = (self._visited, self._pi, self._pf)
+        self._args_policy = (self._visited, self._pi, self._pf, self._consts())
+        self._rng: tuple | None = None  # (generator, its bitgen.handle) of the last run
         self._args_screen = self.screen_arrays()
 
     # the policy's scalars, held in the arrays the compiled code updates
@@ -262,9 +263,10 @@ class WWDualProblem(BlockProblem):
         self._pi[_pol.I_PENDING] = 1
         return out[:m]
 
-    def _consts(self) -> np.ndarray:
+    @staticmethod
+    def _consts() -> np.ndarray:
         """The policy's constants as the compiled code reads them (``torchfw.ww._policy.K_*``),
-        from this module's globals at each call."""
+        from this module's globals (read once per problem, at its construction)."""
         return np.array([SHRINK_THRESHOLD, UNSHRINK_FACTOR, SKIP_FRACTION, MAX_SHRUNK_SWEEPS,
                          SLOW_WRONG_FRACTION, TARGET_MARGIN, TARGET_RECHECK_FACTOR,
                          SNAPSHOT_EVERY, SCREEN_MIN_ELIGIBLE, SCREEN_MIN_SCREENED, SCREEN_RETRY],
@@ -303,7 +305,7 @@ class WWDualProblem(BlockProblem):
                                  *self._args_data, *self._args_state,
                                  self._method_code(block_solver), int(fw_steps), self.eps,
                                  *self._args_lists, *self._args_work, *self._args_screen,
-                                 *self._args_policy, self._consts()))
+                                 *self._args_policy))
 
     def run_epochs(self, rng: np.random.Generator, first: int, last: int,
                    block_solver: str, fw_steps: int,
@@ -312,8 +314,10 @@ class WWDualProblem(BlockProblem):
         drawing their orders from ``rng`` as BCD does, until ``schedule`` says a gap check is
         due; ``None`` without numba or when ``rng`` cannot be read from compiled code.
         """
-        h = _bitgen.handle(rng)
-        if h is None or not _k.HAVE_NUMBA:
+        if self._rng is None or self._rng[0] is not rng:  # once per BCD run
+            self._rng = (rng, _bitgen.handle(rng))  # holding rng keeps its addresses valid
+        h = self._rng[1]
+        if h is None:
             return None
         out = np.zeros(3, dtype=np.int64)
         _pol.ww_run(*h, int(first), int(last), int(schedule.max_iter),
@@ -321,7 +325,7 @@ class WWDualProblem(BlockProblem):
                     int(schedule.last_check), int(schedule.next_check), self._order,
                     *self._args_data, *self._args_state, self._method_code(block_solver),
                     int(fw_steps), self.eps, *self._args_lists, *self._args_work,
-                    *self._args_screen, *self._args_policy, self._consts(), out)
+                    *self._args_screen, *self._args_policy, out)
         return int(out[0]), int(out[1]), bool(out[2])
 
     def screen_arrays(self) -> tuple:
