@@ -174,7 +174,8 @@ def _sorted_py(g):
     """The values of ``g`` (positive, finite float64) in increasing order: ``np.sort(g)``.
 
     An LSD radix sort on the bits of the values (positive doubles order as their bit patterns,
-    read as unsigned integers), 11 bits a pass, passing over the digits that every value shares.
+    read as unsigned integers), 8 or 11 bits a pass, passing over the digits that every value
+    shares.
     Letter's ~10,000 positive shares after epoch 4 (best of 200, thread CPU time): 0.19 ms,
     against 0.67 ms for numba's compiled ``np.sort`` and 0.04 ms for NumPy's vectorized sort,
     which compiled code can reach only by taking the GIL (numba's object mode); a shrunk sweep
@@ -184,21 +185,27 @@ def _sorted_py(g):
     n = g.shape[0]
     keys = g.view(np.uint64).copy()
     tmp = np.empty(n, dtype=np.uint64)
-    count = np.empty(2048, dtype=np.int64)
-    for shift in range(0, 64, 11):
-        for b in range(2048):
+    # digits of 8 bits below 4,096 values (a pass costs ~2n + 2 * 256), of 11 above (fewer
+    # passes; clearing and scanning 2,048 counts no longer dominates)
+    width = 8 if n < 4096 else 11
+    n_buckets = 1 << width
+    mask = np.uint64(n_buckets - 1)
+    count = np.empty(n_buckets, dtype=np.int64)
+    for shift in range(0, 64, width):
+        sh = np.uint64(shift)
+        for b in range(n_buckets):
             count[b] = 0
         for i in range(n):
-            count[(keys[i] >> np.uint64(shift)) & np.uint64(2047)] += 1
-        if count[(keys[0] >> np.uint64(shift)) & np.uint64(2047)] == n:
+            count[(keys[i] >> sh) & mask] += 1
+        if count[(keys[0] >> sh) & mask] == n:
             continue  # every key has this digit: the pass would not move anything
         total = 0
-        for b in range(2048):
+        for b in range(n_buckets):
             c = count[b]
             count[b] = total
             total += c
         for i in range(n):
-            d = (keys[i] >> np.uint64(shift)) & np.uint64(2047)
+            d = (keys[i] >> sh) & mask
             tmp[count[d]] = keys[i]
             count[d] += 1
         keys, tmp = tmp, keys
