@@ -107,6 +107,18 @@ SECOND_IMPLEMENTATIONS: tuple[SecondImplementation, ...] = (
         "one BCD epoch over n examples in one compiled call (each inner iteration reads the "
         "weights the previous one wrote: docs/design.md, 'why numba')"),
     SecondImplementation(
+        "torchfw.ww._policy._ww_run_py",
+        "torchfw.optimizers.bcd.BlockCoordinateDescent.minimize",
+        "tests/test_ww_compiled_epochs.py::test_compiled_epochs_are_the_epochs_one_by_one_on_dna",
+        "the epochs between two gap checks in one compiled call: BCD's order draws and its "
+        "check rule, applied after each epoch without a round trip through the interpreter "
+        "(on dna ~70 us of Python an epoch against a shrunk sweep of 125 us)"),
+    SecondImplementation(
+        "torchfw.ww._policy._skip_smallest_py",
+        "torchfw.ww._sweep.skip_smallest",
+        "tests/test_ww_compiled_epochs.py::test_compiled_skip_choice_is_the_numpy_policy",
+        "the skip choice inside the compiled epochs, which cannot call NumPy's sort"),
+    SecondImplementation(
         "torchfw.ww.subproblem.walrus_batched",
         "torchfw.ww._blocks.walrus_single",
         "tests/test_walrus.py::test_batched_equals_single",

@@ -216,7 +216,9 @@ _sorted = _jit(_sorted_py)
 
 
 def _skip_smallest_py(shares, visited, fraction, skip):
-    """:func:`torchfw.ww._sweep.skip_smallest`, from compiled code."""
+    """:func:`torchfw.ww._sweep.skip_smallest`, from compiled code: a declared second
+    implementation (:mod:`torchfw.utils.twins`), with the radix sort :func:`_sorted_py` in
+    place of NumPy's."""
     n_pos = 0
     for i in range(visited.shape[0]):
         if visited[i] and shares[i] != 0.0:
@@ -400,6 +402,10 @@ def _ww_run_py(state, next32, next64, first, last, max_iter, use_est, calib, lim
     ``calib`` (NaN: none), once ``e calib <= limit`` or 100 epochs after the last check;
     otherwise from epoch ``next_check`` on. Returns after the epoch at which it is due, or
     after ``last``. ``out`` receives ``[epochs run to, blocks changed, due (0/1)]``.
+
+    A declared second implementation (:mod:`torchfw.utils.twins`) of the epoch loop of
+    :meth:`~torchfw.optimizers.bcd.BlockCoordinateDescent.minimize`: the same draws, the same
+    check rule, the same iterates bit for bit.
     """
     n = sqnorm.shape[0]
     shrinking = pi[I_SHRINKING] != 0
