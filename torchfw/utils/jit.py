@@ -22,6 +22,7 @@ import types
 from pathlib import Path
 
 from .collector import paused
+from .kernel_cache import light_loading
 
 try:
     if os.environ.get("TORCHFW_DISABLE_NUMBA"):
@@ -200,8 +201,10 @@ def _load_without_refresh(dispatcher) -> None:
     callees inside it, and the only symbols it can import from the process are those of the
     runtime (NRT) and of numba's hashing (:func:`_prepare_for_loading` registers both). So
     loads skip the refresh, and a compile (a signature not in the cache) still refreshes, as
-    numba's compiler does before every compilation. The machine code is the same either way:
-    results are bit-identical. A numba without these internals keeps its own behaviour.
+    numba's compiler does before every compilation. The load itself skips what only later
+    compilations use (the kernel's bitcode, its environments' module imports:
+    :mod:`torchfw.utils.kernel_cache`). The machine code is the same either way: results are
+    bit-identical. A numba without these internals keeps its own behaviour.
     """
     cache = getattr(dispatcher, "_cache", None)
     if _LoadingCache is not None and type(cache) is _LoadingCache.__mro__[1]:
@@ -218,12 +221,15 @@ def _make_loading_cache():
         return None  # pragma: no cover
 
     class LoadingCache(FunctionCache):
-        """numba's function cache, loading without a refresh (:func:`_load_without_refresh`)."""
+        """numba's function cache, loading without a refresh (:func:`_load_without_refresh`)
+        and with only the work running the machine code needs
+        (:func:`torchfw.utils.kernel_cache.light_loading`)."""
 
         def load_overload(self, sig, target_context):
             with paused():  # the load allocates long-lived objects only
                 _prepare_for_loading(target_context)
-                with self._guard_against_spurious_io_errors():
+                with self._guard_against_spurious_io_errors(), \
+                        light_loading(self, target_context):
                     return self._load_overload(sig, target_context)
 
     return LoadingCache
