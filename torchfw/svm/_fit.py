@@ -72,7 +72,8 @@ def shared_problem(plan: FitPlan, X, problems, C_examples):
     if sizes is not None and (not _fits(plan, X.shape[0]) or pairs_read_rows(sizes)):
         return None
     C_all = C_examples if isinstance(C_examples, float) else C_examples.to(X.device)
-    return plain_problem(plan, X, C_all, len(problems) == 1)
+    with one_thread():  # as inside fit_problems: the operator's torch work, on one thread
+        return plain_problem(plan, X, C_all, len(problems) == 1)
 
 
 def full_matrix(shared) -> np.ndarray | None:
