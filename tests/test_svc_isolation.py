@@ -94,3 +94,74 @@ def test_a_fit_on_isolated_examples_stops_at_isolated_tol():
     # float32 kernel values against the float64 matrix: a little slack over ISOLATED_TOL
     assert gap_auto <= 1.5 * ISOLATED_TOL, gap_auto
     assert gap_loose > 3 * ISOLATED_TOL, gap_loose  # tol 0.3 alone would stop far from it
+
+
+def _shared_matrix(X, y, gamma, dtype=torch.float32):
+    """The compiled path's matrix K + 1 of ``SVC(gamma=gamma)`` on ``X``, as a fit builds it."""
+    from torchfw.svm._fit import full_matrix, shared_problem
+    from torchfw.svm._multiclass import binary_problems
+
+    model = tf.SVC(gamma=gamma)
+    Xt = torch.tensor(X, dtype=dtype)
+    kernel = make_kernel("rbf", gamma)
+    classes, encoded = np.unique(y, return_inverse=True)
+    plan = resolve_plan(model, n_examples=len(y), kernel=kernel, dtype=dtype, device=CPU)
+    shared = shared_problem(plan, Xt, binary_problems(encoded, len(classes), "ovr"), 2.0)
+    return kernel, Xt, full_matrix(shared)
+
+
+@pytest.mark.parametrize("m", [150, 700])  # every example probed; 256 of them
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_the_probe_reads_the_fits_matrix_as_it_computes_the_block(m, seed):
+    """Around the threshold, the answer read from the fit's matrix K + 1 is the block's: at
+    gammas that put the median nearest kernel value just below and just above ISOLATED_K
+    (either side by 1e-3, far outside the rounding band: the matrix decides), and at the
+    median itself (inside the band: the block decides)."""
+    from torchfw.svm._isolation import _from_matrix, _probe_rows
+
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(m, 5)) * rng.uniform(0.5, 3.0, size=5)
+    y = rng.integers(0, 2, m)
+    rows = _probe_rows(m).numpy()
+    d2 = ((X[rows, None, :] - X[None, :, :]) ** 2).sum(-1)
+    d2[np.arange(len(rows)), rows] = np.inf
+    # the lower median of the nearest squared distances, as torch.median takes it
+    median_d2 = np.sort(d2.min(1))[(len(rows) - 1) // 2]
+    at_threshold = -np.log(ISOLATED_K) / median_d2  # exp(-gamma d2) = ISOLATED_K there
+    for factor, decided in ((1.01, True), (0.99, True), (1.0, False)):
+        kernel, Xt, matrix = _shared_matrix(X, y, at_threshold * factor)
+        assert matrix is not None
+        block = isolated_examples(kernel, Xt)
+        answer = _from_matrix(kernel, Xt, matrix, rows)
+        if decided:
+            assert answer is block, (factor, answer, block)
+            assert block is (factor > 1.0)  # a larger gamma: smaller kernel values, isolated
+        else:
+            assert answer is None  # in the band: the block decides
+        assert isolated_examples(kernel, Xt, matrix) is block
+
+
+@pytest.mark.parametrize("gamma, tol", [(0.5, ISOLATED_TOL), (2.0 ** -9, 0.1)])
+def test_a_fit_that_reads_the_probe_off_its_matrix_is_the_fit_at_that_tol(gamma, tol):
+    """tol="auto" on the compiled path (the probe read from the shared matrix) gives the very
+    model of the explicit tol the probe stands for: isolated examples ISOLATED_TOL, others
+    SMALL_TOL (300 examples) -- so a wrong answer of the matrix changes the model and fails."""
+    X, y = _spread(m=300)
+    auto = tf.SVC(C=256.0, gamma=gamma, random_state=0).fit(X, y)
+    fixed = tf.SVC(C=256.0, gamma=gamma, tol=tol, random_state=0).fit(X, y)
+    assert auto.result_.info.get("engine") == "compiled whole solve"
+    np.testing.assert_array_equal(auto.support_, fixed.support_)
+    np.testing.assert_array_equal(auto.dual_coef_, fixed.dual_coef_)
+    np.testing.assert_array_equal(auto.intercept_, fixed.intercept_)
+    assert auto.n_iter_.tolist() == fixed.n_iter_.tolist()
+
+
+def test_the_probed_rows_are_the_evenly_spaced_ones():
+    """Up to PROBE_ROWS examples every one (the float32 ramp rounds to each index), above
+    PROBE_ROWS evenly spaced ones, as torch.linspace rounds them."""
+    from torchfw.svm._isolation import PROBE_ROWS, _probe_rows
+
+    for m in (*range(2, PROBE_ROWS + 1), 257, 1000, 12345):
+        n = min(m, PROBE_ROWS)
+        expected = torch.linspace(0, m - 1, n).round().long()
+        assert torch.equal(_probe_rows(m), expected), m

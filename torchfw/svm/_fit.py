@@ -51,12 +51,43 @@ from ._plan import FitPlan
 from ._start import initial_subset
 from ._start import start as start_compiled
 
-__all__ = ["fit_problems", "dense_budget_ok", "takes_compiled", "fit_all", "PARALLEL_WORK"]
+__all__ = ["fit_problems", "dense_budget_ok", "takes_compiled", "fit_all", "shared_problem",
+           "full_matrix", "PARALLEL_WORK"]
 
 
-def fit_all(plan: FitPlan, X, problems, C_examples, previous, gram=None, first=0):
+def shared_problem(plan: FitPlan, X, problems, C_examples):
+    """``(row source, diagonal, 1/C)`` of the one matrix :math:`K + 1` that every problem of a
+    compiled fit reads (:func:`~torchfw.svm._matrix.plain_problem`; Nones without host
+    storage), or None where one-vs-one pairs read their own rows: when the matrix of all
+    examples does not fit, or when the pairs are large enough to read few of their rows.
+
+    One operator over all examples, labels 1: its matrix :math:`K + 1` serves every problem
+    (rows and signs per problem), its diagonal :math:`K_{ii} + 1 + 1/C_i` too (labels square
+    away). The rows come from the full matrix or, over ``cache_size`` (or for one large binary
+    problem: :data:`~torchfw.svm._matrix.ROWS_FROM`), from a cache of them. Built before the
+    plan's ``tol`` is final, which it does not read: the isolation probe of ``tol="auto"``
+    reads the full matrix (:func:`full_matrix`).
+    """
+    sizes = pair_sizes(problems)
+    if sizes is not None and (not _fits(plan, X.shape[0]) or pairs_read_rows(sizes)):
+        return None
+    C_all = C_examples if isinstance(C_examples, float) else C_examples.to(X.device)
+    with one_thread():  # as inside fit_problems: the operator's torch work, on one thread
+        return plain_problem(plan, X, C_all, len(problems) == 1)
+
+
+def full_matrix(shared) -> np.ndarray | None:
+    """The whole matrix :math:`K + 1` of a :func:`shared_problem`, or None (no shared rows, or
+    a cache of them)."""
+    if shared is None or shared[0] is None or shared[0][1] is not None:
+        return None
+    return shared[0][0]
+
+
+def fit_all(plan: FitPlan, X, problems, C_examples, previous, gram=None, first=0, shared=None):
     """:func:`torchfw.svm._fit.fit_problems` (which calls it on one torch thread); ``first``
-    is the index of ``problems[0]`` in the fit (its seed: one pair solved alone)."""
+    is the index of ``problems[0]`` in the fit (its seed: one pair solved alone), ``shared``
+    the fit's :func:`shared_problem` when already built."""
     from ._multiclass import restrict, scatter
     from .kernels import ORDERED_MATVEC_MAX
 
@@ -65,19 +96,14 @@ def fit_all(plan: FitPlan, X, problems, C_examples, previous, gram=None, first=0
     kdtype = plan.dtype
     m = X.shape[0]
     C_all = C_examples if isinstance(C_examples, float) else C_examples.to(X.device)
-    # One-vs-one pairs on their own rows (a matrix or a cache each): when the matrix of all
-    # examples does not fit, or when the pairs are large enough to read few of their rows.
-    sizes = pair_sizes(problems) if gram is None else None
-    per_problem = sizes is not None and (not _fits(plan, m) or pairs_read_rows(sizes))
+    per_problem = False
     max_atoms = ORDERED_MATVEC_MAX
-    if per_problem:
-        src = diag_np = inv_c_all = None
-    elif gram is None:
-        # One operator over all examples, labels 1: its matrix K + 1 serves every problem (rows
-        # and signs per problem), its diagonal K_ii + 1 + 1/C_i too (labels square away). The
-        # rows come from the full matrix or, over cache_size (or for one large binary
-        # problem: ROWS_FROM), from a cache of them.
-        src, diag_np, inv_c_all = plain_problem(plan, X, C_all, len(problems) == 1)
+    if gram is None:
+        if shared is None:
+            shared = shared_problem(plan, X, problems, C_examples)
+        # One-vs-one pairs on their own rows (a matrix or a cache each): shared_problem's None.
+        per_problem = shared is None
+        src, diag_np, inv_c_all = (None, None, None) if per_problem else shared
     else:  # a precomputed or callable kernel: its Gram matrix is all there is
         from ._custom import custom_matrix
 
@@ -466,7 +492,7 @@ def _fits(plan: FitPlan, n: int) -> bool:
     return cache_slots(plan, n, np.float64 if plan.dtype == torch.float64 else np.float32) >= n
 
 
-def fit_problems(plan: FitPlan, X, problems, C_examples, previous, gram=None):
+def fit_problems(plan: FitPlan, X, problems, C_examples, previous, gram=None, shared=None):
     """Solve the binary problems of the fit ``plan`` on the compiled path; ``(alphas, results)``.
 
     The compiled loop stops on the plan's numbers (:meth:`~torchfw.svm._plan.FitPlan.stopping`),
@@ -474,7 +500,8 @@ def fit_problems(plan: FitPlan, X, problems, C_examples, previous, gram=None):
     reproduce.py``'s absolute gap) means the same on both paths.
 
     ``gram`` is the ``m x m`` kernel matrix of a precomputed or callable kernel (see
-    :mod:`torchfw.svm._custom`), else None: the matrix of the plan's kernel on ``X``.
+    :mod:`torchfw.svm._custom`), else None: the matrix of the plan's kernel on ``X``
+    (``shared``, the fit's :func:`shared_problem` when the caller built it).
 
     One matrix :math:`K + 1` serves every problem, each reading its signed rows from it
     (:func:`_row_py`; a one-vs-one pair its examples' entries) -- or, for one-vs-one when the
@@ -487,7 +514,7 @@ def fit_problems(plan: FitPlan, X, problems, C_examples, previous, gram=None):
     results bit for bit.
     """
     with one_thread():
-        return fit_all(plan, X, problems, C_examples, previous, gram)
+        return fit_all(plan, X, problems, C_examples, previous, gram, shared=shared)
 
 
 _NO_ROWS = np.zeros(0, dtype=np.int64)

@@ -369,11 +369,19 @@ class SVC(SklearnSVCMixin, BaseEstimator):
         self._X_train = X
         # Every choice and number of the solves, resolved once (torchfw.svm._plan): the paths
         # below read the plan, never the estimator.
-        # tol="auto" is tighter where the Gaussian kernel isolates the examples (_isolation)
-        isolated = isinstance(self.tol, str) and objects is None and \
-            _isolation.isolated_examples(self._kernel, X)
         plan = resolve_plan(self, n_examples=X.shape[0], kernel=self._kernel, dtype=kdtype,
-                            device=X.device, isolated=isolated, **overrides)
+                            device=X.device, **overrides)
+        batched = not plan.custom_kernel and plan.batches(problems)
+        compiled = not plan.custom_kernel and not batched and \
+            _svc_fit.takes_compiled(plan, X, problems)
+        shared = None
+        if isinstance(self.tol, str) and _isolation.probed(self._kernel, X.shape[0]):
+            # tol="auto" is tighter where the Gaussian kernel isolates the examples (_isolation),
+            # probed on the compiled path's matrix K + 1 where it has one (built here: no tol)
+            shared = _svc_fit.shared_problem(plan, X, problems, C_examples) if compiled else None
+            if _isolation.isolated_examples(self._kernel, X, _svc_fit.full_matrix(shared)):
+                plan = resolve_plan(self, n_examples=X.shape[0], kernel=self._kernel,
+                                    dtype=kdtype, device=X.device, isolated=True, **overrides)
         if plan.custom_kernel:  # the compiled solve on the given m x m matrix, or an error
             _svc_custom.check_custom_kernel(plan, X.shape[0], X.device)
             gram = _svc_custom.train_gram(plan.kernel, X, kdtype) if objects is None else \
@@ -381,13 +389,14 @@ class SVC(SklearnSVCMixin, BaseEstimator):
                     plan.kernel.matrix(objects, objects)), kdtype)
             alphas, results = _svc_fit.fit_problems(plan, X, problems, C_examples, previous,
                                                     gram=gram)
-        elif plan.batches(problems):
+        elif batched:
             from ._batched import fit_ovr_batched
 
             alphas, results = fit_ovr_batched(plan, X, [p.y for p in problems], C_examples,
                                               previous)
-        elif _svc_fit.takes_compiled(plan, X, problems):
-            alphas, results = _svc_fit.fit_problems(plan, X, problems, C_examples, previous)
+        elif compiled:
+            alphas, results = _svc_fit.fit_problems(plan, X, problems, C_examples, previous,
+                                                    shared=shared)
         else:
             alphas, results = [], []
             for k, problem in enumerate(problems):
