@@ -115,7 +115,9 @@ def _run_loop(variant, src, bufs, diag, ct, has_ct, constant, w, s, wp, sp, supp
     StoppingRule`'s test), at ``max_iter``, or pauses at or past ``pause_at``. With ``correct``,
     a stalled run takes the corrective step (:func:`correct`) at a check: it counts as one
     iteration (counter ``correct``), under the rule of :class:`torchfw.optimizers._correction.
-    FaceCorrection`.
+    FaceCorrection` -- the conjugate-gradient step (:func:`_conjugate_py`) where
+    :func:`~torchfw.optimizers._face_cg.conjugate_plan` affords a face larger than the dense
+    step's and that one would leave violators out, until it fails once in the run.
     """
     n = w.shape[0]
     p = state[0]
@@ -654,7 +656,9 @@ class LoopState:
     ``w, s`` (float64) are the weights and scores; ``wp, sp`` the previous iterate (PARTAN,
     else aliases of ``w, s``); ``support`` the atoms that ever had weight, in order of arrival
     (PARTAN); ``state`` ``[p, t, s_min, i_min, s_max, j_max, W, p_prev, t_prev, n_support]``,
-    then the corrective step's window that a resumed call continues (:func:`_run_loop`).
+    then the corrective step's window that a resumed call continues and the run's
+    conjugate-step state (:data:`torchfw.optimizers._face_cg.ALLOWED`, ``DISABLED``, ``LAST``;
+    :func:`_run_loop`).
     """
 
     __slots__ = ("w", "s", "wp", "sp", "support", "state")

@@ -284,8 +284,10 @@ class FaceCorrection:
     reference -- the gap at the start of the run or after the last correction, else the
     previous window's smallest gap -- and out of reach of the stopping target ``target`` at
     its rate) the step is taken (one iteration; counter ``correct``) on a face bounded by
-    :func:`~torchfw.optimizers._face.face_budget` for the stalled windows in a row; a step
-    refused doubles the next window. Then a new window starts.
+    :func:`~torchfw.optimizers._face.face_budget` for the stalled windows in a row -- or by
+    conjugate gradients on a larger face (:func:`conjugate_face`, :mod:`torchfw.optimizers.
+    _face_cg`) where its plan affords one and the dense face would leave violators out, until
+    it fails once; a step refused doubles the next window. Then a new window starts.
     The ``B`` problems of a batched storage have a window each (their iterations, gaps and
     faces are their own); a problem that stopped takes no step.
     """
