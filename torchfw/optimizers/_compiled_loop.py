@@ -41,7 +41,7 @@ import numpy as np
 
 from ..utils.jit import HAVE_NUMBA
 from ..utils.jit import njit as _njit  # None without numba
-from . import _face
+from . import _face, _face_cg
 from . import _kernels as K
 from ._moves import ZERO_TOL, cross_after_scalars, partan_scalars
 
@@ -115,7 +115,9 @@ def _run_loop(variant, src, bufs, diag, ct, has_ct, constant, w, s, wp, sp, supp
     StoppingRule`'s test), at ``max_iter``, or pauses at or past ``pause_at``. With ``correct``,
     a stalled run takes the corrective step (:func:`correct`) at a check: it counts as one
     iteration (counter ``correct``), under the rule of :class:`torchfw.optimizers._correction.
-    FaceCorrection`.
+    FaceCorrection` -- the conjugate-gradient step (:func:`_conjugate_py`) where
+    :func:`~torchfw.optimizers._face_cg.conjugate_plan` affords a face larger than the dense
+    step's and that one would leave violators out, until it fails once in the run.
     """
     n = w.shape[0]
     p = state[0]
@@ -148,6 +150,9 @@ def _run_loop(variant, src, bufs, diag, ct, has_ct, constant, w, s, wp, sp, supp
     # (A pass over the weights: only when the step may be taken -- the dense engine's blocks
     # of a few hundred atoms call the loop every check.)
     win_len = _correction_window(_n_positive(w), n, 0) if correct else 0
+    # The conjugate-gradient step (_face_cg): ALLOWED until it fails once in the run, LAST
+    # after it was the last correction (the windows then cost its steps, not factors).
+    conjugate = _CG_ALLOWED
     win_first = p - s_min
     win_min = win_first
     if state.shape[0] >= 17 and state[10] > 0.0:
@@ -160,6 +165,8 @@ def _run_loop(variant, src, bufs, diag, ct, has_ct, constant, w, s, wp, sp, supp
         win_first = state[14]
         win_min = state[15]
         stalls = int(state[16])
+        if state.shape[0] >= 18:
+            conjugate = int(state[17])
     while True:
         value = 0.5 * (p + t) + constant
         gap = p - s_min
@@ -193,8 +200,23 @@ def _run_loop(variant, src, bufs, diag, ct, has_ct, constant, w, s, wp, sp, supp
                 corrected = False
                 stalled = _stalled(win_min, win_first, target)
                 if stalled:
-                    if _correct(src, ct, has_ct, w, s, hi_buf, p, t,
-                                _face_budget(n, k - last_correction, stalls)) > 0:
+                    k_dense = _face_budget(n, k - last_correction, stalls)
+                    kept = -1
+                    if conjugate != _CG_DISABLED:  # a larger face by conjugate gradients
+                        size, products = _conjugate_plan(n, k - last_correction, stalls,
+                                                         k_dense)
+                        if size > 0 and _wants_more(w, s, p, k_dense):
+                            kept = _conjugate(src, ct, has_ct, w, s, hi_buf, p, t, size,
+                                              products)
+                            if kept == _CG_FAILED:  # not for this problem: the dense step
+                                conjugate = _CG_DISABLED
+                            elif kept > 0:
+                                conjugate = _CG_LAST
+                    if kept <= 0:
+                        kept = _correct(src, ct, has_ct, w, s, hi_buf, p, t, k_dense)
+                        if kept > 0 and conjugate == _CG_LAST:
+                            conjugate = _CG_ALLOWED
+                    if kept > 0:
                         last_correction = k + 1
                         corrected = True
                         counts[7] += 1
@@ -211,7 +233,10 @@ def _run_loop(variant, src, bufs, diag, ct, has_ct, constant, w, s, wp, sp, supp
                 else:
                     stalls = 0
                 win_start = k
-                win_len = _correction_window(_n_positive(w), n, stalls)
+                if conjugate == _CG_LAST:
+                    win_len = _conjugate_window(_n_positive(w), n, stalls)
+                else:
+                    win_len = _correction_window(_n_positive(w), n, stalls)
                 if not corrected and stalled:
                     win_len *= 2  # a correction refused: try again later
                 # The next window is measured against this one's smallest gap (the gap is
@@ -347,6 +372,8 @@ def _run_loop(variant, src, bufs, diag, ct, has_ct, constant, w, s, wp, sp, supp
         state[14] = win_first
         state[15] = win_min
         state[16] = stalls
+    if state.shape[0] >= 18:
+        state[17] = conjugate
     return k, status, n_hist
 
 
@@ -461,6 +488,100 @@ def _correct_py(src, ct, has_ct, w, s, buf, p, t, max_face):
     return accepted
 
 
+def _conjugate_py(src, ct, has_ct, w, s, buf, p, t, size, max_mv):
+    r"""The corrective step by conjugate gradients (:mod:`torchfw.optimizers._face_cg`) on the
+    face of the support of ``w`` and the worst violators, ``size`` atoms at most.
+
+    :func:`torchfw.optimizers._correction.conjugate_face` on the rows of ``src``, in rounds as
+    the dense step's (:func:`_correct_py`): the face's lower triangle :math:`G_{ab} = h_a[b] -
+    \tilde c_b` (:math:`b \le a`) is read from its atoms' rows,
+    :func:`~torchfw.optimizers._face_cg.conjugate_minimize` solves the face's problem, and the
+    new weights and their gradient :math:`s = \sum_a x_a h_a` (the weights sum to one) are
+    written into ``w`` and ``s`` if they lower the objective :math:`(p + t)/2`; while the gap
+    falls, the next round's face is the new support and the worst violators of the new
+    gradient, up to ``size`` atoms. All rounds share ``max_mv`` products. Returns the atoms of
+    the last face accepted, -1 when nothing changed, or
+    :data:`~torchfw.optimizers._face_cg.FAILED` when the first round's solve failed.
+    """
+    n = w.shape[0]
+    k_support = _n_positive(w)
+    if k_support > size:
+        return -1
+    value = 0.5 * (p + t)
+    gap_prev = p - _min(s)
+    p_now = p
+    used = 0
+    accepted = -1
+    s_new = np.empty(n)
+    for _ in range(_MAX_ROUNDS):
+        extra = _violators(w, s, p_now, size - k_support)
+        k = k_support + extra.shape[0]
+        if k < 2 or extra.shape[0] == 0 and accepted > 0:
+            break
+        idx = np.empty(k, dtype=np.int64)
+        x = np.zeros(k)
+        c = np.zeros(k if has_ct else 1)
+        q = 0
+        for r in range(n):
+            if w[r] > 0.0:
+                idx[q] = r
+                q += 1
+        for a in range(extra.shape[0]):
+            idx[k_support + a] = extra[a]
+        total = 0.0
+        for a in range(k_support):
+            x[a] = w[idx[a]]
+            total += x[a]
+        for a in range(k_support):
+            x[a] /= total
+        if has_ct:
+            for a in range(k):
+                c[a] = ct[idx[a]]
+        G = np.empty((k, k), dtype=buf.dtype)  # the rows' precision: float32 rows, half the
+        for a in range(k):                     # memory each product reads
+            h = vertex_row(src, idx[a], buf)
+            for b in range(a + 1):
+                if has_ct:
+                    G[a, b] = h[idx[b]] - ct[idx[b]]
+                else:
+                    G[a, b] = h[idx[b]]
+        products = _conjugate_minimize(G, k, x, c, has_ct, max_mv - used, _CG_RTOL)
+        if products < 0:
+            return _CG_FAILED if accepted < 0 else accepted
+        used += products
+        for r in range(n):
+            s_new[r] = 0.0
+        kept = 0
+        for a in range(k):  # atom by atom, in face order (conjugate_face sums the columns so)
+            if x[a] > 0.0:
+                _axpy(s_new, x[a], vertex_row(src, idx[a], buf))
+                kept += 1
+        p_new = 0.0
+        t_new = 0.0
+        for a in range(k):
+            if x[a] > 0.0:
+                p_new += x[a] * s_new[idx[a]]
+                if has_ct:
+                    t_new += x[a] * ct[idx[a]]
+        if not 0.5 * (p_new + t_new) < value:
+            break
+        for r in range(n):
+            w[r] = 0.0
+            s[r] = s_new[r]
+        for a in range(k):
+            if x[a] > 0.0:
+                w[idx[a]] = x[a]
+        value = 0.5 * (p_new + t_new)
+        accepted = kept
+        k_support = kept
+        p_now = p_new
+        gap = p_new - _min(s)
+        if not gap < gap_prev or kept >= size:
+            break
+        gap_prev = gap
+    return accepted
+
+
 def _min_py(v):
     """The smallest entry of ``v``."""
     best = v[0]
@@ -507,10 +628,20 @@ _extend_skipping = _face.extend_skipping
 _face_growth = _face.face_growth
 _MAX_ROUNDS = _face.MAX_ROUNDS
 _prune_kept = _face.prune_kept
+_conjugate_minimize = _face_cg.conjugate_minimize
+_conjugate_plan = _face_cg.conjugate_plan
+_wants_more = _face_cg.wants_more
+_CG_FAILED = _face_cg.FAILED
+_CG_RTOL = _face_cg.CG_RTOL
+_CG_ALLOWED = _face_cg.ALLOWED
+_CG_DISABLED = _face_cg.DISABLED
+_CG_LAST = _face_cg.LAST
+_conjugate_window = _face_cg.conjugate_window
 _min = _njit(_min_py)
 _store = _njit(_store_py)
 _n_positive = _njit(_n_positive_py)
 _correct = _njit(_correct_py)
+_conjugate = _njit(_conjugate_py)
 #: :func:`_correct_py`, compiled (None without numba).
 correct = _correct
 #: :func:`_store_py`, compiled (None without numba).
@@ -525,7 +656,9 @@ class LoopState:
     ``w, s`` (float64) are the weights and scores; ``wp, sp`` the previous iterate (PARTAN,
     else aliases of ``w, s``); ``support`` the atoms that ever had weight, in order of arrival
     (PARTAN); ``state`` ``[p, t, s_min, i_min, s_max, j_max, W, p_prev, t_prev, n_support]``,
-    then the corrective step's window that a resumed call continues (:func:`_run_loop`).
+    then the corrective step's window that a resumed call continues and the run's
+    conjugate-step state (:data:`torchfw.optimizers._face_cg.ALLOWED`, ``DISABLED``, ``LAST``;
+    :func:`_run_loop`).
     """
 
     __slots__ = ("w", "s", "wp", "sp", "support", "state")
@@ -537,7 +670,7 @@ class LoopState:
         self.sp = np.empty(n) if keep_previous else self.s
         self.support = np.empty(n if keep_previous else 1, dtype=np.int64)
         # The scalars of the iterate, then the corrective step's window (carried between calls).
-        self.state = np.zeros(17)
+        self.state = np.zeros(18)
 
     @classmethod
     def of_engine(cls, engine) -> LoopState:
@@ -550,7 +683,7 @@ class LoopState:
         self.state = np.array([engine.p, engine.t, engine.s_min, engine.i_min, engine.s_max,
                                engine.j_max, engine.W if keep else 0.0,
                                engine.p_prev if keep else 0.0, engine.t_prev if keep else 0.0,
-                               engine._n_support if keep else 0] + [0.0] * 7, dtype=np.float64)
+                               engine._n_support if keep else 0] + [0.0] * 8, dtype=np.float64)
         return self
 
     def value(self) -> float:

@@ -28,10 +28,10 @@ import numpy as np
 import torch
 
 from ..utils.jit import current, current_module
-from . import _face
+from . import _face, _face_cg
 from . import _kernels as K
 
-__all__ = ["FaceCorrection", "correct_face"]
+__all__ = ["FaceCorrection", "correct_face", "conjugate_face"]
 
 
 def correct_face(eng, max_face: int | None = None, problem: int = 0,
@@ -142,6 +142,94 @@ def correct_face(eng, max_face: int | None = None, problem: int = 0,
     return accepted
 
 
+def conjugate_face(eng, size: int, max_matvecs: int, problem: int = 0,
+                   rtol: float = _face_cg.CG_RTOL) -> int:
+    r"""The corrective step by conjugate gradients on ``eng``'s face
+    (:mod:`torchfw.optimizers._face_cg`): the atoms of the new face, -1 when nothing changed,
+    or :data:`~torchfw.optimizers._face_cg.FAILED` when its first solve did not converge.
+
+    The rounds of :func:`torchfw.optimizers._compiled_loop._conjugate_py`, written once for
+    every storage over its :class:`~torchfw.optimizers._face_space.FaceSpace`: the face is the
+    support and the worst violators, ``size`` atoms at most; its matrix's lower triangle comes
+    from the atoms' columns (in the columns' precision: float32 columns give a float32 matrix,
+    whose products read half the memory), :func:`~torchfw.optimizers._face_cg.
+    conjugate_minimize` solves the face's problem within the products left of ``max_matvecs``
+    (each solve to ``rtol``), and the result is kept if it lowers the objective; rounds go on
+    while the gap falls. The
+    run loop's :class:`FaceCorrection` sizes it (:func:`~torchfw.optimizers._face_cg.
+    conjugate_plan`). On a sharded storage every rank calls it and takes the same step.
+    """
+    st = eng.storage
+    cg = current_module(_face_cg)  # interpreted while the cold start defers compiling
+    space = st.face_space(problem)
+    p = _scalar(st.p, problem)
+    value = 0.5 * (p + _scalar(st.t, problem))
+    support, weights = space.support()
+    k_support = support.shape[0]
+    if k_support > size:
+        return -1
+    has_c = space.c is not None
+    gap_prev = p - space.smallest(space.s)
+    p_now = p
+    used = 0
+    accepted = -1
+    for _ in range(_face.MAX_ROUNDS):
+        extra = space.violators(p_now, size - k_support)
+        k = k_support + extra.shape[0]
+        if k < 2 or (extra.shape[0] == 0 and accepted > 0):
+            break
+        idx = np.concatenate([support, extra]).astype(np.int64)
+        x = np.zeros(k)
+        x[:k_support] = weights
+        x[:k_support] /= _ordered_sum(x[:k_support])
+        c = space.gather(space.c, idx) if has_c else np.zeros(1)
+        block = _face_rows(st, space, idx, 0, k, problem)
+        if has_c:
+            block -= c
+        dtype = np.float32 if _column_dtype(st, int(idx[0]), problem) == np.float32 \
+            else np.float64
+        G = np.zeros((k, k), dtype=dtype)
+        rows, cols = np.tril_indices(k)
+        G[rows, cols] = block[rows, cols]
+        products = cg.conjugate_minimize(G, k, x, c, has_c, max_matvecs - used, rtol)
+        if products < 0:
+            return _face_cg.FAILED if accepted < 0 else accepted
+        used += products
+        keep = x > 0.0
+        kept = int(keep.sum())
+        s_new = _gradient(st, space, idx[keep], x[keep], kept, problem)
+        s_face = space.gather(s_new, idx[keep])
+        p_new = 0.0
+        t_new = 0.0
+        for a, xa in enumerate(x[keep].tolist()):
+            p_new += xa * float(s_face[a])
+            if has_c:
+                t_new += xa * float(c[keep][a])
+        if not 0.5 * (p_new + t_new) < value:
+            break
+        w_new = np.zeros(space.w.shape[0])
+        pos = space.positions(idx[keep])
+        here = pos >= 0
+        w_new[pos[here]] = x[keep][here]
+        st.face_write(w_new, s_new, problem)
+        space = st.face_space(problem)
+        value = 0.5 * (p_new + t_new)
+        accepted = kept
+        support, weights = space.support()
+        k_support = support.shape[0]
+        p_now = p_new
+        gap = p_new - space.smallest(space.s)
+        if not gap < gap_prev or kept >= size:
+            break
+        gap_prev = gap
+    return accepted
+
+
+def _column_dtype(st, atom: int, problem: int):
+    """The precision of the storage's columns (of atom ``atom``)."""
+    return np.asarray(st.face_column(atom, problem)).dtype
+
+
 def _scalar(v, problem: int) -> float:
     """A storage scalar as a float (problem ``problem``'s of a batched storage)."""
     if isinstance(v, torch.Tensor) and v.numel() > 1:
@@ -196,8 +284,10 @@ class FaceCorrection:
     reference -- the gap at the start of the run or after the last correction, else the
     previous window's smallest gap -- and out of reach of the stopping target ``target`` at
     its rate) the step is taken (one iteration; counter ``correct``) on a face bounded by
-    :func:`~torchfw.optimizers._face.face_budget` for the stalled windows in a row; a step
-    refused doubles the next window. Then a new window starts.
+    :func:`~torchfw.optimizers._face.face_budget` for the stalled windows in a row -- or by
+    conjugate gradients on a larger face (:func:`conjugate_face`, :mod:`torchfw.optimizers.
+    _face_cg`) where its plan affords one and the dense face would leave violators out, until
+    it fails once; a step refused doubles the next window. Then a new window starts.
     The ``B`` problems of a batched storage have a window each (their iterations, gaps and
     faces are their own); a problem that stopped takes no step.
     """
@@ -218,6 +308,15 @@ class FaceCorrection:
         return done
 
 
+def _wants_more(space, p: float, k_dense: int) -> bool:
+    """Whether the support and the violators (score below ``p``) number more than ``k_dense``
+    over all positions (:func:`torchfw.optimizers._face_cg.wants_more`, over every rank)."""
+    count = int(((space.w > 0.0) | (space.s < p)).sum())
+    if space.comm is not None:
+        count = int(space.comm.sum([float(count)], op="face")[0])
+    return count > k_dense
+
+
 def _admitted(eng) -> int:
     """Atoms a streaming storage admitted to its working set so far (0 for the others)."""
     return int(eng.storage._counts.get("admitted", 0))
@@ -235,6 +334,9 @@ class _Window:
         self.batch = batch
         self.last = self._iteration(eng)  # the plain iterations since pay for the next face
         self.stalls = 0  # the stalled windows in a row before this one (face_budget)
+        # The conjugate-gradient step (_face_cg): ALLOWED until it fails once in the run,
+        # LAST after it was the last correction (the windows then cost its steps).
+        self.conjugate = _face_cg.ALLOWED
         self._restart(eng, gap, gap, refused=False)
 
     def _iteration(self, eng) -> int:
@@ -248,11 +350,39 @@ class _Window:
     def _restart(self, eng, reference: float, gap: float, refused: bool) -> None:
         self.start = self._iteration(eng)
         self.admitted = _admitted(eng)
-        self.length = current(_face.correction_window)(self._n_active(eng), eng.N, self.stalls)
+        window = _face_cg.conjugate_window if self.conjugate == _face_cg.LAST \
+            else _face.correction_window
+        self.length = current(window)(self._n_active(eng), eng.N, self.stalls)
         if refused:
             self.length *= 2
         self.first = reference
         self.smallest = gap
+
+    def _correct(self, eng, iterations: int) -> int:
+        """The step of a stalled window: the conjugate one where :func:`~torchfw.optimizers.
+        _face_cg.conjugate_plan` affords a face larger than the dense step's and the dense
+        face would leave violators out, else (or when it changed nothing) the dense one."""
+        st = eng.storage
+        space = st.face_space(self.problem)
+        n = space.size
+        k_dense = current(_face.face_budget)(n, iterations, self.stalls)
+        kept = -1
+        if self.conjugate != _face_cg.DISABLED:
+            size, products = current(_face_cg.conjugate_plan)(n, iterations, self.stalls,
+                                                              k_dense)
+            p = _scalar(st.p, self.problem)
+            if size > 0 and _wants_more(space, p, k_dense):
+                kept = conjugate_face(eng, size, products, self.problem)
+                if kept == _face_cg.FAILED:
+                    self.conjugate = _face_cg.DISABLED
+                elif kept > 0:
+                    self.conjugate = _face_cg.LAST
+        if kept <= 0:
+            kept = correct_face(eng, problem=self.problem, iterations=iterations,
+                                repeats=self.stalls)
+            if kept > 0 and self.conjugate == _face_cg.LAST:
+                self.conjugate = _face_cg.ALLOWED
+        return kept
 
     def __call__(self, eng, gap: float, target: float) -> bool:
         if gap < self.smallest:
@@ -264,8 +394,7 @@ class _Window:
         # measured on (each admitted atom is a new violator): that is no crawl.
         stalled = current(_face.stalled)(self.smallest, self.first, target) and \
             _admitted(eng) == self.admitted
-        done = stalled and correct_face(eng, problem=self.problem, iterations=k - self.last,
-                                        repeats=self.stalls) > 0
+        done = stalled and self._correct(eng, k - self.last) > 0
         self.stalls = self.stalls + 1 if stalled else 0
         if done:
             if self.batch == 1:

@@ -86,7 +86,7 @@ def _solve_block(P, cache, rows, offsets, y, y_pm, inv_c, diag, seeds, budgets, 
             wp = w
             sp = s
             support = np.empty(1, dtype=np.int64)
-        state = np.zeros(17)
+        state = np.zeros(18)
         if _start_in(P, cache, r, yp, ic, subset, w, s, max_atoms, keep_previous, wp, sp,
                      support, state) < 0:
             out[p, 5] = -1.0
