@@ -87,9 +87,9 @@ def assert_same_fit(a, b, execution: str | None = None):
         if execution is not None:
             assert x.info["execution"] == execution
         assert x.value == z.value and x.gap == z.gap and x.best_gap == z.best_gap
-        if x.info.get("batched pairs") or z.info.get("batched pairs"):
-            # a one-vs-one pair solved in a compiled block keeps its last check only
-            # (torchfw.svm._pairs.PairResults): the same one
+        if x.info.get("compiled block") or z.info.get("compiled block"):
+            # a problem solved in a compiled block keeps its last check only
+            # (torchfw.svm._pairs.BlockResults): the same one
             assert x.history.value[-1] == z.history.value[-1]
             assert x.history.gap[-1] == z.history.gap[-1]
             continue

@@ -36,8 +36,8 @@ def _assert_same_fit(dense, lazy):
     for rd, rl in zip(results_d, results_l, strict=True):
         assert rd.info["execution"] == "dense" and rl.info["execution"] != "dense"
         assert rd.n_iter == rl.n_iter and rd.status == rl.status
-        if rd.info.get("batched pairs"):
-            # a one-vs-one pair solved in a compiled block keeps its last check only: the lazy
+        if rd.info.get("compiled block"):
+            # a problem solved in a compiled block keeps its last check only: the lazy
             # run's last check, bit for bit
             assert rd.history.iteration[-1] == rl.history.iteration[-1]
             assert rd.history.value[-1] == rl.history.value[-1]

@@ -138,8 +138,8 @@ def test_head_of_packed_model_equals_decision_function():
 def test_small_pairs_in_blocks_give_the_one_by_one_model(monkeypatch):
     X, y = _blobs(60, 20, seed=6)  # pairs of ~6 examples: solved in compiled blocks
     batched = tf.SVC(multi_class="ovo", random_state=1).fit(X, y)
-    assert type(batched.result_).__name__ == "PairResults"
-    monkeypatch.setattr(_fit, "solve_small_pairs", lambda *args, **kwargs: None)
+    assert type(batched.result_).__name__ == "BlockResults"
+    monkeypatch.setattr(_fit, "solve_in_blocks", lambda *args, **kwargs: None)
     alone = tf.SVC(multi_class="ovo", random_state=1).fit(X, y)
     assert isinstance(alone.result_, list)
     assert np.array_equal(batched.dual_coef_, alone.dual_coef_)
@@ -163,11 +163,11 @@ def test_pairs_past_one_chunk_in_blocks_give_the_one_by_one_model(monkeypatch, f
     X += np.random.default_rng(9).normal(scale=1.5, size=X.shape)  # overlapping classes
     batched = tf.SVC(multi_class="ovo", random_state=2).fit(X, y)
     results = batched.result_
-    assert type(results).__name__ == "PairResults"
+    assert type(results).__name__ == "BlockResults"
     left = set(results.objects)  # pairs the blocks left to the one-by-one path
     assert (len(left) > 0) == (first_chunk is not None) and len(left) < len(results)
     assert all(results[k].n_iter > first_chunk for k in left)
-    monkeypatch.setattr(_fit, "solve_small_pairs", lambda *args, **kwargs: None)
+    monkeypatch.setattr(_fit, "solve_in_blocks", lambda *args, **kwargs: None)
     alone = tf.SVC(multi_class="ovo", random_state=2).fit(X, y)
     assert np.array_equal(batched.dual_coef_, alone.dual_coef_)
     assert np.array_equal(batched.intercept_, alone.intercept_)

@@ -21,6 +21,7 @@ one problem after the other.
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import functools
 import math
@@ -45,8 +46,8 @@ from ._matrix import (
     plain_operator,
     plain_problem,
 )
-from ._multiclass import pair_sizes
-from ._pairs import solve_small_pairs
+from ._multiclass import OverRows, pair_sizes
+from ._pairs import solve_in_blocks
 from ._plan import FitPlan
 from ._start import initial_subset
 from ._start import start as start_compiled
@@ -115,11 +116,11 @@ def fit_all(plan: FitPlan, X, problems, C_examples, previous, gram=None, first=0
         return _fit_one_by_one(plan, X, problems, C_examples, previous, variant, rule,
                                per_problem)
     assert diag_np is not None and inv_c_all is not None  # a row source comes with both
-    # One-vs-one pairs on the shared matrix: in compiled blocks to the end of their first
-    # chunk (svm/_pairs.py); the pairs not done by then, one by one below.
+    # One-vs-one pairs and small one-vs-rest problems on the shared matrix: in compiled blocks
+    # to the end of their first chunk (svm/_pairs.py); those not done by then, one by one below.
     with _cancelled_on_error() as stop:
-        small = solve_small_pairs(plan, src, problems, previous, inv_c_all, diag_np, variant,
-                                  rule, max_atoms, stop, PARALLEL_WORK)
+        small = solve_in_blocks(plan, src, problems, previous, inv_c_all, diag_np, variant,
+                                rule, max_atoms, stop, PARALLEL_WORK)
     # Every problem reads the shared rows: prepared here in problem order (the random start
     # subsets drawn as on one thread), started and solved on the pool (_start_and_solve: only
     # compiled code and private vectors), finished here in problem order (fallbacks through
@@ -145,8 +146,13 @@ def fit_all(plan: FitPlan, X, problems, C_examples, previous, gram=None, first=0
         solved = parallel_map(functools.partial(_start_and_solve, src, variant, rule, max_atoms),
                               _stoppable(jobs, stop), threads)
     alphas, results = [], []
+    # One-vs-rest problems solved in blocks that stopped at max_iter: warned for in problem
+    # order among those solved one by one (warned for in _result), as the one-by-one path does.
+    stopped = collections.deque([] if small is None else small.stopped())
     for job, (start, outcome, elapsed) in zip(jobs, solved, strict=True):
         problem, rows, k = job.problem, job.problem.rows, job.k
+        while stopped and stopped[0][0] < k:
+            _warn_stopped(plan, *stopped.popleft())
         sub = functools.partial(restrict, X, C_examples, None, rows)
         if start is None:  # a start of many atoms: through an operator, as the lazy path
             t0 = time.perf_counter()
@@ -164,10 +170,21 @@ def fit_all(plan: FitPlan, X, problems, C_examples, previous, gram=None, first=0
             alpha, result = _result(plan, start, outcome, elapsed, _matrix_info(src))
         alphas.append(scatter(alpha, rows, m))
         results.append(result)
+    while stopped:
+        _warn_stopped(plan, *stopped.popleft())
     if small is not None:
-        return small.merged({job.k: (a.values, r) for job, a, r in
-                             zip(jobs, alphas, results, strict=True)}, m)
+        return small.merged({job.k: (a.values if isinstance(a, OverRows) else a, r)
+                             for job, a, r in zip(jobs, alphas, results, strict=True)}, m,
+                            _matrix_info(src))
     return alphas, results
+
+
+def _warn_stopped(plan: FitPlan, k: int, n_iter: int, gap: float, value: float) -> None:
+    """The warning of :func:`_result` for problem ``k``, solved in a block, stopped at
+    ``max_iter`` (the same text and caller's frame)."""
+    from ..result import Status
+
+    plan.warn_unconverged(Status.MAX_ITER, n_iter, gap, value, stacklevel=5)
 
 
 #: Sum over the problems of (examples)^2 -- their solves' work, roughly -- from which they are

@@ -1,26 +1,33 @@
-r"""Small one-vs-one pairs solved in batches, and the pairs' solutions kept compact.
+r"""Small binary problems of a multiclass fit solved in compiled blocks, their solutions kept
+compact.
 
 One-vs-one trains :math:`k(k-1)/2` binary problems; with many small classes most are tiny
 (1,000 classes of 2 examples: 499,500 pairs of 4). Solved one at a time, each pays a fixed
 Python cost (its job, its start and solve arrays, its :class:`~torchfw.result.Result`: 0.23 ms
 a pair in a profile of 100 classes, against microseconds of compiled work) and keeps its
-objects to the end of the fit: over 100 s at 1,000 classes.
+objects to the end of the fit: over 100 s at 1,000 classes. One-vs-rest's :math:`k` problems on
+a few hundred examples pay the same per problem, and on threads more: their Python set-up
+holds the GIL, which two threads hand over at the interpreter's switch interval (5 ms), not
+when the other asks (vowel, 11 problems of 396 examples, took 1.3 ms of Python set-up a fit
+around about 2 ms of compiled solves).
 
-:func:`solve_small_pairs` runs the pairs that read the rows of one shared matrix in blocks, one
-compiled call per block: for each pair the same calls as the one-by-one path -- the random start
-subset (:func:`torchfw.svm._start.initial_subset`), the start (its exact solve on the subset), the
-solve loop up to the end of its first chunk (:func:`torchfw.svm._dense.solve`) -- on the same
-shared rows, so the same iterates bit for bit. A pair whose start needs an operator, whose
-solve reaches non-finite values or is still running at the end of its first chunk (a pause, where
-the one-by-one path reads a Ctrl-C) is left to the one-by-one path, which solves it again from its
-start. Most pairs end well within their first chunk: the one-vs-one pairs of ``SVC()`` on segment
-(pairs of ~495) stop after 10-680 iterations, their first chunk being 2,000. Solved one by one,
-pairs of tens to hundreds of examples spent as much in their Python set-up (job, start and solve
-arrays, result, the thread hand-off) as in their compiled solves.
+:func:`solve_in_blocks` runs the problems that read the rows of one shared matrix in blocks,
+one compiled call per block: for each problem the same calls as the one-by-one path -- the
+random start subset (:func:`torchfw.svm._start.initial_subset`), the start (its exact solve on
+the subset), the solve loop up to the end of its first chunk (:func:`torchfw.svm._dense.solve`)
+-- on the same shared rows (a one-vs-one pair's entries, or for one-vs-rest all rows, read as
+the one-by-one path reads them), so the same iterates bit for bit. A problem whose start needs
+an operator, whose solve reaches non-finite values or is still running at the end of its first
+chunk (a pause, where the one-by-one path reads a Ctrl-C) is left to the one-by-one path, which
+solves it again from its start. Most problems end well within their first chunk: the
+one-vs-one pairs of ``SVC()`` on segment (pairs of ~495) stop after 10-680 iterations, their
+first chunk being 2,000. Solved one by one, pairs of tens to hundreds of examples spent as
+much in their Python set-up (job, start and solve arrays, result, the thread hand-off) as in
+their compiled solves.
 
-:class:`PairAlphas` and :class:`PairResults` hold all pairs' dual vectors (each on its own
-rows, one flat array) and the scalars of their results (arrays), and build a pair's
-:class:`~torchfw.svm._multiclass.OverRows` or :class:`~torchfw.result.Result` when one is read.
+:class:`BlockAlphas` and :class:`BlockResults` hold all problems' dual vectors (each on its own
+rows, one flat array) and the scalars of their results (arrays), and build a problem's vector
+or :class:`~torchfw.result.Result` when one is read.
 """
 
 from __future__ import annotations
@@ -41,35 +48,45 @@ from . import _dense as _svc_dense
 from . import _start as _svc_start
 from ._multiclass import OverRows, PairProblems
 
-__all__ = ["solve_small_pairs", "SmallPairs", "PairAlphas", "PairResults", "BLOCK_WORK"]
+__all__ = ["solve_in_blocks", "BlockSolves", "BlockAlphas", "BlockResults", "BLOCK_WORK",
+           "OVR_BLOCKS_MAX"]
 
-#: Work of one compiled call, as the sum over its pairs of (examples + 8)^2: about 1 ms, so
+#: Work of one compiled call, as the sum over its problems of (examples + 8)^2: about 1 ms, so
 #: that a Ctrl-C between blocks is honoured at once and blocks spread over the threads.
 BLOCK_WORK = 50_000
 
-# Columns of the per-pair scalars a block writes.
+# Columns of the per-problem scalars a block writes.
 _VALUE, _GAP, _BEST_GAP, _N_ITER, _STATUS, _OK = range(6)
-_FALLBACK = -1.0  # _OK of a pair left to the one-by-one path
+_FALLBACK = -1.0  # _OK of a problem left to the one-by-one path
 
 
-def _solve_block(P, cache, rows, offsets, y, y_pm, inv_c, diag, seeds, budgets, pairs, n_init,
-                 max_atoms, keep_previous, variant, tol, rtol, check_every, zero_tol, chunks,
-                 n_counters, w_out, out):
-    """The pairs ``pairs`` (indices into ``offsets``), each as :func:`torchfw.svm._fit`'s
+def _solve_block(P, cache, rows, shared_rows, offsets, y, y_pm, inv_c, diag, seeds, budgets,
+                 pairs, n_init, max_atoms, keep_previous, variant, tol, rtol, check_every,
+                 zero_tol, chunks, n_counters, w_out, out):
+    """The problems ``pairs`` (indices into ``offsets``), each as :func:`torchfw.svm._fit`'s
     ``start_from`` and ``_solve_job`` solve it: subset, start, one chunk of the loop.
 
-    Pair ``p`` is ``rows[offsets[p]:offsets[p + 1]]`` with its labels ``y`` (the matrix's
-    dtype) and ``y_pm`` (float64, for the subset's draw); its weights go to the same slice of
-    ``w_out`` and its scalars to ``out[p]``.
+    Problem ``p``'s labels are ``y[offsets[p]:offsets[p + 1]]`` (the matrix's dtype; ``y_pm``
+    the same in float64, for the subset's draw); its weights go to the same slice of ``w_out``
+    and its scalars to ``out[p]``. A one-vs-one pair's examples are the same slice of ``rows``,
+    ``inv_c`` and ``diag``; with ``shared_rows`` (one-vs-rest) every problem holds all
+    examples in order: no rows (the empty rows of :func:`torchfw.svm._dense._row_py`, as the
+    one-by-one path passes them) and all of ``inv_c`` and ``diag``.
     """
     for q in range(pairs.shape[0]):
         p = pairs[q]
         a = offsets[p]
         b = offsets[p + 1]
         n = b - a
-        r = rows[a:b]
+        if shared_rows:
+            r = rows[0:0]
+            ic = inv_c[0:n]
+            dg = diag[0:n]
+        else:
+            r = rows[a:b]
+            ic = inv_c[a:b]
+            dg = diag[a:b]
         yp = y[a:b]
-        ic = inv_c[a:b]
         if n <= n_init:
             # the draw takes every example (both classes in full), in order: no generator
             # to seed (numba's Mersenne Twister, 624 words, reseeded for every pair)
@@ -94,17 +111,17 @@ def _solve_block(P, cache, rows, offsets, y, y_pm, inv_c, diag, seeds, budgets, 
         this = budgets[p]
         pause_at = chunks[p]
         # the checks of the first chunk (as torchfw.optimizers._compiled_loop.run_chunked
-        # counts them): a pair still running at pause_at is left to the one-by-one path
+        # counts them): a problem still running at pause_at is left to the one-by-one path
         within = min(this, pause_at)
         n_checks = min(within // check_every + within // _MIN_WINDOW + 3, _MAX_CHECKS)
         hist = np.empty((n_checks, 3))
         hist_counts = np.empty((n_checks, n_counters), dtype=np.int64)
         counts = np.zeros(n_counters, dtype=np.int64)
-        # The one compiled loop over the pair's signed rows (torchfw.svm._dense.row_source);
+        # The one compiled loop over the problem's signed rows (torchfw.svm._dense.row_source);
         # no linear term, so the diagonal stands in for it (read only with has_ct).
         bufs = np.empty((2, n), dtype=P.dtype)
         k, status, n_hist = _solve_in(
-            variant, (P, cache, r, yp, ic), bufs, diag[a:b], diag[a:b], False, 0.0, w, s, wp,
+            variant, (P, cache, r, yp, ic), bufs, dg, dg, False, 0.0, w, s, wp,
             sp, support, state, this, tol, rtol, check_every, zero_tol, counts, hist,
             hist_counts, True, pause_at)
         if status != _CONVERGED and status != _MAX_ITER:  # paused, non-finite: one by one
@@ -139,59 +156,105 @@ def _first_chunk(n: int, check_every: int) -> int:
     return max(check_every, first // check_every * check_every)
 
 
-class SmallPairs:
-    """What :func:`solve_small_pairs` solved: ``done[k]`` for problem ``k``, the weights of
-    every problem on its rows (``w``, at ``offsets``) and the scalars of the done ones."""
+class BlockSolves:
+    """What :func:`solve_in_blocks` solved: ``done[k]`` for problem ``k``, the weights of
+    every problem on its rows (``w``, at ``offsets``) and the scalars of the done ones;
+    ``one_vs_rest`` when the problems are one-vs-rest's."""
 
-    def __init__(self, problems, w, offsets, out, done, elapsed, matrix_bytes):
+    def __init__(self, problems, w, offsets, out, done, elapsed, one_vs_rest=False):
         self.problems, self.w, self.offsets, self.out = problems, w, offsets, out
-        self.done, self.elapsed, self.matrix_bytes = done, elapsed, matrix_bytes
+        self.done, self.elapsed, self.one_vs_rest = done, elapsed, one_vs_rest
 
-    def merged(self, others: dict, m: int) -> tuple[PairAlphas, PairResults]:
-        """All problems' dual vectors and results: the batch's, and ``others`` (``{k: (alpha
-        over the pair's rows, result)}``) from the one-by-one path."""
+    def stopped(self) -> list[tuple[int, int, float, float]]:
+        """``(k, n_iter, gap, value)`` of the one-vs-rest problems solved here that stopped at
+        ``max_iter``, in problem order: the caller warns for each in turn among the problems
+        solved one by one, as the one-by-one path does (one-vs-one pairs are warned for
+        together, here)."""
+        if not self.one_vs_rest:
+            return []
+        stopped = np.flatnonzero(self.done & (self.out[:, _STATUS] == 1))
+        return [(int(k), int(self.out[k, _N_ITER]), float(self.out[k, _GAP]),
+                 float(self.out[k, _VALUE])) for k in stopped]
+
+    def merged(self, others: dict, m: int,
+               matrix_info: dict) -> tuple[BlockAlphas, BlockResults]:
+        """All problems' dual vectors and results: the blocks', and ``others`` (``{k: (alpha
+        over the problem's rows, result)}``) from the one-by-one path; ``matrix_info`` the
+        ``info`` entries about the shared rows, once every problem is solved (a cache's hits
+        and misses over all of them, as the one-by-one results report them)."""
         for k, (alpha, _) in others.items():
             a, b = self.offsets[k], self.offsets[k + 1]
             self.w[a:b] = alpha.detach().to(torch.float64).cpu().numpy()
-        results = PairResults(self.out, self.done, {k: r for k, (_, r) in others.items()},
-                              self.w, self.offsets, self.elapsed, self.matrix_bytes)
-        return PairAlphas(self.w, self.offsets, self.problems, m), results
+        results = BlockResults(self.out, self.done, {k: r for k, (_, r) in others.items()},
+                               self.w, self.offsets, self.elapsed, matrix_info)
+        return BlockAlphas(self.w, self.offsets, self.problems, m), results
 
 
-def solve_small_pairs(plan, src, problems, previous, inv_c_all, diag_np, variant, rule,
-                      max_atoms, stop, parallel_work: float) -> SmallPairs | None:
-    """Solve the one-vs-one ``problems`` on the shared row source ``src``, in compiled blocks.
+#: One-vs-rest problems of up to this many examples are solved in blocks (each of them to the
+#: end of its first chunk, :func:`torchfw.optimizers._rows.first_chunk`: 2,000 iterations up to
+#: 1,000 examples, 1,000 at 2,000). They stop well within it: ``SVC()`` on glass (160
+#: examples, 6 classes) after 90-450 iterations, vowel (396, 11) 210-400, digits (1,257, 10)
+#: 80-300. Larger ones (sector's 6,412 examples, a first chunk of 311 iterations) would mostly
+#: run past it and be solved again: one by one, each has its compiled call for hundreds of
+#: milliseconds anyway.
+OVR_BLOCKS_MAX = 2000
+
+
+def _layout(problems):
+    """``(sizes, offsets, rows, labels ±1 (float64), shared_rows)`` of the ``problems`` for
+    :func:`_solve_block`, or None when they do not go to blocks."""
+    if isinstance(problems, PairProblems):  # the pairs' arrays as they are
+        return problems.sizes, problems.offsets, problems.rows, problems.y, False
+    if all(p.rows is None for p in problems):
+        # One-vs-rest: every problem over all m examples, its labels one after the other. One
+        # binary problem keeps its one-by-one solve (and its history of every check).
+        m = problems[0].y.shape[0]
+        if len(problems) < 2 or m > OVR_BLOCKS_MAX:
+            return None
+        sizes = np.full(len(problems), m, dtype=np.int64)
+        offsets = np.arange(len(problems) + 1, dtype=np.int64) * m
+        return (sizes, offsets, np.zeros(0, dtype=np.int64),
+                np.concatenate([p.y for p in problems]).astype(np.float64), True)
+    if any(p.rows is None for p in problems):
+        return None
+    sizes = np.fromiter((p.rows.shape[0] for p in problems), dtype=np.int64,
+                        count=len(problems))
+    offsets = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
+    return (sizes, offsets, np.concatenate([p.rows for p in problems]).astype(np.int64),
+            np.concatenate([p.y for p in problems]).astype(np.float64), False)
+
+
+def solve_in_blocks(plan, src, problems, previous, inv_c_all, diag_np, variant, rule,
+                    max_atoms, stop, parallel_work: float) -> BlockSolves | None:
+    """Solve the one-vs-one pairs or one-vs-rest ``problems`` on the shared row source ``src``,
+    in compiled blocks.
 
     ``src`` is the row source shared by all problems (:mod:`torchfw.svm._matrix`),
     ``inv_c_all`` and ``diag_np`` its examples' :math:`1/C_i` and :math:`K_{ii} + 1 + 1/C_i`,
     ``rule`` the stopping rule ``(tol, rtol, check_every)``, ``stop`` an event that ends the
     blocks (a cancelled fit), ``parallel_work`` the work from which the blocks run on threads
-    (:data:`torchfw.svm._fit.PARALLEL_WORK`). None when there are no pairs (or without numba,
-    or with a warm start: those pairs are started from their previous solution one by one).
-    Each pair runs up to the end of its first chunk (:func:`torchfw.svm._dense.solve`), the
-    one compiled call the one-by-one path would make first; a pair not done by then is marked
-    not ``done`` and left to the one-by-one path, which solves it again (the waste is bounded
-    by that first chunk, on a pair that needs more than it anyway).
+    (:data:`torchfw.svm._fit.PARALLEL_WORK`). None when the problems do not go to blocks: one
+    binary problem, one-vs-rest over :data:`OVR_BLOCKS_MAX` examples, a warm start (each
+    problem starts from its previous solution, one by one), no numba.
+    Each problem runs up to the end of its first chunk (:func:`torchfw.svm._dense.solve`), the
+    one compiled call the one-by-one path would make first; a problem not done by then is
+    marked not ``done`` and left to the one-by-one path, which solves it again (the waste is
+    bounded by that first chunk, on a problem that needs more than it anyway).
     """
     if _solve_block_compiled is None or not compiled_kernels() or previous is not None or \
-            not problems or \
-            not isinstance(problems, PairProblems) and any(p.rows is None for p in problems):
+            not problems:
         return None
+    layout = _layout(problems)
+    if layout is None:
+        return None
+    sizes, offsets, rows, y_pm, shared_rows = layout
     tol, rtol, check_every = rule
-    sizes = problems.sizes if isinstance(problems, PairProblems) else \
-        np.fromiter((p.rows.shape[0] for p in problems), dtype=np.int64, count=len(problems))
     distinct, which = np.unique(sizes, return_inverse=True)
     budgets = np.array([plan.budget(int(n)) for n in distinct],
                        dtype=np.int64)[which]
     chunks = np.array([_first_chunk(int(n), check_every) for n in distinct],
                       dtype=np.int64)[which]
     small = np.arange(len(problems))
-    if isinstance(problems, PairProblems):  # the pairs' arrays as they are
-        offsets, rows, y_pm = problems.offsets, problems.rows, problems.y
-    else:
-        offsets = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
-        rows = np.concatenate([p.rows for p in problems]).astype(np.int64)
-        y_pm = np.concatenate([p.y for p in problems]).astype(np.float64)
     y = y_pm.astype(src[0].dtype)
     # problem k's seed is the fit's plus k (FitPlan.problem_seed)
     seeds = (plan.problem_seed(0) + np.arange(len(problems), dtype=np.int64)) % 2**32
@@ -207,26 +270,27 @@ def solve_small_pairs(plan, src, problems, previous, inv_c_all, diag_np, variant
                 parallel_work)
     w = np.zeros(int(offsets[-1]))
     out = np.zeros((len(problems), 6))
-    inv_c, diag = inv_c_all[rows], diag_np[rows]
+    inv_c, diag = (inv_c_all, diag_np) if shared_rows else (inv_c_all[rows], diag_np[rows])
     keep_previous = variant == 5
 
     def run(block):
         if stop is not None and stop.is_set():
             raise _svc_dense.SolveCancelled
         t0 = time.perf_counter()
-        _solve_block_compiled(src[0], src[1], rows, offsets, y, y_pm, inv_c, diag, seeds,
-                              budgets, block, plan.n_init, max_atoms, keep_previous, variant,
-                              tol, rtol, check_every, _loop.ZERO_TOL, chunks,
+        _solve_block_compiled(src[0], src[1], rows, shared_rows, offsets, y, y_pm, inv_c, diag,
+                              seeds, budgets, block, plan.n_init, max_atoms, keep_previous,
+                              variant, tol, rtol, check_every, _loop.ZERO_TOL, chunks,
                               len(_svc_dense.COUNTERS), w, out)
         return (time.perf_counter() - t0) / block.size
 
-    per_pair = parallel_map(run, blocks, threads)
+    per_problem = parallel_map(run, blocks, threads)
     elapsed = np.zeros(len(problems))
-    for block, seconds in zip(blocks, per_pair, strict=True):
+    for block, seconds in zip(blocks, per_problem, strict=True):
         elapsed[block] = seconds
     done = out[:, _OK] > 0
-    _warn_max_iter(plan, out[done])
-    return SmallPairs(problems, w, offsets, out, done, elapsed, int(src[0].nbytes))
+    if not shared_rows:  # one-vs-rest: a warning per problem, in order (BlockSolves.stopped)
+        _warn_max_iter(plan, out[done])
+    return BlockSolves(problems, w, offsets, out, done, elapsed, shared_rows)
 
 
 def _warn_max_iter(plan, out: np.ndarray) -> None:
@@ -236,17 +300,19 @@ def _warn_max_iter(plan, out: np.ndarray) -> None:
     if stopped.shape[0] == 0:
         return
     rel = stopped[:, _GAP] / np.maximum(2 * stopped[:, _VALUE], 1e-300)
-    warnings.warn(f"{plan.estimator} solver {plan.solver!r} stopped on max_iter in {stopped.shape[0]} "
-                  f"one-vs-one pairs, after {int(stopped[:, _N_ITER].max())} iterations at "
-                  f"most, with relative gap up to {float(rel.max()):.3g} > "
-                  f"tol={plan.tol}", exceptions.ConvergenceWarning, stacklevel=6)
+    warnings.warn(f"{plan.estimator} solver {plan.solver!r} stopped on max_iter in "
+                  f"{stopped.shape[0]} one-vs-one pairs, after "
+                  f"{int(stopped[:, _N_ITER].max())} iterations at most, with relative gap up "
+                  f"to {float(rel.max()):.3g} > tol={plan.tol}", exceptions.ConvergenceWarning,
+                  stacklevel=6)
 
 
-class PairAlphas(Sequence):
-    """The one-vs-one pairs' dual vectors, each on its own rows, in one flat array.
+class BlockAlphas(Sequence):
+    """The dual vectors of problems solved in blocks, each on its own rows, in one flat array.
 
-    ``alphas[k]`` is pair ``k``'s :class:`~torchfw.svm._multiclass.OverRows` (a view, no
-    copy); :attr:`flat` all of them in problem order (what the model is built from).
+    ``alphas[k]`` is problem ``k``'s vector (a view, no copy): a one-vs-one pair's
+    :class:`~torchfw.svm._multiclass.OverRows`, a one-vs-rest problem's tensor over all
+    examples; :attr:`flat` all of them in problem order (what the model is built from).
     """
 
     def __init__(self, flat: np.ndarray, offsets: np.ndarray, problems, m: int):
@@ -259,21 +325,31 @@ class PairAlphas(Sequence):
         if isinstance(k, slice):
             return [self[i] for i in range(*k.indices(len(self)))]
         a, b = self.offsets[k], self.offsets[k + 1]
-        return OverRows(torch.from_numpy(self.flat[a:b]), self.problems[k].rows, self.m)
+        rows = self.problems[k].rows
+        values = torch.from_numpy(self.flat[a:b])
+        return values if rows is None else OverRows(values, rows, self.m)
+
+    def by_problem(self) -> np.ndarray | None:
+        """The vectors as rows ``(problems, m)`` (a view) when every problem holds all ``m``
+        examples (one-vs-rest), else None."""
+        if self.flat.shape[0] != len(self) * self.m or \
+                isinstance(self.problems, PairProblems) or self.problems[0].rows is not None:
+            return None
+        return self.flat.reshape(len(self), self.m)
 
 
-class PairResults(Sequence):
-    """The results of one-vs-one pairs, as arrays of their scalars.
+class BlockResults(Sequence):
+    """The results of problems solved in blocks, as arrays of their scalars.
 
-    ``results[k]`` is pair ``k``'s :class:`~torchfw.result.Result`: the one-by-one path's
-    object, or for a pair solved in a block one built on read, whose history holds the last
-    check only (its ``time``: the block's seconds per pair). :meth:`margins`,
+    ``results[k]`` is problem ``k``'s :class:`~torchfw.result.Result`: the one-by-one path's
+    object, or for a problem solved in a block one built on read, whose history holds the
+    last check only (its ``time``: the block's seconds per problem). :meth:`margins`,
     :meth:`n_iters` and :meth:`all_converged` read the arrays without building any.
     """
 
-    def __init__(self, out, done, objects: dict, w, offsets, elapsed, matrix_bytes):
+    def __init__(self, out, done, objects: dict, w, offsets, elapsed, matrix_info: dict):
         self.out, self.done, self.objects, self.w = out, done, objects, w
-        self.offsets, self.elapsed, self.matrix_bytes = offsets, elapsed, matrix_bytes
+        self.offsets, self.elapsed, self.matrix_info = offsets, elapsed, matrix_info
 
     def __len__(self) -> int:
         return self.out.shape[0]
@@ -297,13 +373,13 @@ class PairResults(Sequence):
                       status=Status.CONVERGED if row[_STATUS] == 0 else Status.MAX_ITER,
                       history=history, weights=x.clone(), best_gap=float(row[_BEST_GAP]),
                       info={"engine": "compiled whole solve", "execution": "dense",
-                            "batched pairs": True, "matrix_bytes": self.matrix_bytes})
+                            "compiled block": True, **self.matrix_info})
 
     def __iter__(self) -> Iterator:
         return (self[k] for k in range(len(self)))
 
     def margins(self) -> np.ndarray:
-        r""":math:`\rho = 2 f` of every pair (at the tail average if any)."""
+        r""":math:`\rho = 2 f` of every problem (at the tail average if any)."""
         rho = 2.0 * self.out[:, _VALUE]
         for k, r in self.objects.items():
             rho[k] = 2.0 * (r.value if r.average is None else r.average_value)

@@ -37,7 +37,7 @@ from ._multiclass import (
     ovo_pair_values,
     pair_classes,
 )
-from ._pairs import PairAlphas, PairResults
+from ._pairs import BlockAlphas, BlockResults
 from .problem import example_C
 
 __all__ = ["SklearnSVCMixin"]
@@ -90,14 +90,14 @@ def _zero_margin_message(C) -> str:
 
 def _n_iters(results) -> np.ndarray:
     """The iterations of every problem's solve (without building a batch's results)."""
-    if isinstance(results, PairResults):
+    if isinstance(results, BlockResults):
         return results.n_iters()
     return np.array([r.n_iter for r in results], dtype=np.int64)
 
 
 def _all_converged(results) -> bool:
     """Whether every problem met its stopping rule."""
-    if isinstance(results, PairResults):
+    if isinstance(results, BlockResults):
         return results.all_converged()
     return all(r.converged for r in results)
 
@@ -172,7 +172,7 @@ class SklearnSVCMixin:
         ``defer_publish``: the caller publishes once it is done).
         """
         # rho = alpha' K~ alpha = 2 f at the alpha the model uses (the tail average if any)
-        rho = results.margins() if isinstance(results, PairResults) else \
+        rho = results.margins() if isinstance(results, BlockResults) else \
             np.array([2.0 * (r.value if r.average is None else r.average_value)
                       for r in results])
         k = len(self.classes_)
@@ -211,8 +211,10 @@ class SklearnSVCMixin:
         if problems and isinstance(problems[0], BinaryProblem):
             problems = [p.labels_over(m) for p in problems]
         # All problems at once in NumPy (per-problem tensor ops: a fifth of a 100-example fit)
-        A = torch.stack([a.full() if isinstance(a, OverRows) else a
-                         for a in alphas]).cpu().numpy()
+        A = alphas.by_problem() if isinstance(alphas, BlockAlphas) else None
+        if A is None:
+            A = torch.stack([a.full() if isinstance(a, OverRows) else a
+                             for a in alphas]).cpu().numpy()
         labels = np.stack(problems)
         support = np.flatnonzero((A > 0).any(0))
         # Class by class, by index within a class: LIBSVM's and scikit-learn's order.
@@ -244,7 +246,7 @@ class SklearnSVCMixin:
             rows = np.concatenate([p.rows for p in problems])
             y = np.concatenate([p.y for p in problems])
         pair = np.repeat(np.arange(len(problems)), sizes)
-        if isinstance(alphas, PairAlphas):  # all pairs' vectors in one array already
+        if isinstance(alphas, BlockAlphas):  # all pairs' vectors in one array already
             A = alphas.flat
         else:
             A = torch.cat([a.values if isinstance(a, OverRows) else a[torch.from_numpy(p.rows)]
