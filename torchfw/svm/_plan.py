@@ -42,6 +42,7 @@ from ..sets.oracles import Simplex
 from ..solvers import make_solver
 from ..utils.estimator import fit_atomically
 from ..utils.progress import bar_shown
+from ._isolation import ISOLATED_K, SMOOTH_K
 
 __all__ = ["FitPlan", "resolve_plan", "fit_planned", "feature_dtype", "PROBABILITY_TOL", "SMALL_M",
            "SMALL_TOL", "TOL", "ISOLATED_TOL", "ITERATIONS_PER_EXAMPLE", "NO_LIMIT", "CHECK_EVERY",
@@ -64,7 +65,8 @@ SMALL_M, SMALL_TOL, TOL = 1000, 0.1, 0.3
 #: C = 2^3, 2^7, 2^15 at gamma = 2^-1 and 2^7 at 2^1, 2^-3, 5-fold CV (``benchmarks/svm_grid.py
 #: --c ... --gamma ...``): at tol 0.3 up to 1.29 points below LIBSVM, at 0.1 up to 0.90, at
 #: 0.03 up to 0.39, at 0.01 up to 0.22 (in about 2.5x the iterations of 0.3, under LIBSVM's
-#: time).
+#: time). Between isolated examples and a smooth kernel ``tol="auto"`` moves geometrically
+#: from this value to ``TOL`` (:func:`stop_tol`).
 ISOLATED_TOL = 0.01
 
 #: ``max_iter=-1`` (scikit-learn's "no limit"): a budget no run reaches.
@@ -98,13 +100,34 @@ def feature_dtype(dtype) -> torch.dtype:
     return dtype or torch.float32
 
 
-def stop_tol(tol, n_examples: int, probability: bool, isolated: bool = False) -> float:
-    """The ``tol`` the solves stop at: ``"auto"`` resolved on ``n_examples`` (:data:`SMALL_M`),
-    :data:`ISOLATED_TOL` where a Gaussian kernel leaves the examples isolated (``isolated``,
-    :func:`torchfw.svm._isolation.isolated_examples`), at most :data:`PROBABILITY_TOL` with
-    probabilities."""
+def stop_tol(tol, n_examples: int, probability: bool, isolated: bool = False,
+             nearest: float | None = None) -> float:
+    r"""The ``tol`` the solves stop at: ``"auto"`` resolved on ``n_examples`` (:data:`SMALL_M`)
+    and the Gaussian kernel's median nearest-neighbour value ``nearest``
+    (:func:`torchfw.svm._isolation.nearest_kernel_value`; None: not probed), at most
+    :data:`PROBABILITY_TOL` with probabilities.
+
+    ``"auto"`` is :data:`ISOLATED_TOL` where the examples are isolated (``isolated``, or
+    ``nearest`` below :data:`~torchfw.svm._isolation.ISOLATED_K` :math:`= k_0`), the size's
+    tolerance :math:`t_1` (:data:`SMALL_TOL` or :data:`TOL`) where the kernel is smooth
+    (``nearest`` from :data:`~torchfw.svm._isolation.SMOOTH_K` :math:`= k_1` on, or not probed),
+    and in between geometric in ``nearest`` :math:`= k`:
+
+    .. math::
+
+        t(k) = t_0 \left(t_1 / t_0ight)^{(k - k_0) / (k_1 - k_0)}, \qquad
+        t_0 = 	ext{ISOLATED\_TOL},
+
+    continuous at both ends, so that the sampling noise of the probe's median moves the
+    tolerance a little rather than 30-fold.
+    """
     if isinstance(tol, str):
-        tol = ISOLATED_TOL if isolated else SMALL_TOL if n_examples < SMALL_M else TOL
+        tol = SMALL_TOL if n_examples < SMALL_M else TOL
+        if isolated:
+            tol = ISOLATED_TOL
+        elif nearest is not None and nearest < SMOOTH_K:
+            share = max(0.0, (nearest - ISOLATED_K) / (SMOOTH_K - ISOLATED_K))
+            tol = ISOLATED_TOL * (tol / ISOLATED_TOL) ** share
     return min(float(tol), PROBABILITY_TOL) if probability else float(tol)
 
 
@@ -272,17 +295,20 @@ class FitPlan:
 
 
 def resolve_plan(model, *, n_examples: int, kernel, dtype: torch.dtype, device: torch.device,
-                 isolated: bool = False, **overrides) -> FitPlan:
+                 isolated: bool = False, nearest: float | None = None,
+                 **overrides) -> FitPlan:
     """The :class:`FitPlan` of a fit of ``model`` (an :class:`~torchfw.SVC`) on ``n_examples``
     examples on ``device``, with the fit's ``kernel`` object and kernel ``dtype``; ``isolated``:
-    the Gaussian kernel leaves the examples isolated (:mod:`torchfw.svm._isolation`; it sets
-    ``tol="auto"``'s value); ``overrides`` replace resolved fields (:func:`fit_planned`; a
-    ValueError names an unknown one).
+    the Gaussian kernel leaves the examples isolated, ``nearest``: its median nearest-neighbour
+    value (:mod:`torchfw.svm._isolation`; both set ``tol="auto"``'s value, :func:`stop_tol`);
+    ``overrides`` replace resolved fields (:func:`fit_planned`; a ValueError names an unknown
+    one).
 
     Reads the parameters and the seed the fit drew (``_fit_seed``,
     :meth:`~torchfw.svm._sklearn.SklearnSVCMixin._begin_fit`).
     """
-    tol = stop_tol(model.tol, n_examples, bool(getattr(model, "probability", False)), isolated)
+    tol = stop_tol(model.tol, n_examples, bool(getattr(model, "probability", False)), isolated,
+                   nearest)
     plan = FitPlan(
         solver=model.solver, tol=tol, rtol=2.0 * tol, max_iter=model.max_iter,
         seed=getattr(model, "_fit_seed", 0), kernel=kernel, kernel_param=model.kernel,
