@@ -1,12 +1,12 @@
-"""tol="auto" between isolated examples and a smooth Gaussian kernel (torchfw.svm._plan.stop_tol).
+"""tol="auto" where a Gaussian kernel's decisions weigh few examples (torchfw.svm._plan.stop_tol).
 
-What is checked: the probe's median nearest-neighbour kernel value against one computed
-directly; the resolved tolerance at and between the two ends (ISOLATED_TOL for isolated
-examples, the size's tolerance for a smooth kernel, geometric in between, continuous and
-increasing); that a fit whose examples lie in that band stops at the band's relative gap -- its
-margin violations measured on the exact float64 dual matrix -- where the size's tolerance alone
-would stop far looser; and raw svmguide1 at LIBSVM's (C, gamma) = (2^1, 2^-5), where tol 0.3
-left the 5-fold CV accuracy 1.07 points below LIBSVM's.
+What is checked: the probe's two medians (nearest neighbour's kernel value, summed kernel values
+of the other examples) against ones computed directly; the resolved tolerance (ISOLATED_TOL
+times the number of neighbours, between ISOLATED_TOL and the size's tolerance); that a fit whose
+decisions weigh a few examples stops at that relative gap -- its margin violations measured on
+the exact float64 dual matrix -- where the size's tolerance alone would stop far looser; and raw
+svmguide1 at LIBSVM's (C, gamma) = (2^1, 2^-5), where tol 0.3 left the 5-fold CV accuracy 1.07
+points below LIBSVM's.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ import torch
 from conftest import data_path
 
 import torchfw as tf
-from torchfw.svm._isolation import ISOLATED_K, SMOOTH_K, nearest_kernel_value
+from torchfw.svm._isolation import neighbour_weights
 from torchfw.svm._plan import ISOLATED_TOL, SMALL_TOL, TOL, resolve_plan, stop_tol
 from torchfw.svm.kernels import make_kernel
 
@@ -42,44 +42,53 @@ def _nearest_sq(X):
     return d2.min(1)
 
 
-def _gamma_for(X, k):
-    """The gamma at which the median nearest-neighbour kernel value of ``X`` is ``k``."""
-    return -math.log(k) / float(np.median(_nearest_sq(X)))
+def _median_sum(X, gamma):
+    """The median over the examples of the summed kernel values of the other examples."""
+    return float(np.median(np.exp(-gamma * _sq_distances(X)).sum(1)))
 
 
-def test_the_probe_value_is_the_median_nearest_neighbour_kernel_value():
+def _sq_distances(X):
+    """Squared distances between the examples, infinite on the diagonal (float64)."""
+    d2 = ((X[:, None, :] - X[None, :, :]) ** 2).sum(-1)
+    np.fill_diagonal(d2, np.inf)
+    return d2
+
+
+def _gamma_for(X, n):
+    """The gamma at which the median summed kernel value of the other examples is ``n``."""
+    lo, hi = -20.0, 5.0  # log2 gamma: the sum falls as gamma grows
+    for _ in range(50):
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if _median_sum(X, 2.0 ** mid) > n else (lo, mid)
+    return 2.0 ** hi
+
+
+def test_the_probe_values_are_the_nearest_neighbour_and_summed_kernel_medians():
     X, _ = _spread(201)  # odd, below PROBE_ROWS: every example probed, one middle value
     for gamma in (0.5, 2.0 ** -5, 2.0 ** -9):
-        expected = float(np.median(np.exp(-gamma * _nearest_sq(X))))
-        got = nearest_kernel_value(make_kernel("rbf", gamma), torch.tensor(X))
-        assert got == pytest.approx(expected, rel=1e-9, abs=1e-12)
-    assert nearest_kernel_value(make_kernel("linear", 0.5), torch.tensor(X)) is None
-    assert nearest_kernel_value(make_kernel("rbf", 0.5), torch.tensor(X[:1])) is None
+        nearest = float(np.median(np.exp(-gamma * _nearest_sq(X))))
+        got = neighbour_weights(make_kernel("rbf", gamma), torch.tensor(X))
+        assert got[0] == pytest.approx(nearest, rel=1e-9, abs=1e-12)
+        assert got[1] == pytest.approx(_median_sum(X, gamma), rel=1e-9, abs=1e-12)
+    assert neighbour_weights(make_kernel("linear", 0.5), torch.tensor(X)) is None
+    assert neighbour_weights(make_kernel("rbf", 0.5), torch.tensor(X[:1])) is None
 
 
-def test_tol_auto_moves_geometrically_between_the_isolated_and_the_smooth_ends():
+def test_tol_auto_grows_with_the_neighbours_from_isolated_tol_to_the_size_tol():
     for m, base in ((5000, TOL), (500, SMALL_TOL)):
-        assert stop_tol("auto", m, False, nearest=None) == base  # not probed
-        assert stop_tol("auto", m, False, nearest=0.1) == pytest.approx(ISOLATED_TOL)
-        assert stop_tol("auto", m, False, nearest=ISOLATED_K) == pytest.approx(ISOLATED_TOL)
-        assert stop_tol("auto", m, False, nearest=SMOOTH_K) == pytest.approx(base)
-        assert stop_tol("auto", m, False, nearest=0.97) == pytest.approx(base)
-        middle = (ISOLATED_K + SMOOTH_K) / 2
-        assert stop_tol("auto", m, False, nearest=middle) == \
-            pytest.approx(math.sqrt(ISOLATED_TOL * base))
-        ks = np.linspace(ISOLATED_K, SMOOTH_K, 31)
-        tols = [stop_tol("auto", m, False, nearest=float(k)) for k in ks]
-        assert all(a < b for a, b in zip(tols, tols[1:], strict=False))  # increasing
-        # continuous: no step of the probe's value moves the tolerance by more than its share
-        assert max(b / a for a, b in zip(tols, tols[1:], strict=False)) < \
-            (base / ISOLATED_TOL) ** (1.5 / 30)
-    # an explicit tol is kept, probabilities cap it, the isolated flag still wins
-    assert stop_tol(0.2, 5000, False, nearest=0.6) == 0.2
-    assert stop_tol("auto", 5000, True, nearest=0.79) == 0.05
-    assert stop_tol("auto", 5000, False, isolated=True, nearest=0.79) == ISOLATED_TOL
+        assert stop_tol("auto", m, False, neighbours=None) == base  # not probed
+        assert stop_tol("auto", m, False, neighbours=0.2) == pytest.approx(ISOLATED_TOL)
+        assert stop_tol("auto", m, False, neighbours=1.0) == pytest.approx(ISOLATED_TOL)
+        assert stop_tol("auto", m, False, neighbours=4.0) == pytest.approx(4 * ISOLATED_TOL)
+        assert stop_tol("auto", m, False, neighbours=base / ISOLATED_TOL) == pytest.approx(base)
+        assert stop_tol("auto", m, False, neighbours=650.0) == pytest.approx(base)
+    # an explicit tol is kept, probabilities cap it, isolated examples take ISOLATED_TOL
+    assert stop_tol(0.2, 5000, False, neighbours=2.0) == 0.2
+    assert stop_tol("auto", 5000, True, neighbours=20.0) == 0.05
+    assert stop_tol("auto", 5000, False, isolated=True, neighbours=20.0) == ISOLATED_TOL
     plan = resolve_plan(tf.SVC(), n_examples=5000, kernel=None, dtype=torch.float32,
-                        device=CPU, nearest=0.65)
-    assert plan.tol == pytest.approx(stop_tol("auto", 5000, False, nearest=0.65))
+                        device=CPU, neighbours=3.0)
+    assert plan.tol == pytest.approx(3 * ISOLATED_TOL)
     assert plan.rtol == pytest.approx(2 * plan.tol)
 
 
@@ -97,12 +106,14 @@ def _relative_gap(model, X, y, C, gamma):
     return (rho - Qa.min()) / rho
 
 
-def test_a_fit_between_the_ends_stops_at_the_interpolated_tol():
-    X, y = _spread(1200)  # >= SMALL_M: the smooth end is TOL
-    k = 0.65  # raw svmguide1's band at gamma = 2^-5 (0.61-0.66 on its 5-fold training sets)
-    gamma, C = _gamma_for(X, k), 256.0
-    expected = stop_tol("auto", len(y), False, nearest=k)
-    assert 2 * ISOLATED_TOL < expected < TOL / 3  # strictly inside the band
+def test_a_fit_whose_decisions_weigh_few_examples_stops_at_the_scaled_tol():
+    X, y = _spread(1200)  # >= SMALL_M: the size's tolerance is TOL
+    n = 4.0  # raw svmguide1 at gamma = 2^-5 has 2.6-2.8, a9a at 2^-3 about 650
+    gamma, C = _gamma_for(X, n), 256.0
+    weights = neighbour_weights(make_kernel("rbf", gamma), torch.tensor(X))
+    assert weights[0] >= 0.5  # not isolated: the nearest-neighbour rule alone would keep TOL
+    expected = stop_tol("auto", len(y), False, neighbours=weights[1])
+    assert expected == pytest.approx(n * ISOLATED_TOL, rel=0.1)
     auto = tf.SVC(C=C, gamma=gamma, random_state=0).fit(X, y)
     loose = tf.SVC(C=C, gamma=gamma, tol=TOL, random_state=0).fit(X, y)
     gap_auto = _relative_gap(auto, X, y, C, gamma)

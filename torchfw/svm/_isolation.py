@@ -1,6 +1,6 @@
 r"""Whether a Gaussian kernel leaves the training examples isolated, probed before a fit.
 
-One concern: :func:`nearest_kernel_value` (and :func:`isolated_examples`, its answer against
+One concern: :func:`neighbour_weights` (and :func:`isolated_examples`, its answer against
 :data:`ISOLATED_K`), which :class:`~torchfw.SVC` asks before it resolves ``tol="auto"``
 (:func:`torchfw.svm._plan.stop_tol`).
 
@@ -28,19 +28,19 @@ every decision. Raw svmguide1 (median nearest-neighbour squared distance 11): me
 ``gamma="scale"`` the expected :math:`\gamma \|x - z\|^2` is about 2, and the probe answers no
 but on data whose nearest neighbours are as far as a typical pair.
 
-Between the isolated regime and a smooth kernel (a median from :data:`ISOLATED_K` to
-:data:`SMOOTH_K`) a decision weighs a handful of neighbours, and ``tol="auto"`` moves
-continuously between the two regimes' tolerances (:func:`torchfw.svm._plan.stop_tol`) instead
-of jumping 30-fold at one value: the probe's median is a sample statistic, and on binary
-features it moves in steps (a9a's squared distances are even integers: the five training
-folds of a 5,000-example subset at :math:`\gamma = 2^{-3}` give 0.61 on one fold and 0.78 on
-four). Raw svmguide1 at :math:`\gamma = 2^{-5}` (medians 0.61-0.66 on the 5-fold training
-sets) is in that band: at :math:`C = 2^2` (LIBSVM's :math:`2^1`) tol 0.3 gives 93.36 % CV
-accuracy against LIBSVM's 94.43 %, tol 0.1, 0.03 and 0.01 each 94.08 %.
+The same argument holds short of isolation, where a decision weighs a few neighbours: the
+probe's second number, the median over the sampled examples of the summed kernel values of the
+other examples, :math:`n_i = \sum_{j \ne i} k(x_i, x_j)`, counts them, each by its weight
+(:func:`torchfw.svm._plan.stop_tol` scales ``tol="auto"`` with it). Raw svmguide1 at
+:math:`\gamma = 2^{-5}`: 2.6-2.8 on its 5-fold training sets, 17-20 at :math:`2^{-7}`; a9a at
+:math:`2^{-3}` 645-656, scaled svmguide1 at :math:`2^3` 213-224. The nearest neighbour's value
+alone cannot tell these apart: it is 0.61-0.66 on raw svmguide1 at :math:`2^{-5}` and 0.61 or
+0.78 on a9a at :math:`2^{-3}` (binary features: the squared distances are even integers, and
+the median moves in steps between folds).
 
 Cost: one kernel block of at most :data:`PROBE_ROWS` x ``m`` values, ``m`` the number of
-training examples; not computed for other kernels, an explicit ``tol``, or when ``tol`` would
-not change.
+training examples, and their exponentials; not computed for other kernels, an explicit ``tol``,
+or when ``tol`` would not change.
 """
 
 from __future__ import annotations
@@ -48,16 +48,10 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-__all__ = ["isolated_examples", "nearest_kernel_value", "ISOLATED_K", "SMOOTH_K", "PROBE_ROWS"]
+__all__ = ["isolated_examples", "neighbour_weights", "ISOLATED_K", "PROBE_ROWS"]
 
 #: The median nearest-neighbour kernel value below which the examples count as isolated.
 ISOLATED_K = 0.5
-#: The median nearest-neighbour kernel value from which the kernel counts as smooth: every
-#: decision then sums many support vectors of nearly equal weight (scaled svmguide1 0.97 and
-#: above over LIBSVM's grid, a9a 0.88 and above from :math:`\gamma = 2^{-5}` on). Between
-#: :data:`ISOLATED_K` and this value ``tol="auto"`` moves between the two regimes' tolerances
-#: (:func:`torchfw.svm._plan.stop_tol`).
-SMOOTH_K = 0.8
 #: Examples whose nearest neighbour is probed (all of them below this many).
 PROBE_ROWS = 256
 #: Kernel values per block of the probe (4M: 16 MB in float32).
@@ -66,7 +60,7 @@ _BLOCK = 1 << 22
 
 def isolated_examples(kernel, X: Tensor) -> bool:
     """Whether the median over a sample of examples of their nearest neighbour's kernel value,
-    :math:`\\max_{j \\ne i} k(x_i, x_j)` (:func:`nearest_kernel_value`), is below
+    :math:`\\max_{j \\ne i} k(x_i, x_j)` (:func:`neighbour_weights`), is below
     :data:`ISOLATED_K` (Gaussian kernels only; False for every other kernel and for fewer than
     two examples).
 
@@ -77,14 +71,16 @@ def isolated_examples(kernel, X: Tensor) -> bool:
     X : Tensor
         The training examples ``(m, d)``, dense or CSR, in the fit's precision.
     """
-    value = nearest_kernel_value(kernel, X)
-    return value is not None and value < ISOLATED_K
+    weights = neighbour_weights(kernel, X)
+    return weights is not None and weights[0] < ISOLATED_K
 
 
-def nearest_kernel_value(kernel, X: Tensor) -> float | None:
-    """The median over a sample of examples of their nearest neighbour's kernel value,
-    :math:`\\operatorname{median}_i \\max_{j \\ne i} k(x_i, x_j)`, in :math:`[0, 1]`; None for
-    every kernel but the Gaussian one and for fewer than two examples.
+def neighbour_weights(kernel, X: Tensor) -> tuple[float, float] | None:
+    """Two medians over a sample of examples :math:`i`: of the nearest neighbour's kernel value,
+    :math:`\\max_{j \\ne i} k(x_i, x_j)` in :math:`[0, 1]`, and of the summed kernel values of
+    all other examples, :math:`n_i = \\sum_{j \\ne i} k(x_i, x_j)` (how many examples weigh in
+    a decision at :math:`x_i`, each counted by its weight); None for every kernel but the
+    Gaussian one and for fewer than two examples.
 
     Parameters
     ----------
@@ -108,15 +104,19 @@ def nearest_kernel_value(kernel, X: Tensor) -> float | None:
     with few_threads(X, device=X.device):
         sq = _row_norms_sq(X)
         nearest = torch.empty(n, dtype=torch.float64)
+        sums = torch.empty(n, dtype=torch.float64)
         step = max(1, _BLOCK // m)
         for start in range(0, n, step):
             index = rows[start:start + step]
             # squared distances ||x_i||^2 + ||x_j||^2 - 2 <x_i, x_j>: the nearest neighbour is the
-            # smallest, and only its kernel value is taken (one exp per probed row)
+            # smallest
             dist = _matmul_t(take_rows(X, index), X).mul_(-2.0)
             dist.add_(sq.to(dist.dtype).unsqueeze(0)).add_(sq[index].to(dist.dtype).unsqueeze(1))
             # the example itself is not its own neighbour (a duplicate elsewhere is: distance 0)
             dist[torch.arange(len(index), device=dist.device), index] = float("inf")
-            nearest[start:start + len(index)] = dist.min(dim=1).values.clamp_(min=0.0).cpu()
+            dist.clamp_(min=0.0)
+            nearest[start:start + len(index)] = dist.min(dim=1).values.cpu()
+            # exp(-gamma * inf) = 0: the example's own term drops out of its sum
+            sums[start:start + len(index)] = dist.mul_(-kernel.gamma).exp_().sum(dim=1).cpu()
     # median of exp(-gamma d^2) = exp(-gamma * median d^2): exp is monotone
-    return float(torch.exp(-kernel.gamma * nearest.median()))
+    return float(torch.exp(-kernel.gamma * nearest.median())), float(sums.median())

@@ -127,10 +127,9 @@ class SVC(SklearnSVCMixin, BaseEstimator):
         (:data:`torchfw.svm._plan.SMALL_M`: as accurate as LIBSVM there), 0.3 above (test
         accuracy has saturated), and 0.01 where a Gaussian kernel leaves most examples
         without a near neighbour (:mod:`torchfw.svm._isolation`: each decision is then one
-        or two support vectors and the intercept); from there to a smooth kernel (median
-        nearest-neighbour kernel value 1/2 to 0.8) geometric in that value
-        (:func:`torchfw.svm._plan.stop_tol`). Ignored by the streaming solvers, which run
-        ``max_iter`` samples.
+        or two support vectors and the intercept), and 0.01 times the number of examples that
+        weigh in a decision where that is smaller (:func:`torchfw.svm._plan.stop_tol`).
+        Ignored by the streaming solvers, which run ``max_iter`` samples.
     max_iter : int, optional
         Iteration budget per binary problem; default ``100 * n_samples`` (one epoch for
         ``"sfw"``/``"msfw"``), a safety net that converging fits do not reach (see "Convergence
@@ -371,12 +370,14 @@ class SVC(SklearnSVCMixin, BaseEstimator):
         self._X_train = X
         # Every choice and number of the solves, resolved once (torchfw.svm._plan): the paths
         # below read the plan, never the estimator.
-        # tol="auto" is tighter where the Gaussian kernel's nearest neighbours weigh little in
-        # a decision (_isolation: the median nearest-neighbour kernel value)
-        nearest = _isolation.nearest_kernel_value(self._kernel, X) \
+        # tol="auto" is tighter where the Gaussian kernel isolates the examples or a decision
+        # weighs few of them (_isolation)
+        weights = _isolation.neighbour_weights(self._kernel, X) \
             if isinstance(self.tol, str) and objects is None else None
         plan = resolve_plan(self, n_examples=X.shape[0], kernel=self._kernel, dtype=kdtype,
-                            device=X.device, nearest=nearest, **overrides)
+                            device=X.device, isolated=weights is not None and
+                            weights[0] < _isolation.ISOLATED_K,
+                            neighbours=None if weights is None else weights[1], **overrides)
         if plan.custom_kernel:  # the compiled solve on the given m x m matrix, or an error
             _svc_custom.check_custom_kernel(plan, X.shape[0], X.device)
             gram = _svc_custom.train_gram(plan.kernel, X, kdtype) if objects is None else \
