@@ -124,7 +124,7 @@ def test_a_fit_whose_decisions_weigh_few_examples_stops_at_the_scaled_tol():
 
 
 @pytest.mark.data
-def test_raw_svmguide1_in_the_band_is_within_half_a_point_of_libsvm():
+def test_raw_svmguide1_with_few_neighbours_is_within_half_a_point_of_libsvm():
     # LIBSVM's grid point (C, gamma) = (2^1, 2^-5) on raw svmguide1, 5-fold CV on
     # benchmarks/svm_grid.py's folds: LIBSVM 94.43 %; torchfw (at 2C) 93.36 % at tol 0.3,
     # 94.08 % at tol 0.1, 0.03 and 0.01.
