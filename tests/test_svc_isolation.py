@@ -14,7 +14,7 @@ import pytest
 import torch
 
 import torchfw as tf
-from torchfw.svm._isolation import ISOLATED_K, isolated_examples
+from torchfw.svm._isolation import ISOLATED_K, isolated_examples, neighbour_weights
 from torchfw.svm._plan import ISOLATED_TOL, TOL, resolve_plan
 from torchfw.svm.kernels import make_kernel
 
@@ -134,8 +134,13 @@ def test_the_probe_reads_the_fits_matrix_as_it_computes_the_block(m, seed):
         block = isolated_examples(kernel, Xt)
         answer = _from_matrix(kernel, Xt, matrix, rows)
         if decided:
-            assert answer is block, (factor, answer, block)
+            assert answer is not None
+            assert (answer[0] < ISOLATED_K) is block, (factor, answer, block)
             assert block is (factor > 1.0)  # a larger gamma: smaller kernel values, isolated
+            # the neighbour sum as the block computes it, to the matrix's float32 rounding
+            weights = neighbour_weights(kernel, Xt)
+            assert weights is not None
+            assert answer[1] == pytest.approx(weights[1], rel=1e-4, abs=1e-3)
         else:
             assert answer is None  # in the band: the block decides
         assert isolated_examples(kernel, Xt, matrix) is block

@@ -1,7 +1,8 @@
 r"""Whether a Gaussian kernel leaves the training examples isolated, probed before a fit.
 
-One concern: :func:`isolated_examples`, which :class:`~torchfw.SVC` asks before it resolves
-``tol="auto"`` (:func:`torchfw.svm._plan.stop_tol`).
+One concern: :func:`neighbour_weights` (and :func:`isolated_examples`, its answer against
+:data:`ISOLATED_K`), which :class:`~torchfw.SVC` asks before it resolves ``tol="auto"``
+(:func:`torchfw.svm._plan.stop_tol`).
 
 With a ``gamma`` large against the squared distances between neighbouring examples (raw
 features: svmguide1's range to 581, LIBSVM's grid up to :math:`\gamma = 8`), the Gaussian kernel
@@ -27,15 +28,27 @@ every decision. Raw svmguide1 (median nearest-neighbour squared distance 11): me
 ``gamma="scale"`` the expected :math:`\gamma \|x - z\|^2` is about 2, and the probe answers no
 but on data whose nearest neighbours are as far as a typical pair.
 
+The same argument holds short of isolation, where a decision weighs a few neighbours: the
+probe's second number, the median over the sampled examples of the summed kernel values of the
+other examples, :math:`n_i = \sum_{j \ne i} k(x_i, x_j)`, counts them, each by its weight
+(:func:`torchfw.svm._plan.stop_tol` scales ``tol="auto"`` with it). Raw svmguide1 at
+:math:`\gamma = 2^{-5}`: 2.6-2.8 on its 5-fold training sets, 17-20 at :math:`2^{-7}`; a9a at
+:math:`2^{-3}` 645-656, scaled svmguide1 at :math:`2^3` 213-224. The nearest neighbour's value
+alone cannot tell these apart: it is 0.61-0.66 on raw svmguide1 at :math:`2^{-5}` and 0.61 or
+0.78 on a9a at :math:`2^{-3}` (binary features: the squared distances are even integers, and
+the median moves in steps between folds).
+
 Cost: one kernel block of at most :data:`PROBE_ROWS` x ``m`` values, ``m`` the number of
-training examples; not computed for other kernels or an explicit ``tol``. Where the fit builds
-the whole matrix :math:`K + 1` anyway (the compiled path's shared matrix,
-:func:`torchfw.svm._fit.shared_problem`), the probe reads the same rows' largest off-diagonal
-entries from it instead (:func:`_from_matrix`): on iris, wine and breast cancer the block and
-its dozen tensor operations were 0.1-0.5 ms of 1.3-3.6 ms fits. The two round differently
-(float32 dots in another order, the matrix's own exponential), so the matrix's answer is taken
-only where its median lies farther from :data:`ISOLATED_K` than a bound on that difference
-(:func:`_rounding_band`); closer, the block decides: the answer is the block's in every case.
+training examples, and their exponentials; not computed for other kernels or an explicit
+``tol``. Where the fit builds the whole matrix :math:`K + 1` anyway (the compiled path's shared
+matrix, :func:`torchfw.svm._fit.shared_problem`), the probe reads the same rows from it instead
+(:func:`_from_matrix`): on iris, wine and breast cancer the block and its dozen tensor
+operations were 0.1-0.5 ms of 1.3-3.6 ms fits. The two round differently (float32 dots in
+another order, the matrix's own exponential), so the matrix's nearest-neighbour median is taken
+only where it lies farther from :data:`ISOLATED_K` than a bound on that difference
+(:func:`_rounding_band`); closer, the block decides, so the isolated answer is the block's in
+every case. The neighbour sum read from the matrix differs from the block's by rounding only,
+which moves ``tol="auto"`` by as little.
 """
 
 from __future__ import annotations
@@ -44,7 +57,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-__all__ = ["isolated_examples", "probed", "ISOLATED_K", "PROBE_ROWS"]
+__all__ = ["isolated_examples", "neighbour_weights", "probed", "ISOLATED_K", "PROBE_ROWS"]
 
 #: The median nearest-neighbour kernel value below which the examples count as isolated.
 ISOLATED_K = 0.5
@@ -55,15 +68,37 @@ _BLOCK = 1 << 22
 
 
 def probed(kernel, m: int) -> bool:
-    """Whether :func:`isolated_examples` looks at the data: a Gaussian kernel and at least two
-    examples (every other answer is False)."""
+    """Whether :func:`neighbour_weights` looks at the data: a Gaussian kernel and at least two
+    examples (every other answer is None)."""
     return getattr(kernel, "name", None) == "rbf" and m >= 2
 
 
 def isolated_examples(kernel, X: Tensor, matrix: np.ndarray | None = None) -> bool:
     """Whether the median over a sample of examples of their nearest neighbour's kernel value,
-    :math:`\\max_{j \\ne i} k(x_i, x_j)`, is below :data:`ISOLATED_K` (Gaussian kernels only;
-    False for every other kernel and for fewer than two examples).
+    :math:`\\max_{j \\ne i} k(x_i, x_j)` (:func:`neighbour_weights`), is below
+    :data:`ISOLATED_K` (Gaussian kernels only; False for every other kernel and for fewer than
+    two examples).
+
+    Parameters
+    ----------
+    kernel : Kernel
+        The fit's kernel object (:func:`torchfw.svm.kernels.make_kernel`).
+    X : Tensor
+        The training examples ``(m, d)``, dense or CSR, in the fit's precision.
+    matrix : ndarray, optional
+        The fit's matrix :math:`K + 1` (:func:`neighbour_weights`).
+    """
+    weights = neighbour_weights(kernel, X, matrix)
+    return weights is not None and weights[0] < ISOLATED_K
+
+
+def neighbour_weights(kernel, X: Tensor,
+                      matrix: np.ndarray | None = None) -> tuple[float, float] | None:
+    """Two medians over a sample of examples :math:`i`: of the nearest neighbour's kernel value,
+    :math:`\\max_{j \\ne i} k(x_i, x_j)` in :math:`[0, 1]`, and of the summed kernel values of
+    all other examples, :math:`n_i = \\sum_{j \\ne i} k(x_i, x_j)` (how many examples weigh in
+    a decision at :math:`x_i`, each counted by its weight); None for every kernel but the
+    Gaussian one and for fewer than two examples.
 
     Parameters
     ----------
@@ -74,39 +109,43 @@ def isolated_examples(kernel, X: Tensor, matrix: np.ndarray | None = None) -> bo
         The training examples ``(m, d)``, dense or CSR, in the fit's precision.
     matrix : ndarray, optional
         The ``(m, m)`` matrix :math:`K + 1` of ``kernel`` on ``X`` when the fit has built it
-        (:func:`torchfw.svm._fit.full_matrix`): the probed rows' entries are read from it, and
-        the kernel block is computed only where rounding could tip the answer
+        (:func:`torchfw.svm._fit.full_matrix`): the probed rows are read from it, and the
+        kernel block is computed only where rounding could tip the isolated answer
         (:func:`_from_matrix`).
     """
     m = X.shape[0]
     if not probed(kernel, m):
-        return False
-    n = min(m, PROBE_ROWS)
+        return None
     if matrix is not None:
         answer = _from_matrix(kernel, X, matrix, _probe_rows(m).numpy())
         if answer is not None:
             return answer
-    rows = _probe_rows(m).to(X.device)
     from ..utils.data import take_rows
     from ..utils.threads import few_threads
     from .kernels import _matmul_t, _row_norms_sq
 
+    n = min(m, PROBE_ROWS)
+    rows = _probe_rows(m).to(X.device)
     # threads as for the fit on X (one for a small input: the fit runs the probe so)
     with few_threads(X, device=X.device):
         sq = _row_norms_sq(X)
         nearest = torch.empty(n, dtype=torch.float64)
+        sums = torch.empty(n, dtype=torch.float64)
         step = max(1, _BLOCK // m)
         for start in range(0, n, step):
             index = rows[start:start + step]
             # squared distances ||x_i||^2 + ||x_j||^2 - 2 <x_i, x_j>: the nearest neighbour is the
-            # smallest, and only its kernel value is taken (one exp per probed row)
+            # smallest
             dist = _matmul_t(take_rows(X, index), X).mul_(-2.0)
             dist.add_(sq.to(dist.dtype).unsqueeze(0)).add_(sq[index].to(dist.dtype).unsqueeze(1))
             # the example itself is not its own neighbour (a duplicate elsewhere is: distance 0)
             dist[torch.arange(len(index), device=dist.device), index] = float("inf")
-            nearest[start:start + len(index)] = dist.min(dim=1).values.clamp_(min=0.0).cpu()
+            dist.clamp_(min=0.0)
+            nearest[start:start + len(index)] = dist.min(dim=1).values.cpu()
+            # exp(-gamma * inf) = 0: the example's own term drops out of its sum
+            sums[start:start + len(index)] = dist.mul_(-kernel.gamma).exp_().sum(dim=1).cpu()
     # median of exp(-gamma d^2) = exp(-gamma * median d^2): exp is monotone
-    return bool(torch.exp(-kernel.gamma * nearest.median()) < ISOLATED_K)
+    return float(torch.exp(-kernel.gamma * nearest.median())), float(sums.median())
 
 
 def _probe_rows(m: int) -> Tensor:
@@ -121,9 +160,14 @@ def _probe_rows(m: int) -> Tensor:
     return torch.linspace(0, m - 1, PROBE_ROWS).round().long()
 
 
-def _from_matrix(kernel, X: Tensor, matrix: np.ndarray, rows: np.ndarray) -> bool | None:
-    """The probe's answer read from the fit's matrix :math:`K + 1`, or None where rounding
-    could make it differ from the kernel block's.
+def _from_matrix(kernel, X: Tensor, matrix: np.ndarray,
+                 rows: np.ndarray) -> tuple[float, float] | None:
+    """:func:`neighbour_weights` read from the fit's matrix :math:`K + 1`, or None where
+    rounding could make the isolated answer differ from the kernel block's.
+
+    The neighbour sums are the probed rows' sums less :math:`m + 1` (each entry holds
+    :math:`k + 1`, the diagonal :math:`k_{ii} + 1 = 2`), in float64, and their lower median
+    as the block takes it.
 
     The block takes the lower median of the probed rows' nearest squared distances
     :math:`d^2` and compares :math:`e^{-\\gamma d^2}` with :data:`ISOLATED_K`; as the kernel
@@ -137,13 +181,16 @@ def _from_matrix(kernel, X: Tensor, matrix: np.ndarray, rows: np.ndarray) -> boo
     # the probed rows (a copy: at most PROBE_ROWS x m), the example itself left out (a
     # duplicate elsewhere is a neighbour: k = 1), each row's largest entry
     block = matrix.take(rows, axis=0)
+    m = block.shape[1]
+    sums = block.sum(axis=1, dtype=np.float64) - (m + 1)
     block[np.arange(n), rows] = -np.inf
     nearest = block.max(axis=1)
     kth = n - 1 - (n - 1) // 2
     value = float(np.partition(nearest, kth)[kth]) - 1.0  # the matrix holds K + 1
     if abs(value - ISOLATED_K) <= _rounding_band(kernel, X, matrix.dtype):
         return None
-    return value < ISOLATED_K
+    low = (n - 1) // 2
+    return value, float(np.partition(sums, low)[low])
 
 
 def _rounding_band(kernel, X: Tensor, matrix_dtype) -> float:

@@ -64,7 +64,8 @@ SMALL_M, SMALL_TOL, TOL = 1000, 0.1, 0.3
 #: C = 2^3, 2^7, 2^15 at gamma = 2^-1 and 2^7 at 2^1, 2^-3, 5-fold CV (``benchmarks/svm_grid.py
 #: --c ... --gamma ...``): at tol 0.3 up to 1.29 points below LIBSVM, at 0.1 up to 0.90, at
 #: 0.03 up to 0.39, at 0.01 up to 0.22 (in about 2.5x the iterations of 0.3, under LIBSVM's
-#: time).
+#: time). Short of isolation ``tol="auto"`` grows from this value with the number of examples
+#: that weigh in a decision (:func:`stop_tol`).
 ISOLATED_TOL = 0.01
 
 #: ``max_iter=-1`` (scikit-learn's "no limit"): a budget no run reaches.
@@ -98,13 +99,33 @@ def feature_dtype(dtype) -> torch.dtype:
     return dtype or torch.float32
 
 
-def stop_tol(tol, n_examples: int, probability: bool, isolated: bool = False) -> float:
-    """The ``tol`` the solves stop at: ``"auto"`` resolved on ``n_examples`` (:data:`SMALL_M`),
-    :data:`ISOLATED_TOL` where a Gaussian kernel leaves the examples isolated (``isolated``,
-    :func:`torchfw.svm._isolation.isolated_examples`), at most :data:`PROBABILITY_TOL` with
-    probabilities."""
+def stop_tol(tol, n_examples: int, probability: bool, isolated: bool = False,
+             neighbours: float | None = None) -> float:
+    r"""The ``tol`` the solves stop at: ``"auto"`` resolved on ``n_examples`` (:data:`SMALL_M`)
+    and the Gaussian kernel's neighbours (:func:`torchfw.svm._isolation.neighbour_weights`),
+    at most :data:`PROBABILITY_TOL` with probabilities.
+
+    ``"auto"`` is :data:`ISOLATED_TOL` where the examples are isolated (``isolated``), and
+    else the size's tolerance :math:`t_1` (:data:`SMALL_TOL` or :data:`TOL`) scaled down where
+    a decision weighs few examples: with ``neighbours`` :math:`= n`, the median summed kernel
+    value of the other examples,
+
+    .. math::
+
+        t = \min\left(t_1, \max(1, n)\, t_0\right), \qquad t_0 = \text{ISOLATED\_TOL}.
+
+    Why linear in :math:`n`: :data:`ISOLATED_TOL` is what a decision made of one support vector
+    and the intercept needs; a decision that sums :math:`n` comparable terms averages their
+    independent errors, whose variance, as the relative gap's, falls as :math:`1/n`, so the
+    same decision error allows an :math:`n` times larger gap. ``neighbours`` None (not probed):
+    :math:`t_1`.
+    """
     if isinstance(tol, str):
-        tol = ISOLATED_TOL if isolated else SMALL_TOL if n_examples < SMALL_M else TOL
+        tol = SMALL_TOL if n_examples < SMALL_M else TOL
+        if isolated:
+            tol = ISOLATED_TOL
+        elif neighbours is not None:
+            tol = min(tol, max(1.0, neighbours) * ISOLATED_TOL)
     return min(float(tol), PROBABILITY_TOL) if probability else float(tol)
 
 
@@ -272,17 +293,21 @@ class FitPlan:
 
 
 def resolve_plan(model, *, n_examples: int, kernel, dtype: torch.dtype, device: torch.device,
-                 isolated: bool = False, **overrides) -> FitPlan:
+                 isolated: bool = False, neighbours: float | None = None,
+                 **overrides) -> FitPlan:
     """The :class:`FitPlan` of a fit of ``model`` (an :class:`~torchfw.SVC`) on ``n_examples``
     examples on ``device``, with the fit's ``kernel`` object and kernel ``dtype``; ``isolated``:
-    the Gaussian kernel leaves the examples isolated (:mod:`torchfw.svm._isolation`; it sets
-    ``tol="auto"``'s value); ``overrides`` replace resolved fields (:func:`fit_planned`; a
-    ValueError names an unknown one).
+    the Gaussian kernel leaves the examples isolated, ``neighbours``: the median summed kernel
+    value of the other examples (:mod:`torchfw.svm._isolation`; both set ``tol="auto"``'s
+    value, :func:`stop_tol`);
+    ``overrides`` replace resolved fields (:func:`fit_planned`; a ValueError names an unknown
+    one).
 
     Reads the parameters and the seed the fit drew (``_fit_seed``,
     :meth:`~torchfw.svm._sklearn.SklearnSVCMixin._begin_fit`).
     """
-    tol = stop_tol(model.tol, n_examples, bool(getattr(model, "probability", False)), isolated)
+    tol = stop_tol(model.tol, n_examples, bool(getattr(model, "probability", False)), isolated,
+                   neighbours)
     plan = FitPlan(
         solver=model.solver, tol=tol, rtol=2.0 * tol, max_iter=model.max_iter,
         seed=getattr(model, "_fit_seed", 0), kernel=kernel, kernel_param=model.kernel,

@@ -127,8 +127,9 @@ class SVC(SklearnSVCMixin, BaseEstimator):
         (:data:`torchfw.svm._plan.SMALL_M`: as accurate as LIBSVM there), 0.3 above (test
         accuracy has saturated), and 0.01 where a Gaussian kernel leaves most examples
         without a near neighbour (:mod:`torchfw.svm._isolation`: each decision is then one
-        or two support vectors and the intercept). Ignored by the streaming solvers, which
-        run ``max_iter`` samples.
+        or two support vectors and the intercept), and 0.01 times the number of examples that
+        weigh in a decision where that is smaller (:func:`torchfw.svm._plan.stop_tol`).
+        Ignored by the streaming solvers, which run ``max_iter`` samples.
     max_iter : int, optional
         Iteration budget per binary problem; default ``100 * n_samples`` (one epoch for
         ``"sfw"``/``"msfw"``), a safety net that converging fits do not reach (see "Convergence
@@ -375,13 +376,18 @@ class SVC(SklearnSVCMixin, BaseEstimator):
         compiled = not plan.custom_kernel and not batched and \
             _svc_fit.takes_compiled(plan, X, problems)
         shared = None
-        if isinstance(self.tol, str) and _isolation.probed(self._kernel, X.shape[0]):
-            # tol="auto" is tighter where the Gaussian kernel isolates the examples (_isolation),
-            # probed on the compiled path's matrix K + 1 where it has one (built here: no tol)
+        if isinstance(self.tol, str) and objects is None and \
+                _isolation.probed(self._kernel, X.shape[0]):
+            # tol="auto" is tighter where the Gaussian kernel isolates the examples or a decision
+            # weighs few of them (_isolation), probed on the compiled path's matrix K + 1 where
+            # it has one (built here: it does not depend on tol)
             shared = _svc_fit.shared_problem(plan, X, problems, C_examples) if compiled else None
-            if _isolation.isolated_examples(self._kernel, X, _svc_fit.full_matrix(shared)):
+            weights = _isolation.neighbour_weights(self._kernel, X, _svc_fit.full_matrix(shared))
+            if weights is not None:
                 plan = resolve_plan(self, n_examples=X.shape[0], kernel=self._kernel,
-                                    dtype=kdtype, device=X.device, isolated=True, **overrides)
+                                    dtype=kdtype, device=X.device,
+                                    isolated=weights[0] < _isolation.ISOLATED_K,
+                                    neighbours=weights[1], **overrides)
         if plan.custom_kernel:  # the compiled solve on the given m x m matrix, or an error
             _svc_custom.check_custom_kernel(plan, X.shape[0], X.device)
             gram = _svc_custom.train_gram(plan.kernel, X, kdtype) if objects is None else \
