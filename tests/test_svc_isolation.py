@@ -146,12 +146,19 @@ def test_the_probe_reads_the_fits_matrix_as_it_computes_the_block(m, seed):
         assert isolated_examples(kernel, Xt, matrix) is block
 
 
-@pytest.mark.parametrize("gamma, tol", [(0.5, ISOLATED_TOL), (2.0 ** -9, 0.1)])
-def test_a_fit_that_reads_the_probe_off_its_matrix_is_the_fit_at_that_tol(gamma, tol):
+@pytest.mark.parametrize("gamma, isolated", [(0.5, True), (2.0 ** -9, False)])
+def test_a_fit_that_reads_the_probe_off_its_matrix_is_the_fit_at_that_tol(gamma, isolated):
     """tol="auto" on the compiled path (the probe read from the shared matrix) gives the very
-    model of the explicit tol the probe stands for: isolated examples ISOLATED_TOL, others
-    SMALL_TOL (300 examples) -- so a wrong answer of the matrix changes the model and fails."""
+    model of the explicit tol the kernel block's probe stands for (torchfw.svm._plan.stop_tol:
+    ISOLATED_TOL for isolated examples, else scaled by the neighbour sum) -- so a wrong answer
+    of the matrix changes the model and fails."""
+    from torchfw.svm._plan import stop_tol
+
     X, y = _spread(m=300)
+    weights = neighbour_weights(make_kernel("rbf", gamma), torch.tensor(X, dtype=torch.float32))
+    assert weights is not None and (weights[0] < ISOLATED_K) is isolated
+    tol = stop_tol("auto", 300, False, isolated, weights[1])
+    assert (tol == ISOLATED_TOL) is isolated
     auto = tf.SVC(C=256.0, gamma=gamma, random_state=0).fit(X, y)
     fixed = tf.SVC(C=256.0, gamma=gamma, tol=tol, random_state=0).fit(X, y)
     assert auto.result_.info.get("engine") == "compiled whole solve"
