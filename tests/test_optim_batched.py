@@ -380,6 +380,61 @@ def test_compiled_step_takes_the_eager_step_and_guards(name, track, dtype):
     assert not bool(weights[1].isnan().any()) and not bool(weights[3].isnan().any())
 
 
+@pytest.mark.slow
+@pytest.mark.parametrize("track", [True, False], ids=["gaps", "no-gaps"])
+@pytest.mark.parametrize("name", ["linf", "l2"])
+def test_inductor_step_takes_the_eager_step_and_guards(name, track):
+    """The same under inductor, the compiler users run: its generated code has its own
+    arithmetic (``sign`` of a NaN is 0 there, not NaN), so the guards must hold by the step's
+    own reductions. A coordinate without direction keeps its value, a tensor without direction
+    does not move, a non-finite entry turns its tensor (and only it) NaN; the other weights
+    and the gaps are the eager step's up to float32 rounding."""
+    pytest.importorskip("torch._inductor")
+    torch._dynamo.reset()
+    runs = []
+    for compiled in (False, True):
+        params = [nn.Parameter(p.detach().float()) for p in _params(8)]
+        opt = StochasticFrankWolfe(params, lmo=SETS[name](), lr=0.2, momentum=0.5,
+                                   track_gap=track)
+        opt.make_feasible()
+
+        def step(opt=opt):
+            opt.step()
+
+        run = torch.compile(step) if compiled else step
+        row = params[0][1].detach().clone()
+        before: list = []
+        kept = False
+        for k in range(3):
+            grads = [g.float() for g in _grads(params, seed=60 + k)]
+            if k == 0:
+                for p in params:
+                    p.grad = torch.zeros_like(p)
+                run()  # the buffers start at zero: no direction anywhere
+            if k == 2:
+                grads[0][2, 3] = math.inf
+                grads[2][1, 0, 1] = math.nan
+                before = [p.detach().clone() for p in params]
+                kept = torch.equal(params[0][1].detach(), row)
+            for p, g in zip(params, grads, strict=True):
+                p.grad = g
+            run()
+        runs.append(([p.detach().clone() for p in params],
+                     [opt.state[p]["fw_gap"].clone() for p in params] if track else [],
+                     before, kept))
+    eager, compiled_run = runs
+    for a, b in zip(eager[0] + eager[1], compiled_run[0] + compiled_run[1], strict=True):
+        torch.testing.assert_close(a, b, equal_nan=True, rtol=1e-5, atol=1e-6)
+    weights, _, before, kept = compiled_run
+    assert bool(weights[0].isnan().all()) and bool(weights[2].isnan().all())
+    assert not bool(weights[1].isnan().any()) and not torch.equal(weights[1], before[1])
+    # the last tensor's gradient, and so its buffer, is zero at every step: it never moves
+    assert torch.equal(weights[3], before[3])
+    # row 1 of the first tensor never had a direction: in a box its coordinates keep their
+    # values (an L2 step moves them towards the vertex's zeros)
+    assert kept == (name == "linf")
+
+
 def test_linf_compiled_kernel_counts_an_in_place_change():
     """The kernel writes through NumPy views; autograd must still see the parameters changed
     in place (a backward through a graph that saved them refuses, as after any optimizer)."""
