@@ -561,7 +561,9 @@ class StochasticFrankWolfe(torch.optim.Optimizer):
                 vectors = not compiling or kind == "ksparse"
                 radii = as_vector(radius, like) if vectors else None
                 gammas = as_vector(steps, like) if vectors and steps is not None else None
-                ks = [getattr(g["lmo"], "k", 0) for g in groups]
+                # K of K-sparse sets only: asking another set for it is one more guard per
+                # group in a compiled step
+                ks = [g["lmo"].k for g in groups] if kind == "ksparse" else []
                 # 1-d views of the parameters and the directions, for the gaps' dot products
                 flats = None if compiling else (FlatViews(), FlatViews())
                 # the host's copies of the constants, for the eager CPU step of L-inf balls
