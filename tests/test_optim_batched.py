@@ -289,6 +289,29 @@ def test_compiled_step_counts_stay_per_parameter_when_some_skip_steps():
     assert [float(opt.state[p]["step"]) for p in params] == [3.0, 2.0, 3.0, 3.0]
 
 
+def test_eager_steps_reuse_their_plan_until_something_changes():
+    """The plan (buckets, constants, shared counters) is built once and reused while groups,
+    gradients and counters stay; a parameter that skips a step makes a new one."""
+    params = _params(9)
+    opt = StochasticFrankWolfe(params, lmo=LinfBall(0.3), lr=0.1)
+    opt.make_feasible()
+    grads = _grads(params, seed=90)
+    for p, g in zip(params, grads, strict=True):
+        p.grad = g
+    opt.step()
+    plan = opt._plan
+    assert plan is not None
+    for _ in range(3):
+        opt.step()
+        assert opt._plan is plan
+    params[1].grad = None
+    opt.step()
+    assert opt._plan is not plan
+    again = opt._plan
+    opt.step()
+    assert opt._plan is again
+
+
 def test_step_counts_per_parameter_across_compiled_and_eager_steps():
     """Compiled steps from the start (one counter for the parameters that start together),
     compiled steps with a parameter skipped, eager steps in between and a state dict round

@@ -380,6 +380,7 @@ class StochasticFrankWolfe(torch.optim.Optimizer):
         plan = self._step_plan()
         compiling = torch.compiler.is_compiling()
         counters: list[Tensor] = []
+        first = False
         for bucket in plan:
             params = bucket["params"]
             grads = [p.grad for p in params]
@@ -387,6 +388,7 @@ class StochasticFrankWolfe(torch.optim.Optimizer):
             if any(g.is_sparse for g in grads):
                 raise RuntimeError("StochasticFrankWolfe does not support sparse gradients")
             if bucket["first"]:
+                first = True
                 self._first_steps(bucket, params, states)
             counters += bucket["counters"]
             ds = directions(params, grads, states, *bucket["hyper"])
@@ -428,8 +430,13 @@ class StochasticFrankWolfe(torch.optim.Optimizer):
                         states[i]["fw_gap"] = gap
         if compiling:
             self._count_traced(plan)
-        elif counters:
+            return loss
+        if counters:
             torch._foreach_add_(counters, 1.0)
+        if first:
+            # the key names the counters _first_steps has just handed out (else the next
+            # step would see new counters and build the plan again)
+            self._plan = (self._plan_key(), plan)
         return loss
 
     def _count_traced(self, plan: list[dict]) -> None:
