@@ -273,6 +273,77 @@ def test_step_counts_stay_per_parameter_when_some_skip_steps():
     assert [float(opt.state[p]["step"]) for p in params] == [5.0, 3.0, 4.0, 5.0]
 
 
+def test_compiled_step_counts_stay_per_parameter_when_some_skip_steps():
+    """The same with compiled steps after eager ones (the eager backend: the traced operations
+    themselves): a parameter without a gradient keeps its count."""
+    torch._dynamo.reset()
+    params = _params(7)
+    opt = StochasticFrankWolfe(params, lmo=LinfBall(0.3), lr=0.1)
+    opt.make_feasible()
+    grads = _grads(params, seed=70)
+    compiled = torch.compile(opt.step, backend="eager")
+    for step in range(3):
+        for i, (p, g) in enumerate(zip(params, grads, strict=True)):
+            p.grad = None if i == 1 and step == 2 else g
+        (compiled if step == 2 else opt.step)()
+    assert [float(opt.state[p]["step"]) for p in params] == [3.0, 2.0, 3.0, 3.0]
+
+
+def test_eager_steps_reuse_their_plan_until_something_changes():
+    """The plan (buckets, constants, shared counters) is built once and reused while groups,
+    gradients and counters stay; a parameter that skips a step makes a new one."""
+    params = _params(9)
+    opt = StochasticFrankWolfe(params, lmo=LinfBall(0.3), lr=0.1)
+    opt.make_feasible()
+    grads = _grads(params, seed=90)
+    for p, g in zip(params, grads, strict=True):
+        p.grad = g
+    opt.step()
+    plan = opt._plan
+    assert plan is not None
+    for _ in range(3):
+        opt.step()
+        assert opt._plan is plan
+    params[1].grad = None
+    opt.step()
+    assert opt._plan is not plan
+    again = opt._plan
+    opt.step()
+    assert opt._plan is again
+
+
+def test_step_counts_per_parameter_across_compiled_and_eager_steps():
+    """Compiled steps from the start (one counter for the parameters that start together),
+    compiled steps with a parameter skipped, eager steps in between and a state dict round
+    trip: every parameter counts exactly the steps it took."""
+    torch._dynamo.reset()
+    params = _params(8)
+    opt = StochasticFrankWolfe(params, lmo=LinfBall(0.3), lr=0.1)
+    opt.make_feasible()
+    grads = _grads(params, seed=80)
+    compiled = torch.compile(opt.step, backend="eager")
+    skips = {1: {0}, 2: {0, 2}, 4: {3}, 6: {2}}  # step -> parameters without a gradient
+    taken = [0] * len(params)
+    for step in range(8):
+        for i, (p, g) in enumerate(zip(params, grads, strict=True)):
+            p.grad = None if i in skips.get(step, ()) else g
+            taken[i] += p.grad is not None
+        (opt.step if step in (3, 5) else compiled)()
+        assert [float(opt.state[p]["step"]) for p in params] == taken, step
+        counters = [opt.state[p]["step"] for p in params]
+        if step == 0:  # parameters that start together share one counter
+            assert all(c is counters[0] for c in counters)
+        if step == 5:  # an eager step shares the counters of equal counts
+            assert counters[2] is counters[3] and counters[0] is not counters[1]
+    again = StochasticFrankWolfe(params, lmo=LinfBall(0.3), lr=0.1)
+    again.load_state_dict(opt.state_dict())
+    for p, g in zip(params, grads, strict=True):
+        p.grad = g
+    torch.compile(again.step, backend="eager")()
+    assert [float(again.state[p]["step"]) for p in params] == [t + 1 for t in taken]
+    assert [float(opt.state[p]["step"]) for p in params] == taken
+
+
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
 @pytest.mark.parametrize("lr", [0.3, 40.0], ids=["gamma-small", "gamma-large"])
 def test_linf_compiled_kernel_takes_the_pytorch_step(dtype, lr):
@@ -378,6 +449,61 @@ def test_compiled_step_takes_the_eager_step_and_guards(name, track, dtype):
     weights = runs[1][0]
     assert bool(weights[0].isnan().all()) and bool(weights[2].isnan().all())
     assert not bool(weights[1].isnan().any()) and not bool(weights[3].isnan().any())
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("track", [True, False], ids=["gaps", "no-gaps"])
+@pytest.mark.parametrize("name", ["linf", "l2"])
+def test_inductor_step_takes_the_eager_step_and_guards(name, track):
+    """The same under inductor, the compiler users run: its generated code has its own
+    arithmetic (``sign`` of a NaN is 0 there, not NaN), so the guards must hold by the step's
+    own reductions. A coordinate without direction keeps its value, a tensor without direction
+    does not move, a non-finite entry turns its tensor (and only it) NaN; the other weights
+    and the gaps are the eager step's up to float32 rounding."""
+    pytest.importorskip("torch._inductor")
+    torch._dynamo.reset()
+    runs = []
+    for compiled in (False, True):
+        params = [nn.Parameter(p.detach().float()) for p in _params(8)]
+        opt = StochasticFrankWolfe(params, lmo=SETS[name](), lr=0.2, momentum=0.5,
+                                   track_gap=track)
+        opt.make_feasible()
+
+        def step(opt=opt):
+            opt.step()
+
+        run = torch.compile(step) if compiled else step
+        row = params[0][1].detach().clone()
+        before: list = []
+        kept = False
+        for k in range(3):
+            grads = [g.float() for g in _grads(params, seed=60 + k)]
+            if k == 0:
+                for p in params:
+                    p.grad = torch.zeros_like(p)
+                run()  # the buffers start at zero: no direction anywhere
+            if k == 2:
+                grads[0][2, 3] = math.inf
+                grads[2][1, 0, 1] = math.nan
+                before = [p.detach().clone() for p in params]
+                kept = torch.equal(params[0][1].detach(), row)
+            for p, g in zip(params, grads, strict=True):
+                p.grad = g
+            run()
+        runs.append(([p.detach().clone() for p in params],
+                     [opt.state[p]["fw_gap"].clone() for p in params] if track else [],
+                     before, kept))
+    eager, compiled_run = runs
+    for a, b in zip(eager[0] + eager[1], compiled_run[0] + compiled_run[1], strict=True):
+        torch.testing.assert_close(a, b, equal_nan=True, rtol=1e-5, atol=1e-6)
+    weights, _, before, kept = compiled_run
+    assert bool(weights[0].isnan().all()) and bool(weights[2].isnan().all())
+    assert not bool(weights[1].isnan().any()) and not torch.equal(weights[1], before[1])
+    # the last tensor's gradient, and so its buffer, is zero at every step: it never moves
+    assert torch.equal(weights[3], before[3])
+    # row 1 of the first tensor never had a direction: in a box its coordinates keep their
+    # values (an L2 step moves them towards the vertex's zeros)
+    assert kept == (name == "linf")
 
 
 def test_linf_compiled_kernel_counts_an_in_place_change():

@@ -246,9 +246,10 @@ class StochasticFrankWolfe(torch.optim.Optimizer):
     ``fw_gap`` (the gap :math:`\langle d_t, \theta_t - v_t \rangle` of the last step, one value
     per row). State is keyed by the parameter, so parameters without a gradient in a step
     (``grad is None``: frozen, unused branch) are skipped without affecting the others.
-    Parameters that step together and have taken the same number of steps share one ``step``
-    tensor (one add per step instead of one per parameter); read it, do not modify it in
-    place.
+    Parameters that have taken the same number of steps may share one ``step`` tensor (one
+    add per step instead of one per parameter, in eager and compiled steps); read it, do not
+    modify it in place. A step that skips some parameters gives the stepping ones new
+    counters when they shared one with a skipped parameter, so each count stays its own.
 
     *Checkpoints.* :meth:`state_dict` stores each group's oracle as plain data
     (:func:`lmo_to_state`), so ``torch.save(opt.state_dict(), f)`` then
@@ -379,6 +380,7 @@ class StochasticFrankWolfe(torch.optim.Optimizer):
         plan = self._step_plan()
         compiling = torch.compiler.is_compiling()
         counters: list[Tensor] = []
+        first = False
         for bucket in plan:
             params = bucket["params"]
             grads = [p.grad for p in params]
@@ -386,6 +388,7 @@ class StochasticFrankWolfe(torch.optim.Optimizer):
             if any(g.is_sparse for g in grads):
                 raise RuntimeError("StochasticFrankWolfe does not support sparse gradients")
             if bucket["first"]:
+                first = True
                 self._first_steps(bucket, params, states)
             counters += bucket["counters"]
             ds = directions(params, grads, states, *bucket["hyper"])
@@ -425,9 +428,45 @@ class StochasticFrankWolfe(torch.optim.Optimizer):
                 else:
                     for i, gap in zip(idx, gaps, strict=True):
                         states[i]["fw_gap"] = gap
+        if compiling:
+            self._count_traced(plan)
+            return loss
         if counters:
             torch._foreach_add_(counters, 1.0)
+        if first:
+            # the key names the counters _first_steps has just handed out (else the next
+            # step would see new counters and build the plan again)
+            self._plan = (self._plan_key(), plan)
         return loss
+
+    def _count_traced(self, plan: list[dict]) -> None:
+        """Add 1 to the step count of every parameter that stepped, in a compiled step.
+
+        A counter tensor may be shared by parameters whose counts are equal (see
+        :meth:`_first_steps`), and which tensors share is not something a compiled step can
+        read without specializing on it. When every parameter of the optimizer has a gradient
+        (the step the compiler sees the graph of), every holder of a counter steps, so each
+        distinct counter takes one in-place add. When some parameter has none, it may hold a
+        counter that a stepping one holds too: the stepping ones then get new counters
+        ``count + 1`` and the skipped ones keep theirs (the next eager step sees new counters
+        and builds its plan anew: :meth:`_plan_key`).
+        """
+        states = [self.state[p] for bucket in plan for p in bucket["params"]]
+        distinct: list[Tensor] = []
+        for state in states:
+            if not any(state["step"] is c for c in distinct):
+                distinct.append(state["step"])
+        if not distinct:
+            return
+        if all(p.grad is not None for group in self.param_groups for p in group["params"]):
+            torch._foreach_add_(distinct, 1.0)
+            return
+        raised = torch._foreach_add(distinct, 1.0)
+        for state in states:
+            for old, new in zip(distinct, raised, strict=True):
+                if state["step"] is old:
+                    state["step"] = new
+                    break
 
     def _first_steps(self, bucket: dict, params: list[Tensor], states: list[dict]) -> None:
         """Step counters of a new plan's bucket, and the feasibility warning of first steps.
@@ -437,12 +476,14 @@ class StochasticFrankWolfe(torch.optim.Optimizer):
         bucket step together for as long as the plan holds, so those whose counts are equal
         share one counter tensor, and a step adds 1 to each distinct counter once (one add per
         bucket, not one per parameter). Any change in which parameters step rebuilds the plan,
-        which shares anew from the current counts. Compiled steps keep the counters as they
-        find them (reading a count would specialize the graph on it).
+        which shares anew from the current counts. Compiled steps cannot read a count (that would
+        specialize the graph on it): they keep the counters they find, give the parameters of a
+        bucket that start there one new counter, and count with :meth:`_count_traced`.
         """
         compiling = torch.compiler.is_compiling()
         shared: dict[float, Tensor] = {}
         counters: list[Tensor] = []
+        fresh: Tensor | None = None
         for p, state, group in zip(params, states, bucket["groups"], strict=True):
             step = state.get("step")
             if step is None:
@@ -451,12 +492,12 @@ class StochasticFrankWolfe(torch.optim.Optimizer):
                     # graph; compiled steps skip it.
                     self._warn_if_infeasible(group["lmo"], p, group)
                 if compiling:
-                    step = state["step"] = torch.zeros((), dtype=torch.float32)
+                    # the parameters of a bucket that start together share one counter
+                    if fresh is None:
+                        fresh = torch.zeros((), dtype=torch.float32)
+                    step = state["step"] = fresh
             if compiling:
-                assert step is not None
-                if not any(step is c for c in counters):
-                    counters.append(step)
-                continue
+                continue  # counted by _count_traced
             count = 0.0 if step is None else float(step)
             counter = shared.get(count)
             if counter is None:
@@ -527,7 +568,9 @@ class StochasticFrankWolfe(torch.optim.Optimizer):
                 vectors = not compiling or kind == "ksparse"
                 radii = as_vector(radius, like) if vectors else None
                 gammas = as_vector(steps, like) if vectors and steps is not None else None
-                ks = [getattr(g["lmo"], "k", 0) for g in groups]
+                # K of K-sparse sets only: asking another set for it is one more guard per
+                # group in a compiled step
+                ks = [g["lmo"].k for g in groups] if kind == "ksparse" else []
                 # 1-d views of the parameters and the directions, for the gaps' dot products
                 flats = None if compiling else (FlatViews(), FlatViews())
                 # the host's copies of the constants, for the eager CPU step of L-inf balls
@@ -544,8 +587,9 @@ class StochasticFrankWolfe(torch.optim.Optimizer):
         return plan
 
     def _plan_key(self) -> list:
-        """What the step plan depends on: every hyperparameter, the sets' radii and sizes, and
-        which parameters have a gradient, with their dtypes and devices.
+        """What the step plan depends on: every hyperparameter, the sets' radii and sizes,
+        which parameters have a gradient, with their dtypes and devices, and which step counter
+        each holds.
 
         Compared at each step (a few Python reads per group and parameter): a scheduler's new
         ``lr``, a set's new radius or a gradient set to ``None`` make the next step re-check the
@@ -562,7 +606,10 @@ class StochasticFrankWolfe(torch.optim.Optimizer):
                         group["maximize"], group["foreach"], group["track_gap"], id(lmo),
                         id(radius) if isinstance(radius, Tensor) else radius,
                         getattr(lmo, "k", None)))
-            key += [(p.grad is not None, p.dtype, p.device) for p in group["params"]]
+            # the counters too: a compiled step may have given some parameters new ones
+            key += [(p.grad is not None, p.dtype, p.device,
+                     id(state.get("step")) if (state := self.state.get(p)) else None)
+                    for p in group["params"]]
         return key
 
     def _warn_if_infeasible(self, lmo: LMO, p: Tensor, group: dict) -> None:
@@ -748,6 +795,15 @@ class StochasticFrankWolfe(torch.optim.Optimizer):
         given = {id(value) for entry in state_dict.get("state", {}).values()
                  for value in entry.values() if isinstance(value, Tensor)}
         super().load_state_dict(state_dict)
+        # Step counts as float32 CPU tensors (older state dicts hold Python ints), one tensor
+        # per count, as a step shares them (a compiled step cannot share them itself).
+        shared: dict[float, Tensor] = {}
+        for entry in self.state.values():
+            if "step" in entry:
+                count = float(entry["step"])
+                if count not in shared:
+                    shared[count] = torch.tensor(count, dtype=torch.float32)
+                entry["step"] = shared[count]
         for entry in self.state.values():
             for key, value in entry.items():
                 if id(value) in given:
