@@ -142,3 +142,35 @@ def test_raw_svmguide1_with_few_neighbours_is_within_half_a_point_of_libsvm():
             model = tf.SVC(C=2.0 ** 2, gamma=2.0 ** -5, random_state=0).fit(X[train], y[train])
         correct += int((model.predict(X[test]) == y[test]).sum())
     assert 100.0 * correct / len(y) >= libsvm - 0.5
+
+
+@pytest.mark.parametrize("sparse", [False, True])
+def test_a_large_probe_stops_at_lower_bounds_that_leave_tol_unchanged(sparse):
+    """Above 2 x SAMPLE_COLUMNS examples, with ``enough`` the probe may answer from the probed
+    rows against a sample of the examples: lower bounds of both medians, returned only when
+    they already show that the resolved tol is the size's -- the very tol of the full medians.
+    Where they cannot show it (a Gaussian kernel that isolates the examples), the full medians
+    come back. Dense and CSR input give the same numbers to rounding."""
+    from torchfw.svm._isolation import ISOLATED_K, SAMPLE_COLUMNS
+    from torchfw.svm._plan import enough_neighbours
+
+    m = 2 * SAMPLE_COLUMNS + 800
+    rng = np.random.default_rng(3)
+    X = torch.tensor(rng.normal(size=(m, 5)), dtype=torch.float32)
+    if sparse:
+        X = X.to_sparse_csr()
+    enough = enough_neighbours(m)
+    smooth = make_kernel("rbf", 0.1)
+    full = neighbour_weights(smooth, X)
+    bounds = neighbour_weights(smooth, X, None, enough)
+    assert full is not None and bounds is not None
+    assert bounds[1] < 0.8 * full[1]  # the sample's sums: a fraction of the full ones
+    assert bounds[0] <= full[0] + 1e-6 and bounds[1] <= full[1]
+    assert bounds[0] >= ISOLATED_K and bounds[1] >= enough
+    tol = stop_tol("auto", m, False, full[0] < ISOLATED_K, full[1])
+    assert stop_tol("auto", m, False, bounds[0] < ISOLATED_K, bounds[1]) == tol == TOL
+    isolating = make_kernel("rbf", 200.0)
+    assert neighbour_weights(isolating, X, None, enough) == neighbour_weights(isolating, X)
+    dense = neighbour_weights(smooth, X.to_dense() if sparse else X)
+    assert dense is not None
+    np.testing.assert_allclose(full, dense, rtol=1e-5)

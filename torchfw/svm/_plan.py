@@ -99,6 +99,13 @@ def feature_dtype(dtype) -> torch.dtype:
     return dtype or torch.float32
 
 
+def enough_neighbours(n_examples: int) -> float:
+    """The neighbour sum (:func:`torchfw.svm._isolation.neighbour_weights`) from which
+    ``tol="auto"`` is the size's tolerance :math:`t_1` (:func:`stop_tol`): :math:`t_1 /`
+    :data:`ISOLATED_TOL`."""
+    return (SMALL_TOL if n_examples < SMALL_M else TOL) / ISOLATED_TOL
+
+
 def stop_tol(tol, n_examples: int, probability: bool, isolated: bool = False,
              neighbours: float | None = None) -> float:
     r"""The ``tol`` the solves stop at: ``"auto"`` resolved on ``n_examples`` (:data:`SMALL_M`)

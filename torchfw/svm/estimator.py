@@ -64,7 +64,7 @@ from ._multiclass import (
     squash_confidence,
 )
 from ._params import check_params
-from ._plan import feature_dtype, resolve_plan
+from ._plan import enough_neighbours, feature_dtype, resolve_plan
 from ._sklearn import SklearnSVCMixin, _class_weights, _svc_weights, _take, _take_object_rows
 from ._state import available_if, from_state, svc_state
 from .kernels import KERNELS, CallableKernel, make_kernel
@@ -382,7 +382,8 @@ class SVC(SklearnSVCMixin, BaseEstimator):
             # weighs few of them (_isolation), probed on the compiled path's matrix K + 1 where
             # it has one (built here: it does not depend on tol)
             shared = _svc_fit.shared_problem(plan, X, problems, C_examples) if compiled else None
-            weights = _isolation.neighbour_weights(self._kernel, X, _svc_fit.full_matrix(shared))
+            weights = _isolation.neighbour_weights(self._kernel, X, _svc_fit.full_matrix(shared),
+                                                   enough_neighbours(X.shape[0]))
             if weights is not None:
                 plan = resolve_plan(self, n_examples=X.shape[0], kernel=self._kernel,
                                     dtype=kdtype, device=X.device,
