@@ -23,8 +23,11 @@ The core imports nothing of the families: a family links its source in by regist
 overload when it is imported. The loop's caller is the row-source storage
 (:class:`~torchfw.optimizers._rows.RowStorage`: blocks for the run loop, the whole solve in
 chunks), which the engine holds; SVC's small one-vs-one pairs call it from compiled code, a
-block of pairs per call (:mod:`torchfw.svm._pairs`). Each source compiles its own specialisation of the loop, with the
-row read inlined (a function passed as a first-class value would be an indirect call per row).
+block of pairs per call (:mod:`torchfw.svm._pairs`). Each source compiles its own specialisation of
+the loop, with the row read a direct call (a function passed as a first-class value would be an
+indirect call per row). A source that is a tuple of arrays is best unpacked inside its row
+function, one that calls nothing: unpacked in the loop, each array's reference count is raised
+and lowered around every row read (:mod:`torchfw.svm._dense`).
 
 **The moves** are the host engine's, through the shared kernels: selection, update and exact step
 (:mod:`torchfw.optimizers._kernels`), the curvatures and PARTAN's line (:mod:`torchfw.optimizers.
