@@ -1,5 +1,6 @@
 """Set-up shared by several test files: spawned gloo ranks, graded multiclass data and SVC fits
-compared bit for bit.
+compared bit for bit, an independent simplex QP (an active-set method on KKT solves) and an
+SVM dual point's relative gap on the exact float64 matrix.
 
 Not a conftest: the helpers are imported by name (``from _support import ...``), so a test file
 reads where its set-up comes from. pytest puts this folder on ``sys.path`` (rootdir-relative
@@ -95,3 +96,54 @@ def assert_same_fit(a, b, execution: str | None = None):
             continue
         assert x.history.value == z.history.value and x.history.gap == z.history.gap
         assert x.history.steps == z.history.steps
+
+
+def reference_qp(Q: np.ndarray, c: np.ndarray | None = None) -> np.ndarray:
+    r""":math:`\min \tfrac12 a^\top Q a + c^\top a` over the simplex: start at the best vertex;
+    on the working set ``S`` solve :math:`[Q_{SS}\ \mathbf 1; \mathbf 1^\top\ 0]` for the
+    equality-constrained minimizer, step to it or to the first weight that reaches zero (then
+    drop that atom), and add the atom of smallest gradient while it is below the multiplier."""
+    m = Q.shape[0]
+    c = np.zeros(m) if c is None else c
+    j = int(np.argmin(0.5 * np.diag(Q) + c))
+    a = np.zeros(m)
+    a[j] = 1.0
+    S = [j]
+    for _ in range(50 * m):
+        k = len(S)
+        kkt = np.zeros((k + 1, k + 1))
+        kkt[:k, :k] = Q[np.ix_(S, S)]
+        kkt[:k, k] = kkt[k, :k] = 1.0
+        z = np.linalg.solve(kkt, np.concatenate([-c[S], [1.0]]))[:k]
+        if (z > 0).all():
+            a[:] = 0.0
+            a[S] = z
+            g = Q @ a + c
+            lam = a @ g
+            j = int(np.argmin(np.where(a > 0, np.inf, g)))
+            if not g[j] < lam - 1e-14 * max(1.0, abs(lam)):
+                return a
+            S.append(j)
+            continue
+        cur = a[S]
+        d = z - cur
+        ratios = np.where(d < 0, cur / np.where(d < 0, -d, 1.0), np.inf)
+        r = int(np.argmin(ratios))
+        a[S] = cur + ratios[r] * d
+        a[S[r]] = 0.0
+        S = [i for i in S if a[i] > 0]
+    raise AssertionError("the reference did not finish")
+
+
+def svm_relative_gap(model, X, y, C, gamma):
+    """``(rho - min_i (K~ a)_i) / rho`` of the fitted dual point, on the float64 dual matrix
+    ``K~ = yy' (K + 1) + I / C`` (the model's ``|dual_coef_|`` normalized to the simplex)."""
+    s = np.where(y == model.classes_[1], 1.0, -1.0)
+    d2 = ((X[:, None, :] - X[None, :, :]) ** 2).sum(-1)
+    Q = np.outer(s, s) * (np.exp(-gamma * d2) + 1.0) + np.eye(len(y)) / C
+    a = np.zeros(len(y))
+    a[model.support_] = np.abs(model.dual_coef_[0])
+    a /= a.sum()
+    Qa = Q @ a
+    rho = a @ Qa
+    return (rho - Qa.min()) / rho

@@ -19,6 +19,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
+from _support import reference_qp
 
 import torchfw as tf
 from torchfw.optimizers import _compiled_loop, _face_cg
@@ -34,43 +35,6 @@ C = 50.0
 PARITY_ATOL = 1e-9
 
 needs_numba = pytest.mark.skipif(not K.HAVE_NUMBA, reason="the host reference runs numba")
-
-
-def reference_qp(Q: np.ndarray, c: np.ndarray | None = None) -> np.ndarray:
-    r""":math:`\min \tfrac12 a^\top Q a + c^\top a` over the simplex by a primal active-set
-    method: on the working set solve the KKT system (``numpy.linalg.solve``), step to its
-    solution or to the first weight reaching zero (that atom leaves), add the atom of smallest
-    gradient while it is below the multiplier."""
-    m = Q.shape[0]
-    c = np.zeros(m) if c is None else c
-    j = int(np.argmin(0.5 * np.diag(Q) + c))
-    a = np.zeros(m)
-    a[j] = 1.0
-    S = [j]
-    for _ in range(50 * m):
-        k = len(S)
-        kkt = np.zeros((k + 1, k + 1))
-        kkt[:k, :k] = Q[np.ix_(S, S)]
-        kkt[:k, k] = kkt[k, :k] = 1.0
-        z = np.linalg.solve(kkt, np.concatenate([-c[S], [1.0]]))[:k]
-        if (z > 0).all():
-            a[:] = 0.0
-            a[S] = z
-            g = Q @ a + c
-            lam = a @ g
-            j = int(np.argmin(np.where(a > 0, np.inf, g)))
-            if not g[j] < lam - 1e-14 * max(1.0, abs(lam)):
-                return a
-            S.append(j)
-            continue
-        cur = a[S]
-        d = z - cur
-        ratios = np.where(d < 0, cur / np.where(d < 0, -d, 1.0), np.inf)
-        r = int(np.argmin(ratios))
-        a[S] = cur + ratios[r] * d
-        a[S[r]] = 0.0
-        S = [i for i in S if a[i] > 0]
-    raise AssertionError("the reference did not finish")
 
 
 def _svm_dual(seed: int, m: int, gamma_scale: float, c_value: float) -> np.ndarray:

@@ -29,7 +29,7 @@ from torchfw.optimizers import _kernels as K
 from torchfw.svm.kernels import OneVsRestOperator, SVMDualOperator, make_kernel
 from torchfw.utils.scalars import DEVICE, HOST
 
-from _support import gloo_rank, spawn_ranks
+from _support import gloo_rank, reference_qp, spawn_ranks
 
 F64 = torch.float64
 M = 80
@@ -84,47 +84,6 @@ def _host_engine(w, y=None, ops=HOST, rows=None):
 
 def _value(w: torch.Tensor, y=None) -> float:
     return 0.5 * float(w @ _operator(y).matvec(w))
-
-
-# ---------------------------------------------------------------------------------------------
-# An independent reference: a primal active-set method on the KKT systems (NumPy solves)
-# ---------------------------------------------------------------------------------------------
-
-def reference_qp(Q: np.ndarray, c: np.ndarray | None = None) -> np.ndarray:
-    r""":math:`\min \tfrac12 a^\top Q a + c^\top a` over the simplex: start at the best vertex;
-    on the working set ``S`` solve :math:`[Q_{SS}\ \mathbf 1; \mathbf 1^\top\ 0]` for the
-    equality-constrained minimizer, step to it or to the first weight that reaches zero (then
-    drop that atom), and add the atom of smallest gradient while it is below the multiplier."""
-    m = Q.shape[0]
-    c = np.zeros(m) if c is None else c
-    j = int(np.argmin(0.5 * np.diag(Q) + c))
-    a = np.zeros(m)
-    a[j] = 1.0
-    S = [j]
-    for _ in range(50 * m):
-        k = len(S)
-        kkt = np.zeros((k + 1, k + 1))
-        kkt[:k, :k] = Q[np.ix_(S, S)]
-        kkt[:k, k] = kkt[k, :k] = 1.0
-        z = np.linalg.solve(kkt, np.concatenate([-c[S], [1.0]]))[:k]
-        if (z > 0).all():
-            a[:] = 0.0
-            a[S] = z
-            g = Q @ a + c
-            lam = a @ g
-            j = int(np.argmin(np.where(a > 0, np.inf, g)))
-            if not g[j] < lam - 1e-14 * max(1.0, abs(lam)):
-                return a
-            S.append(j)
-            continue
-        cur = a[S]
-        d = z - cur
-        ratios = np.where(d < 0, cur / np.where(d < 0, -d, 1.0), np.inf)
-        r = int(np.argmin(ratios))
-        a[S] = cur + ratios[r] * d
-        a[S[r]] = 0.0
-        S = [i for i in S if a[i] > 0]
-    raise AssertionError("the reference did not finish")
 
 
 def test_reference_qp_is_a_kkt_point_and_the_optimum():

@@ -12,6 +12,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
+from _support import svm_relative_gap
 
 import torchfw as tf
 from torchfw.svm._isolation import ISOLATED_K, isolated_examples, neighbour_weights
@@ -70,27 +71,13 @@ def test_the_plan_takes_isolated_tol_for_tol_auto_only():
     assert tol(tf.SVC(tol=0.2), True) == 0.2  # an explicit tol is kept
 
 
-def _relative_gap(model, X, y, C, gamma):
-    """``(rho - min_i (K~ a)_i) / rho`` of the fitted dual point, on the float64 dual matrix
-    ``K~ = yy' (K + 1) + I / C`` (the model's ``|dual_coef_|`` normalized to the simplex)."""
-    s = np.where(y == model.classes_[1], 1.0, -1.0)
-    d2 = ((X[:, None, :] - X[None, :, :]) ** 2).sum(-1)
-    Q = np.outer(s, s) * (np.exp(-gamma * d2) + 1.0) + np.eye(len(y)) / C
-    a = np.zeros(len(y))
-    a[model.support_] = np.abs(model.dual_coef_[0])
-    a /= a.sum()
-    Qa = Q @ a
-    rho = a @ Qa
-    return (rho - Qa.min()) / rho
-
-
 def test_a_fit_on_isolated_examples_stops_at_isolated_tol():
     X, y = _spread()
     C, gamma = 256.0, 0.5
     auto = tf.SVC(C=C, gamma=gamma, random_state=0).fit(X, y)
     loose = tf.SVC(C=C, gamma=gamma, tol=TOL, random_state=0).fit(X, y)
-    gap_auto = _relative_gap(auto, X, y, C, gamma)
-    gap_loose = _relative_gap(loose, X, y, C, gamma)
+    gap_auto = svm_relative_gap(auto, X, y, C, gamma)
+    gap_loose = svm_relative_gap(loose, X, y, C, gamma)
     # float32 kernel values against the float64 matrix: a little slack over ISOLATED_TOL
     assert gap_auto <= 1.5 * ISOLATED_TOL, gap_auto
     assert gap_loose > 3 * ISOLATED_TOL, gap_loose  # tol 0.3 alone would stop far from it

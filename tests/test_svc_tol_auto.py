@@ -17,6 +17,7 @@ import warnings
 import numpy as np
 import pytest
 import torch
+from _support import svm_relative_gap
 from conftest import data_path
 
 import torchfw as tf
@@ -92,20 +93,6 @@ def test_tol_auto_grows_with_the_neighbours_from_isolated_tol_to_the_size_tol():
     assert plan.rtol == pytest.approx(2 * plan.tol)
 
 
-def _relative_gap(model, X, y, C, gamma):
-    """``(rho - min_i (K~ a)_i) / rho`` of the fitted dual point, on the float64 dual matrix
-    ``K~ = yy' (K + 1) + I / C`` (the model's ``|dual_coef_|`` normalized to the simplex)."""
-    s = np.where(y == model.classes_[1], 1.0, -1.0)
-    d2 = ((X[:, None, :] - X[None, :, :]) ** 2).sum(-1)
-    Q = np.outer(s, s) * (np.exp(-gamma * d2) + 1.0) + np.eye(len(y)) / C
-    a = np.zeros(len(y))
-    a[model.support_] = np.abs(model.dual_coef_[0])
-    a /= a.sum()
-    Qa = Q @ a
-    rho = a @ Qa
-    return (rho - Qa.min()) / rho
-
-
 def test_a_fit_whose_decisions_weigh_few_examples_stops_at_the_scaled_tol():
     X, y = _spread(1200)  # >= SMALL_M: the size's tolerance is TOL
     n = 4.0  # raw svmguide1 at gamma = 2^-5 has 2.6-2.8, a9a at 2^-3 about 650
@@ -116,8 +103,8 @@ def test_a_fit_whose_decisions_weigh_few_examples_stops_at_the_scaled_tol():
     assert expected == pytest.approx(n * ISOLATED_TOL, rel=0.1)
     auto = tf.SVC(C=C, gamma=gamma, random_state=0).fit(X, y)
     loose = tf.SVC(C=C, gamma=gamma, tol=TOL, random_state=0).fit(X, y)
-    gap_auto = _relative_gap(auto, X, y, C, gamma)
-    gap_loose = _relative_gap(loose, X, y, C, gamma)
+    gap_auto = svm_relative_gap(auto, X, y, C, gamma)
+    gap_loose = svm_relative_gap(loose, X, y, C, gamma)
     # float32 kernel values against the float64 matrix: a little slack over the tolerance
     assert gap_auto <= 1.25 * expected, (gap_auto, expected)
     assert gap_loose > 2 * expected, (gap_loose, expected)  # TOL alone stops far looser
