@@ -29,7 +29,7 @@ import numpy as np
 
 from ..utils.bitgen import shuffle_prefix
 from ._blocks import _jit
-from ._sweep import _skip_sorted, _visit_set, ww_epoch
+from ._sweep import _positive_shares, _skip_sorted, _visit_set, ww_epoch
 
 __all__ = ["pairwise_sum", "gap_estimate", "ww_sweep", "ww_run", "N_INT", "N_FLOAT", "N_CONST"]
 
@@ -219,20 +219,9 @@ def _skip_smallest_py(shares, visited, fraction, skip):
     """:func:`torchfw.ww._sweep.skip_smallest`, from compiled code: a declared second
     implementation (:mod:`torchfw.utils.twins`), with the radix sort :func:`_sorted_py` in
     place of NumPy's."""
-    n_pos = 0
-    for i in range(visited.shape[0]):
-        if visited[i] and shares[i] != 0.0:
-            n_pos += 1
-    if n_pos == 0:
+    idx, g = _positive_shares(shares, visited)
+    if g.shape[0] == 0:
         return
-    idx = np.empty(n_pos, dtype=np.int64)
-    g = np.empty(n_pos)
-    j = 0
-    for i in range(visited.shape[0]):
-        if visited[i] and shares[i] != 0.0:
-            idx[j] = i
-            g[j] = shares[i]
-            j += 1
     _skip_sorted(shares, visited, idx, g, _sorted(g), fraction, skip)
 
 
