@@ -9,6 +9,7 @@ import lzma
 
 import numpy as np
 import pytest
+from _support import unscaled
 
 from torchfw.optimizers import bcd as bcd_module
 from torchfw.optimizers.bcd import BlockCoordinateDescent
@@ -19,18 +20,6 @@ from torchfw.ww.estimator import WWDualProblem, _as_csr, ww_problem
 
 pytestmark = pytest.mark.skipif(handle(np.random.default_rng(0)) is None,
                                 reason="the compiled epochs need numba")
-
-
-def _unscaled(n=500, d=5, k=10, seed=5):
-    """Classes with features rescaled to integers in 0-100: badly conditioned, so heuristic
-    shrinking hits its cap and judges the problem slow, and safe screening starts and stops."""
-    rng = np.random.default_rng(seed)
-    centers = rng.normal(scale=3.0, size=(k, d))
-    y = np.repeat(np.arange(k), n // k)
-    X = centers[y] + rng.normal(size=(y.shape[0], d))
-    X = np.round(100 * (X - X.min(0)) / (X.max(0) - X.min(0)))
-    perm = rng.permutation(y.shape[0])
-    return X[perm], y[perm]
 
 
 @pytest.fixture(scope="module")
@@ -78,7 +67,7 @@ def test_compiled_epochs_are_the_epochs_one_by_one_on_dna(dna, shrinking, check_
 def test_compiled_epochs_follow_slow_problems_and_screening_phases(shrinking, C):
     """Unscaled data exercise the rarer branches: a capped shrunk phase judged slow (every
     later sweep full), screening phases that stop and retry."""
-    X, y = _unscaled()
+    X, y = unscaled(n=500, seed=5)  # heuristic shrinking judges it slow; screening starts and stops
     runs = []
     for compiled in (True, False):
         prob = WWDualProblem(_as_csr(X.astype(np.float64)), y, 10, C, shrinking=shrinking)
