@@ -178,3 +178,33 @@ def test_interpreted_kernels_call_no_compiled_callee():
     assert _inner.signatures == [] and _outer.signatures == []  # nothing compiled
     assert jit.interpreted(_outer) is run
     assert jit.interpreted(_inner_py) is _inner_py  # not a kernel: itself
+
+
+def test_interpreted_forms_of_the_face_kernels_agree_with_their_loops():
+    """While the cold start defers the compiled kernels, a face's matrix-vector product and
+    dot products run as NumPy products (njit's ``interpreted_form``), not as interpreted loops
+    (seconds per conjugate step on a face of a few hundred atoms). They must give the loops'
+    values: the symmetric product of the lower triangle only (the upper one holds garbage),
+    and the first ``n`` entries of the dot products."""
+    np = pytest.importorskip("numpy")
+    from torchfw.optimizers import _face, _face_cg
+
+    rng = np.random.default_rng(0)
+    k, size = 37, 41
+    G = rng.standard_normal((size, size))
+    G[np.triu_indices(size, 1)] = 1e6  # never read: only the lower triangle holds G
+    d = rng.standard_normal(size)
+    got, want = np.full(size, 7.0), np.full(size, 7.0)
+    matvec = jit.interpreted(_face_cg._matvec)
+    assert matvec is _face_cg._matvec_arrays
+    matvec(G, k, d, got)
+    _face_cg._matvec_py(G, k, d, want)
+    np.testing.assert_allclose(got[:k], want[:k], rtol=1e-12, atol=1e-12)
+    assert np.all(got[k:] == 7.0)  # entries past k untouched
+    L = rng.standard_normal((9, 30))
+    assert jit.interpreted(_face._dot4)(L[1], L[2], 23) == pytest.approx(
+        _face._dot4_py(L[1], L[2], 23), rel=1e-12)
+    got4, want4 = np.zeros(5), np.zeros(5)
+    jit.interpreted(_face._dots4)(L, 3, 8, 27, got4)
+    _face._dots4_py(L, 3, 8, 27, want4)
+    np.testing.assert_allclose(got4, want4, rtol=1e-12)

@@ -134,6 +134,16 @@ def _dot4_py(a, b, n):
     return (l0 + l1) + (l2 + l3)
 
 
+def _dot4_arrays(a, b, n):
+    """:func:`_dot4` by NumPy's dot product, where the kernel runs interpreted."""
+    return float(np.dot(a[:n], b[:n]))
+
+
+def _dots4_arrays(L, a, b, n, out):
+    """:func:`_dots4` by one NumPy product, where the kernel runs interpreted."""
+    out[:4] = L[a:a + 4, :n] @ L[b, :n]
+
+
 def _dots4_py(L, a, b, n, out):
     """``out[q] = _dot4(L[a + q], L[b], n)`` for ``q < 4``, in one pass over ``L[b]``.
 
@@ -1047,8 +1057,8 @@ def _stalled_py(smallest, reference, target):
     return smallest * rate ** REACH > target
 
 
-_dot4 = njit(_dot4_py, fallback=True)
-_dots4 = njit(_dots4_py, fallback=True)
+_dot4 = njit(_dot4_py, fallback=True, interpreted_form=_dot4_arrays)
+_dots4 = njit(_dots4_py, fallback=True, interpreted_form=_dots4_arrays)
 _pivot_cutoff = njit(_pivot_cutoff_py, fallback=True)
 _next_block = njit(_next_block_py, fallback=True)
 _block_product = njit(_block_product_py, fallback=True)

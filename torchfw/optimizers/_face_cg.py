@@ -105,6 +105,15 @@ def _matvec_py(G, k, d, out):
         out[a] += ((l0 + l1) + (l2 + l3)) + row[a] * da
 
 
+def _matvec_arrays(G, k, d, out):
+    """:func:`_matvec` by NumPy's products, where the kernel runs interpreted (the cold start's
+    fits, :mod:`torchfw.utils.cold_start`): the lower triangle read as the symmetric matrix,
+    ``L d + L^T d - diag(L) d``, in NumPy's summation order."""
+    lower = np.tril(G[:k, :k])
+    x = d[:k]
+    out[:k] = lower @ x + lower.T @ x - np.diagonal(lower) * x
+
+
 def _hull_minimize_py(G, k, c, has_c, free, z, g, d, Gd, tol, max_mv):
     r"""Projected conjugate gradients for :math:`\min \tfrac12 z^\top G z + c^\top z` on the
     hull :math:`\{z : z_a = 0\ (a \notin A),\ \sum_{a \in A} z_a = 1\}` of the free set ``A``.
@@ -312,7 +321,7 @@ _ITERATION_COST = _face.ITERATION_COST
 _MAX_FACE = _face.MAX_FACE
 _RATIO = _face.RATIO
 _MIN_WINDOW = _face.MIN_WINDOW
-_matvec = njit(_matvec_py, fallback=True)
+_matvec = njit(_matvec_py, fallback=True, interpreted_form=_matvec_arrays)
 matvec = _matvec
 _hull_minimize = njit(_hull_minimize_py, fallback=True)
 hull_minimize = _hull_minimize

@@ -40,7 +40,7 @@ __all__ = ["HAVE_NUMBA", "numba", "njit", "compiled_kernels", "set_deferred", "c
 
 
 def njit(fn, *, fastmath: bool | set[str] = False, fallback: bool = False,
-          inline: bool = False):
+          inline: bool = False, interpreted_form=None):
     """``fn`` compiled in nopython mode (cached on disk, GIL released, no bounds checks).
 
     Parameters
@@ -61,9 +61,19 @@ def njit(fn, *, fastmath: bool | set[str] = False, fallback: bool = False,
         (atomic instructions LLVM cannot remove across the call, about 70 ns), which is more
         than a short sparse column's or a small block's work. The inlined code takes its
         caller's ``fastmath``; the function still runs on its own when called from Python.
+    interpreted_form : callable, optional
+        What runs in place of ``fn`` where no compiled code runs (:func:`interpreted`, and
+        ``fallback`` without numba): the same result by array operations, for a kernel whose
+        loops cost seconds in the interpreter (a face's matrix-vector product). Its results
+        agree with ``fn``'s up to the summation order, as the interpreted paths' results
+        agree with the compiled ones (a model of the same tolerance, not the same bits).
     """
+    if interpreted_form is not None:
+        fn.interpreted_form = interpreted_form
     if not HAVE_NUMBA:
-        return fn if fallback else None
+        if not fallback:
+            return None
+        return fn if interpreted_form is None else interpreted_form
     dispatcher = numba.njit(cache=True, nogil=True, boundscheck=False, fastmath=fastmath,
                             inline="always" if inline else "never")(fn)
     _stamp_with_package(dispatcher)
@@ -127,7 +137,7 @@ _interpreted: dict = {}
 def interpreted(kernel):
     """The Python function of the numba dispatcher ``kernel``, calling its compiled callees'
     interpreted forms in turn (what it runs as without numba); ``kernel`` itself if it is not
-    a dispatcher.
+    a dispatcher; a kernel compiled with an ``interpreted_form`` (:func:`njit`) is that form.
 
     A dispatcher's ``py_func`` still reaches its callees through its module's globals, which
     hold their dispatchers: calling it would compile them. Its copy here reads a copy of those
@@ -138,6 +148,10 @@ def interpreted(kernel):
         return kernel
     if py in _interpreted:
         return _interpreted[py]
+    form = getattr(py, "interpreted_form", None)
+    if form is not None:  # array operations instead of the kernel's loops (njit's option)
+        _interpreted[py] = form
+        return form
     names = dict(py.__globals__)
     copy = types.FunctionType(py.__code__, names, py.__name__, py.__defaults__, py.__closure__)
     copy.__kwdefaults__ = py.__kwdefaults__
