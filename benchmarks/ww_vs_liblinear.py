@@ -62,7 +62,6 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from torchfw import WestonWatkinsSVC  # noqa: E402
-from torchfw.datasets import make_unscaled_classification  # noqa: E402
 from torchfw.ww import _blocks as K  # noqa: E402
 from torchfw.ww.estimator import WWDualProblem, _as_csr  # noqa: E402
 
@@ -313,6 +312,9 @@ def generated_unscaled(seed: int = 0, n: int = N_UNSCALED, d: int = 5, k: int = 
     in 0-100 (like pendigits' raw coordinates): a problem whose dual is badly conditioned for
     BCD (every ``x_i`` shares a large mean); :func:`torchfw.datasets.make_unscaled_classification`
     as NumPy arrays."""
+    # imported here: ww_defaults_ab.py runs this module's loaders under older trees too
+    from torchfw.datasets import make_unscaled_classification
+
     X, y = make_unscaled_classification(n, d, k, random_state=seed)
     return X.numpy(), y.numpy()
 

@@ -18,8 +18,8 @@ from torch import Tensor
 from ..utils.data import _is_scipy_sparse, to_csr
 from ..utils.jit import njit
 
-__all__ = ["CSR", "as_csr", "csr_of_checked", "dense_to_csr", "sum_duplicates", "take_csr_rows", "csr_matmul",
-           "row_sqnorms"]
+__all__ = ["CSR", "as_csr", "csr_of_checked", "dense_to_csr", "sum_duplicates", "take_csr_rows",
+           "csr_matmul", "row_sqnorms"]
 
 
 class CSR:
