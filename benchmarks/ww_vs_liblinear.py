@@ -310,14 +310,13 @@ def subproblem_micro(data, quick: bool) -> list[dict]:
 def generated_unscaled(seed: int = 0, n: int = N_UNSCALED, d: int = 5, k: int = 10):
     """``k`` overlapping Gaussian classes in ``d`` dimensions, rescaled per feature to integers
     in 0-100 (like pendigits' raw coordinates): a problem whose dual is badly conditioned for
-    BCD (every ``x_i`` shares a large mean)."""
-    rng = np.random.default_rng(seed)
-    centers = rng.normal(scale=3.0, size=(k, d))
-    y = np.repeat(np.arange(k), n // k)
-    X = centers[y] + rng.normal(size=(y.shape[0], d))
-    X = np.round(100 * (X - X.min(0)) / (X.max(0) - X.min(0)))
-    perm = rng.permutation(y.shape[0])
-    return X[perm], y[perm]
+    BCD (every ``x_i`` shares a large mean); :func:`torchfw.datasets.make_unscaled_classification`
+    as NumPy arrays."""
+    # imported here: ww_defaults_ab.py runs this module's loaders under older trees too
+    from torchfw.datasets import make_unscaled_classification
+
+    X, y = make_unscaled_classification(n, d, k, random_state=seed)
+    return X.numpy(), y.numpy()
 
 
 def _liblinear_iterations(train, y, X, opts: str) -> tuple[object, int | None, bool]:

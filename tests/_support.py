@@ -18,6 +18,7 @@ import numpy as np
 import pytest
 import torch
 
+from torchfw.datasets import make_unscaled_classification
 from torchfw.result import problem_results
 
 WORLD = 2
@@ -150,12 +151,8 @@ def svm_relative_gap(model, X, y, C, gamma):
 
 
 def unscaled(n=400, d=5, k=10, seed=0):
-    """Overlapping Gaussian classes rescaled per feature to integers in 0-100 (as pendigits'
-    raw coordinates): every x_i shares a large mean, which BCD finds badly conditioned."""
-    rng = np.random.default_rng(seed)
-    centers = rng.normal(scale=3.0, size=(k, d))
-    y = np.repeat(np.arange(k), n // k)
-    X = centers[y] + rng.normal(size=(y.shape[0], d))
-    X = np.round(100 * (X - X.min(0)) / (X.max(0) - X.min(0)))
-    perm = rng.permutation(y.shape[0])
-    return X[perm], y[perm]
+    """:func:`torchfw.datasets.make_unscaled_classification` as NumPy arrays: overlapping
+    Gaussian classes rescaled per feature to integers in 0-100 (as pendigits' raw
+    coordinates), whose dual BCD finds badly conditioned."""
+    X, y = make_unscaled_classification(n, d, k, random_state=seed)
+    return X.numpy(), y.numpy()

@@ -30,6 +30,7 @@ from torchfw.datasets import (
     make_classification_blobs,
     make_large_classification,
     make_sparse_regression,
+    make_unscaled_classification,
     to_scipy_csr,
 )
 from torchfw.io import _decode, _grammar, _sources
@@ -690,3 +691,25 @@ def test_parse_error_leaves_no_reader_thread_behind(tmp_path):
         load_svmlight(bad)
     assert info.value is not None  # the traceback (and its frames) are still alive here
     assert threading.active_count() == before
+
+
+def test_unscaled_classification():
+    X, y = make_unscaled_classification(503, 4, 10, random_state=3)
+    assert X.shape == (503, 4) and X.dtype == torch.float64 and y.dtype == torch.int64
+    # whole numbers, each feature spanning exactly 0..100
+    assert torch.equal(X, X.round())
+    assert X.min(0).values.tolist() == [0.0] * 4 and X.max(0).values.tolist() == [100.0] * 4
+    # balanced classes (the remainder to the first), shuffled
+    assert torch.bincount(y).tolist() == [51, 51, 51] + [50] * 7
+    assert not torch.equal(y, y.sort().values)
+    X2, y2 = make_unscaled_classification(503, 4, 10, random_state=3)
+    assert torch.equal(X, X2) and torch.equal(y, y2)
+    # the classes are Gaussian clouds around separate centres: the nearest class mean is
+    # right for most examples (affine per-feature rescaling keeps that), well above chance
+    means = torch.stack([X[y == c].mean(0) for c in range(10)])
+    nearest = torch.cdist(X, means).argmin(1)
+    assert float((nearest == y).double().mean()) > 0.5
+    X32, _ = make_unscaled_classification(50, random_state=0, dtype=torch.float32)
+    assert X32.dtype == torch.float32
+    with pytest.raises(ValueError, match="n_samples"):
+        make_unscaled_classification(5, n_classes=10)

@@ -13,8 +13,10 @@ files (train / test) with a common number of features. Both live in
 Generating
 ----------
 :func:`make_classification_blobs` (small, non-linearly separable problems for demos and tests),
-:func:`make_sparse_regression` (wide Lasso problems with a sparse ground truth) and
-:func:`make_large_classification` (millions of dense float32 examples for scaling benchmarks).
+:func:`make_sparse_regression` (wide Lasso problems with a sparse ground truth),
+:func:`make_large_classification` (millions of dense float32 examples for scaling benchmarks)
+and :func:`make_unscaled_classification` (overlapping classes on a raw 0-100 integer scale, a
+badly conditioned problem for dual coordinate descent).
 All are deterministic given ``random_state`` and draw from NumPy's PCG64 generator, so the data
 do not depend on the torch version or on the device they are moved to.
 
@@ -41,6 +43,7 @@ __all__ = [
     "make_classification_blobs",
     "make_sparse_regression",
     "make_large_classification",
+    "make_unscaled_classification",
     "to_scipy_csr",
     "from_scipy_csr",
 ]
@@ -441,3 +444,63 @@ def make_large_classification(n_samples=200_000, n_features=20, random_state=Non
         flip = rng.random(n_samples) < flip_y
         y[flip] = 1 - y[flip]
     return tuple(_finish((X, y), dtype, device))
+
+
+def make_unscaled_classification(n_samples=400, n_features=5, n_classes=10, *,
+                                 random_state=None, dtype=torch.float64, device=None):
+    r"""Overlapping Gaussian classes whose features are integers from 0 to 100, not scaled.
+
+    Class centres :math:`\mu_c \sim \mathcal N(0, 3^2 I)`, examples
+    :math:`z_i = \mu_{y_i} + \varepsilon_i` with :math:`\varepsilon_i \sim \mathcal N(0, I)`, then
+    each feature mapped affinely onto ``[0, 100]`` and rounded,
+
+    .. math:: x_{ij} = \operatorname{round}\Bigl(100\,
+        \frac{z_{ij} - \min_l z_{lj}}{\max_l z_{lj} - \min_l z_{lj}}\Bigr) ,
+
+    as pendigits' raw pen coordinates are. Every example then shares a large mean (about 50
+    per feature), so :math:`\|x_i\|^2` is large and the examples' Gram matrix is dominated by
+    one direction: the dual of a linear SVM is badly conditioned for coordinate descent
+    (LIBLINEAR's and the Weston-Watkins solver's), which converges far more slowly here than on
+    the same data scaled to ``[0, 1]``. A test bed for stopping rules and shrinking heuristics.
+
+    Parameters
+    ----------
+    n_samples : int, default 400
+        Number of examples (at least ``n_classes``); the classes get ``n_samples // n_classes``
+        each, the first ``n_samples % n_classes`` classes one more.
+    n_features : int, default 5
+    n_classes : int, default 10
+        At least 2.
+    random_state : int, numpy.random.Generator or None
+        Seed; the same seed gives the same data on every platform and device.
+    dtype : torch.dtype, default torch.float64
+    device : str or torch.device, optional
+
+    Returns
+    -------
+    X : torch.Tensor
+        ``(n_samples, n_features)``, whole numbers in ``[0, 100]``; each feature takes both
+        ends.
+    y : torch.Tensor
+        int64 class labels in ``0 .. n_classes - 1``, in random order.
+
+    Examples
+    --------
+    >>> X, y = make_unscaled_classification(200, random_state=0)
+    >>> X.shape, float(X.min()), float(X.max()), torch.bincount(y).tolist()[:3]
+    (torch.Size([200, 5]), 0.0, 100.0, [20, 20, 20])
+    """
+    n_classes = check_int_at_least("n_classes", n_classes, 2)
+    n_samples = check_int_at_least("n_samples", n_samples, n_classes)
+    n_features = check_int_at_least("n_features", n_features, 1)
+    dtype = _check_float_dtype(dtype)
+    rng = _rng(random_state)
+    centers = rng.normal(scale=3.0, size=(n_classes, n_features))
+    sizes = n_samples // n_classes + (np.arange(n_classes) < n_samples % n_classes)
+    y = np.repeat(np.arange(n_classes), sizes)
+    Z = centers[y] + rng.normal(size=(n_samples, n_features))
+    lo, hi = Z.min(0), Z.max(0)
+    # a constant feature (one example) maps to 0 rather than dividing by zero
+    X = np.round(100 * (Z - lo) / np.where(hi > lo, hi - lo, 1.0))
+    order = rng.permutation(n_samples)
+    return tuple(_finish((X[order], y[order].astype(np.int64)), dtype, device))

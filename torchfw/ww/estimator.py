@@ -41,12 +41,13 @@ from torch import Tensor
 
 from .. import exceptions
 from ..optimizers.bcd import BlockCoordinateDescent
-from ..utils.data import accuracy, as_labels, as_matrix, csr_tensor
+from ..utils.data import _is_scipy_sparse, accuracy, as_labels, as_matrix, csr_tensor
 from ..utils.estimator import BaseEstimator, check_is_fitted, fit_atomically, plain
 from ..utils.validation import check_int_at_least, check_positive, resolve_device
 from . import _blocks as _k
 from ._csr import CSR as _CSR
 from ._csr import as_csr as _as_csr
+from ._csr import csr_of_checked as _csr_of_checked
 from ._csr import csr_matmul as _csr_matmul
 from ._csr import row_sqnorms as _row_sqnorms
 from ._csr import take_csr_rows as _take_rows
@@ -255,10 +256,13 @@ class WestonWatkinsSVC(BaseEstimator):
         device = resolve_device(self.device)
         if device is None:
             device = X.device if isinstance(X, Tensor) else torch.device("cpu")
+        # as_matrix sums a SciPy matrix's duplicate entries (sorting each row's columns); a
+        # torch CSR tensor may still name a column twice
+        canonical = _is_scipy_sparse(X)
         X = self._validate_X(X, reset=True, dtype=torch.float64)
-        # X is validated: build from its CSR arrays (ww_problem would validate it again, and
-        # the checks' torch reductions cost ~8 ms each on a loaded 2-core machine)
-        built = _build_problem(_as_csr(X), y, C,
+        # X is validated: build from its CSR arrays without checking them again (ww_problem
+        # would, and the checks' torch reductions cost ~8 ms each on a loaded 2-core machine)
+        built = _build_problem(_csr_of_checked(X, canonical=canonical), y, C,
                                exact_method="iterative" if self.subproblem == "iterative"
                                else "walrus",
                                # with one Frank-Wolfe step per visit the block is not
