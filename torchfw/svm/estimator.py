@@ -64,7 +64,7 @@ from ._multiclass import (
     squash_confidence,
 )
 from ._params import check_params
-from ._plan import enough_neighbours, feature_dtype, resolve_plan
+from ._plan import enough_neighbours, feature_dtype, resolve_plan, stop_tol
 from ._sklearn import SklearnSVCMixin, _class_weights, _svc_weights, _take, _take_object_rows
 from ._state import available_if, from_state, svc_state
 from .kernels import KERNELS, CallableKernel, make_kernel
@@ -384,7 +384,11 @@ class SVC(SklearnSVCMixin, BaseEstimator):
             shared = _svc_fit.shared_problem(plan, X, problems, C_examples) if compiled else None
             weights = _isolation.neighbour_weights(self._kernel, X, _svc_fit.full_matrix(shared),
                                                    enough_neighbours(X.shape[0]))
-            if weights is not None:
+            # Resolved again only where the answer moves tol (isolated examples, few
+            # neighbours): mostly it leaves the size's tol, and the plan stands.
+            if weights is not None and stop_tol(
+                    self.tol, X.shape[0], bool(self.probability),
+                    weights[0] < _isolation.ISOLATED_K, weights[1]) != plan.tol:
                 plan = resolve_plan(self, n_examples=X.shape[0], kernel=self._kernel,
                                     dtype=kdtype, device=X.device,
                                     isolated=weights[0] < _isolation.ISOLATED_K,
