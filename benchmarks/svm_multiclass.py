@@ -23,6 +23,10 @@ Usage::
     python benchmarks/svm_multiclass.py                         # all 11 sets, quiet
     python benchmarks/svm_multiclass.py --busy                  # with one core taken
     python benchmarks/svm_multiclass.py --datasets glass shuttle --repeats 9
+    python benchmarks/svm_multiclass.py --datasets glass vowel --update   # those rows only
+
+``--update`` replaces the rows of the sets measured in the existing result files and keeps
+the others (the report names the run each kept row comes from).
 """
 
 from __future__ import annotations
@@ -218,7 +222,28 @@ def report(meta: dict, rows: list[dict], anchors: list[str]) -> list[str]:
                      f"accuracy deficit {worst[f'acc_minus_{a}']:+.2f} points ({worst['dataset']})")
     lines += ["", f"Load average at the end: "
               f"{', '.join(f'{x:.2f}' for x in meta['load_average_end'])}."]
+    kept = [r for r in rows if "run" in r]
+    if kept:
+        lines += ["", "Rows kept from earlier runs (`--update`): " + "; ".join(
+            f"{', '.join(r['dataset'] for r in kept if r['run'] == run)} from `{run}`"
+            for run in meta["kept_rows_from"]) + "."]
     return lines
+
+
+def merged_rows(old: dict, rows: list[dict], meta: dict) -> tuple[list[dict], dict]:
+    """``rows`` with the rows of the sets they do not measure kept from the earlier result
+    ``old`` (each tagged with the earlier run's command), in the table's order; ``meta``
+    records the earlier runs."""
+    measured = {r["dataset"] for r in rows}
+    kept = [dict(r, run=r.get("run", old["meta"]["command"])) for r in old["rows"]
+            if r["dataset"] not in measured]
+    if not kept:
+        return rows, meta
+    anchors = {k[len("ratio_vs_"):] for r in rows for k in r if k.startswith("ratio_vs_")}
+    kept = [r for r in kept if all(f"ratio_vs_{a}" in r for a in anchors)]
+    order = {name: i for i, name in enumerate(DATASETS)}
+    meta = dict(meta, kept_rows_from=sorted({r["run"] for r in kept}))
+    return sorted(rows + kept, key=lambda r: order.get(r["dataset"], len(order))), meta
 
 
 def main(argv=None) -> None:
@@ -232,6 +257,8 @@ def main(argv=None) -> None:
     parser.add_argument("--machine", default=None, help="tag of the result files (default: "
                         "the CPU's, e.g. epyc)")
     parser.add_argument("--out", default=None, help="result path without suffix")
+    parser.add_argument("--update", action="store_true",
+                        help="keep the rows of the other sets from the existing result file")
     args = parser.parse_args(argv)
     libs = libraries()
     if args.no_sklearnex:
@@ -265,6 +292,8 @@ def main(argv=None) -> None:
     out = Path(args.out or Path(__file__).resolve().parent / "results" /
                f"svm_multiclass{'_busy' if args.busy else ''}_{tag}")
     out.parent.mkdir(parents=True, exist_ok=True)
+    if args.update and out.with_suffix(".json").exists():
+        rows, meta = merged_rows(json.loads(out.with_suffix(".json").read_text()), rows, meta)
     out.with_suffix(".json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=2))
     out.with_suffix(".md").write_text("\n".join(report(meta, rows, anchors)) + "\n")
     print(f"wrote {out.with_suffix('.md')}")
