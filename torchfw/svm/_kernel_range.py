@@ -52,10 +52,10 @@ def max_row_norm_sq(X: Tensor) -> float:
     best = 0.0
     step = max(1, _BLOCK // max(1, X.shape[1]))
     if X.device.type == "cpu":  # in NumPy: a small X's torch steps cost more than the sums
-        values = X.detach().numpy()
+        host = X.detach().numpy()
         for start in range(0, X.shape[0], step):
-            block = values[start:start + step].astype(np.float64)
-            best = max(best, float(np.einsum("ij,ij->i", block, block).max()))
+            part = host[start:start + step].astype(np.float64)
+            best = max(best, float(np.einsum("ij,ij->i", part, part).max()))
         return best
     for start in range(0, X.shape[0], step):
         block = X[start:start + step].double()
