@@ -23,6 +23,10 @@ Usage::
     python benchmarks/svm_multiclass.py                         # all 11 sets, quiet
     python benchmarks/svm_multiclass.py --busy                  # with one core taken
     python benchmarks/svm_multiclass.py --datasets glass shuttle --repeats 9
+    python benchmarks/svm_multiclass.py --datasets glass vowel --update   # those rows only
+
+``--update`` replaces the rows of the sets measured in the existing result files and keeps
+the others (the report names the run each kept row comes from).
 """
 
 from __future__ import annotations
@@ -130,28 +134,43 @@ def warm_up(libs, X, y) -> None:
 
 
 def timed_fit(make, X, y):
-    t = time.perf_counter()
+    """``(wall seconds, CPU seconds of the process -- every thread's --, model)``."""
+    t, c = time.perf_counter(), time.process_time()
     model = make().fit(X, y)
-    return time.perf_counter() - t, model
+    return time.perf_counter() - t, time.process_time() - c, model
 
 
 def measure(libs, X, y, Xt, yt, repeats: int) -> dict:
-    """Interleaved fits of every library on one split: median times, test accuracy."""
+    """Interleaved fits of every library on one split: median wall and CPU times, test
+    accuracy.
+
+    The order of the libraries is reversed every other round: on a loaded machine, fits of a
+    few milliseconds are comparable to the scheduler's time slice, and in a fixed order the
+    one that tends to run when the process's slice ends absorbs the wait for the next one
+    (vowel at load 9: torchfw 22 ms against scikit-learn's 14 ms in a fixed order, 17 against
+    19 ms each in its own loop, at 5.5 against 6.0 ms of CPU).
+    """
     times = {name: [] for name in libs}
+    cpu = {name: [] for name in libs}
     acc = {}
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # ConvergenceWarnings are reported by the accuracy
         for name, make in libs.items():  # first round: also the models that are scored
-            elapsed, model = timed_fit(make, X, y)
+            elapsed, seconds, model = timed_fit(make, X, y)
             times[name].append(elapsed)
+            cpu[name].append(seconds)
             acc[name] = float(np.mean(model.predict(Xt) == yt))
         slowest = max(t[0] for t in times.values())
         rounds = (0 if slowest >= 20.0 else 2 if slowest >= 1.0 else
                   repeats - 1 if slowest >= 0.1 else 3 * repeats - 1)
-        for _ in range(rounds):
-            for name, make in libs.items():
-                times[name].append(timed_fit(make, X, y)[0])
-    return {name: {"fit_s": statistics.median(t), "fit_s_all": t, "accuracy": acc[name]}
+        order = list(libs.items())
+        for r in range(rounds):
+            for name, make in (order[::-1] if r % 2 == 0 else order):
+                elapsed, seconds, _ = timed_fit(make, X, y)
+                times[name].append(elapsed)
+                cpu[name].append(seconds)
+    return {name: {"fit_s": statistics.median(t), "fit_s_all": t,
+                   "cpu_s": statistics.median(cpu[name]), "accuracy": acc[name]}
             for name, t in times.items()}
 
 
@@ -168,11 +187,13 @@ def run_set(libs, name: str, repeats: int) -> dict:
     for lib in libs:
         row[lib] = {"fit_s": sum(s[lib]["fit_s"] for s in per_split),
                     "accuracy": statistics.mean(s[lib]["accuracy"] for s in per_split),
+                    "cpu_s": sum(s[lib]["cpu_s"] for s in per_split),
                     "fits_per_split": [len(s[lib]["fit_s_all"]) for s in per_split],
                     "fit_s_splits": [s[lib]["fit_s"] for s in per_split]}
     for lib in libs:
         if lib != "torchfw":
             row[f"ratio_vs_{lib}"] = row["torchfw"]["fit_s"] / row[lib]["fit_s"]
+            row[f"cpu_ratio_vs_{lib}"] = row["torchfw"]["cpu_s"] / row[lib]["cpu_s"]
             row[f"acc_minus_{lib}"] = 100 * (row["torchfw"]["accuracy"] - row[lib]["accuracy"])
     return row
 
@@ -189,15 +210,18 @@ def report(meta: dict, rows: list[dict], anchors: list[str]) -> list[str]:
     lines += ["Versions: " + ", ".join(f"{k} {v}" for k, v in meta["versions"].items()) + ".", "",
               "Defaults of every library. Fit times in seconds: median of interleaved repeats "
               "(summed over the hold-outs); ratio = torchfw ÷ anchor (below 1: torchfw "
-              "faster); accuracy in %, Δ = torchfw − anchor in points. Each set is preceded by "
+              "faster); CPU ratio = the same of the process's CPU seconds (all threads; "
+              "'–' for rows measured before it was recorded); accuracy in %, Δ = torchfw − "
+              "anchor in points. The libraries' order alternates between rounds. Each set is "
+              "preceded by "
               "an untimed warm-up fit of each library (numba's compile time excluded; "
               "torchfw's on the first training split itself). Load = 1-minute load average "
               "at the set's start and end.", ""]
     head = "| set | m × d, classes | scored on | load | torchfw s | acc |"
     rule = "|---|---|---|---|---|---|"
     for a in anchors:
-        head += f" {a} s | acc | ratio | Δ acc |"
-        rule += "---|---|---|---|"
+        head += f" {a} s | acc | ratio | CPU ratio | Δ acc |"
+        rule += "---|---|---|---|---|"
     lines += [head, rule]
     for r in rows:
         t = r["torchfw"]
@@ -206,8 +230,11 @@ def report(meta: dict, rows: list[dict], anchors: list[str]) -> list[str]:
                 f"{r['load_start'][0]:.1f}–{r['load_end'][0]:.1f} | {t['fit_s']:.3g} | "
                 f"{100 * t['accuracy']:.2f} |")
         for a in anchors:
+            cpu_ratio = r.get(f"cpu_ratio_vs_{a}")
             line += (f" {r[a]['fit_s']:.3g} | {100 * r[a]['accuracy']:.2f} | "
-                     f"{r[f'ratio_vs_{a}']:.2f} | {r[f'acc_minus_{a}']:+.2f} |")
+                     f"{r[f'ratio_vs_{a}']:.2f} | "
+                     f"{'–' if cpu_ratio is None else f'{cpu_ratio:.2f}'} | "
+                     f"{r[f'acc_minus_{a}']:+.2f} |")
         lines.append(line)
     lines.append("")
     for a in anchors:
@@ -218,7 +245,28 @@ def report(meta: dict, rows: list[dict], anchors: list[str]) -> list[str]:
                      f"accuracy deficit {worst[f'acc_minus_{a}']:+.2f} points ({worst['dataset']})")
     lines += ["", f"Load average at the end: "
               f"{', '.join(f'{x:.2f}' for x in meta['load_average_end'])}."]
+    kept = [r for r in rows if "run" in r]
+    if kept:
+        lines += ["", "Rows kept from earlier runs (`--update`): " + "; ".join(
+            f"{', '.join(r['dataset'] for r in kept if r['run'] == run)} from `{run}`"
+            for run in meta["kept_rows_from"]) + "."]
     return lines
+
+
+def merged_rows(old: dict, rows: list[dict], meta: dict) -> tuple[list[dict], dict]:
+    """``rows`` with the rows of the sets they do not measure kept from the earlier result
+    ``old`` (each tagged with the earlier run's command), in the table's order; ``meta``
+    records the earlier runs."""
+    measured = {r["dataset"] for r in rows}
+    kept = [dict(r, run=r.get("run", old["meta"]["command"])) for r in old["rows"]
+            if r["dataset"] not in measured]
+    if not kept:
+        return rows, meta
+    anchors = {k[len("ratio_vs_"):] for r in rows for k in r if k.startswith("ratio_vs_")}
+    kept = [r for r in kept if all(f"ratio_vs_{a}" in r for a in anchors)]
+    order = {name: i for i, name in enumerate(DATASETS)}
+    meta = dict(meta, kept_rows_from=sorted({r["run"] for r in kept}))
+    return sorted(rows + kept, key=lambda r: order.get(r["dataset"], len(order))), meta
 
 
 def main(argv=None) -> None:
@@ -232,6 +280,8 @@ def main(argv=None) -> None:
     parser.add_argument("--machine", default=None, help="tag of the result files (default: "
                         "the CPU's, e.g. epyc)")
     parser.add_argument("--out", default=None, help="result path without suffix")
+    parser.add_argument("--update", action="store_true",
+                        help="keep the rows of the other sets from the existing result file")
     args = parser.parse_args(argv)
     libs = libraries()
     if args.no_sklearnex:
@@ -265,6 +315,8 @@ def main(argv=None) -> None:
     out = Path(args.out or Path(__file__).resolve().parent / "results" /
                f"svm_multiclass{'_busy' if args.busy else ''}_{tag}")
     out.parent.mkdir(parents=True, exist_ok=True)
+    if args.update and out.with_suffix(".json").exists():
+        rows, meta = merged_rows(json.loads(out.with_suffix(".json").read_text()), rows, meta)
     out.with_suffix(".json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=2))
     out.with_suffix(".md").write_text("\n".join(report(meta, rows, anchors)) + "\n")
     print(f"wrote {out.with_suffix('.md')}")

@@ -1,7 +1,7 @@
 """The float32 RBF matrix computed as its upper triangle and a copy is the matrix of its rows.
 
 From SYMMETRIC_FROM nonzeros per example, torchfw.svm._matrix.plain_kernel_matrix computes
-row i from its diagonal entry on and copies the lower triangle from the upper one. Each entry
+row i from its diagonal entry on and copies each band of rows into the lower triangle. Each entry
 must be the bits the row code computes (torchfw.svm._matrix.source_row, the rows a cache hands
 the compiled solve, and SVMDualOperator.column on the lazy path), whatever the threads.
 """
@@ -41,8 +41,9 @@ def _rows(op):
 def test_symmetric_matrix_is_its_rows_bit_for_bit(monkeypatch, sparse, threads):
     monkeypatch.setattr(_threads, "allowed_threads", lambda: threads)
     monkeypatch.setattr(M, "PARALLEL_ENTRIES", 0.0)
-    op = _op(203, 80, sparse)  # 80 features, 60 % nonzero: above SYMMETRIC_FROM
-    assert 48 >= M.SYMMETRIC_FROM
+    # 80 features, 60 % nonzero: above SYMMETRIC_FROM; 203 rows: two bands on one thread
+    op = _op(203, 80, sparse)
+    assert 48 >= M.SYMMETRIC_FROM and 203 > M.MIRROR_BAND
     P = M.plain_kernel_matrix(op)
     assert np.array_equal(P, _rows(op))
     assert np.array_equal(P, P.T)
@@ -54,7 +55,18 @@ def test_symmetric_matrix_is_its_rows_bit_for_bit(monkeypatch, sparse, threads):
 
 def test_few_features_compute_every_row(monkeypatch):
     calls = []
-    monkeypatch.setattr(M, "upper_rbf_f32", lambda *a: calls.append(a))
+    monkeypatch.setattr(M, "upper_mirror_rbf_f32", lambda *a: calls.append(a))
     op = _op(50, 6, False)
     P = M.plain_kernel_matrix(op)
     assert not calls and np.array_equal(P, _rows(op))
+
+
+def test_dense_examples_of_few_features_take_the_triangle(monkeypatch):
+    # 20 dense features (SYMMETRIC_FROM is 16): the triangle and its copy, the rows' bits
+    calls = []
+    triangle = M.upper_mirror_rbf_f32
+    monkeypatch.setattr(M, "upper_mirror_rbf_f32",
+                        lambda *a: calls.append(a) or triangle(*a))
+    op = _op(300, 20, False, seed=1)
+    P = M.plain_kernel_matrix(op, threads=1)
+    assert calls and np.array_equal(P, _rows(op))

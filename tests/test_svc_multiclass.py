@@ -65,31 +65,30 @@ def test_problems_cover_pairs_in_libsvm_order():
 
 
 @pytest.mark.parametrize("k", [3, 4, 6, 7])
-def test_few_classes_build_the_pairs_of_the_all_pairs_construction(k):
-    """Up to FEW_PAIRS_CLASSES the pairs are built one by one: the arrays of the all-pairs
-    construction exactly (rows, labels, offsets and their dtypes), and for 7 classes that
-    construction itself, checked against each pair's two classes in index order."""
+def test_masked_pairs_equal_the_all_pairs_construction(k):
+    """Up to PAIR_MASK_ENTRIES the pairs come from one boolean matrix: the arrays of the
+    all-pairs sort exactly (rows, labels, offsets and their dtypes), and that construction
+    itself checked against each pair's two classes in index order."""
     from torchfw.svm import _multiclass
 
     rng = np.random.default_rng(k)
     y = rng.integers(0, k, 300)
     y[:k] = np.arange(k)  # every class present
     got = binary_problems(y, k, "ovo")
-    few = k <= _multiclass.FEW_PAIRS_CLASSES
-    limit = _multiclass.FEW_PAIRS_CLASSES
+    limit = _multiclass.PAIR_MASK_ENTRIES
     try:
-        _multiclass.FEW_PAIRS_CLASSES = -1  # the all-pairs construction
+        _multiclass.PAIR_MASK_ENTRIES = -1  # the all-pairs sort
         expected = binary_problems(y, k, "ovo")
     finally:
-        _multiclass.FEW_PAIRS_CLASSES = limit
-    assert few == (k < 7)
+        _multiclass.PAIR_MASK_ENTRIES = limit
     for name in ("rows", "y", "offsets"):
         np.testing.assert_array_equal(getattr(got, name), getattr(expected, name))
         assert getattr(got, name).dtype == getattr(expected, name).dtype
-    for c, (i, j) in enumerate(class_pairs(k)):
-        rows = np.flatnonzero((y == i) | (y == j))
-        np.testing.assert_array_equal(got[c].rows, rows)
-        np.testing.assert_array_equal(got[c].y, np.where(y[rows] == i, 1.0, -1.0))
+    for built in (got, expected):
+        for c, (i, j) in enumerate(class_pairs(k)):
+            rows = np.flatnonzero((y == i) | (y == j))
+            np.testing.assert_array_equal(built[c].rows, rows)
+            np.testing.assert_array_equal(built[c].y, np.where(y[rows] == i, 1.0, -1.0))
 
 
 @pytest.mark.parametrize("dense", [True, False])

@@ -32,6 +32,8 @@ or :class:`~torchfw.result.Result` when one is read.
 
 from __future__ import annotations
 
+import bisect
+import itertools
 import time
 import warnings
 from collections.abc import Iterator, Sequence
@@ -224,6 +226,19 @@ def _layout(problems):
             np.concatenate([p.y for p in problems]).astype(np.float64), False)
 
 
+def _blocks(work: list[float]) -> list[np.ndarray]:
+    """The problems ``0 .. len(work) - 1`` in consecutive blocks of about :data:`BLOCK_WORK`
+    each (``work[k]`` problem ``k``'s): a block ends after the last problem whose cumulative
+    work is at most a multiple of :data:`BLOCK_WORK`, and holds at least one problem."""
+    cumulative = list(itertools.accumulate(work))
+    total, n = cumulative[-1], len(work)
+    cuts = sorted({min(max(bisect.bisect_right(cumulative, j * BLOCK_WORK), 1), n)
+                   for j in range(1, int(total // BLOCK_WORK) + 2)
+                   if j * BLOCK_WORK < total + BLOCK_WORK} | {n})
+    starts = [0] + cuts[:-1]
+    return [np.arange(a, b) for a, b in zip(starts, cuts, strict=True) if b > a]
+
+
 def solve_in_blocks(plan, src, problems, previous, inv_c_all, diag_np, variant, rule,
                     max_atoms, stop, parallel_work: float) -> BlockSolves | None:
     """Solve the one-vs-one pairs or one-vs-rest ``problems`` on the shared row source ``src``,
@@ -249,25 +264,20 @@ def solve_in_blocks(plan, src, problems, previous, inv_c_all, diag_np, variant, 
         return None
     sizes, offsets, rows, y_pm, shared_rows = layout
     tol, rtol, check_every = rule
-    distinct, which = np.unique(sizes, return_inverse=True)
-    budgets = np.array([plan.budget(int(n)) for n in distinct],
-                       dtype=np.int64)[which]
-    chunks = np.array([_first_chunk(int(n), check_every) for n in distinct],
-                      dtype=np.int64)[which]
-    small = np.arange(len(problems))
+    # A problem's budget and first chunk depend on its size alone: once per distinct size (in
+    # Python: a few dozen problems, where NumPy's unique and splits cost more than the loop)
+    size_list = sizes.tolist()
+    per_size = {n: (plan.budget(n), _first_chunk(n, check_every)) for n in set(size_list)}
+    budgets = np.array([per_size[n][0] for n in size_list], dtype=np.int64)
+    chunks = np.array([per_size[n][1] for n in size_list], dtype=np.int64)
     y = y_pm.astype(src[0].dtype)
     # problem k's seed is the fit's plus k (FitPlan.problem_seed)
     seeds = (plan.problem_seed(0) + np.arange(len(problems), dtype=np.int64)) % 2**32
     # Blocks of about BLOCK_WORK, each a compiled call; on threads over a full matrix (a
     # cache of rows is written as rows arrive: one thread).
-    work = (sizes[small] + 8.0) ** 2
-    ends = np.searchsorted(np.cumsum(work), np.arange(BLOCK_WORK, work.sum() + BLOCK_WORK,
-                                                      BLOCK_WORK), side="right")
-    blocks = [b for b in np.split(small, np.unique(np.clip(ends, 1, small.size))[:-1])
-              if b.size]
+    blocks = _blocks([(n + 8.0) ** 2 for n in size_list])
     threads = 1 if src[1] is not None else \
-        workers(len(blocks), float((sizes[small].astype(np.float64) ** 2).sum()),
-                parallel_work)
+        workers(len(blocks), float(sum(float(n) * n for n in size_list)), parallel_work)
     w = np.zeros(int(offsets[-1]))
     out = np.zeros((len(problems), 6))
     inv_c, diag = (inv_c_all, diag_np) if shared_rows else (inv_c_all[rows], diag_np[rows])
