@@ -13,6 +13,7 @@ import numpy as np
 import torch
 
 from ..utils.validation import check_int_at_least, check_positive
+from ._hinge import LOSSES
 from ._multiclass import MULTI_CLASS
 from .kernels import KERNELS
 
@@ -75,6 +76,10 @@ def check_params(model, solvers) -> None:
     shrinking = getattr(model, "shrinking", True)
     if not isinstance(shrinking, (bool, np.bool_)):
         raise ValueError(f"shrinking must be True or False, got {shrinking!r}")
+    loss = getattr(model, "loss", "squared_hinge")
+    if not (isinstance(loss, str) and loss in LOSSES):
+        raise ValueError(f"loss must be one of {LOSSES} (the L2-SVM on the simplex, or "
+                         f"LIBSVM's L1-SVM), got {loss!r}")
     rs = model.random_state
     if not (rs is None or isinstance(rs, (np.random.RandomState, np.random.Generator))
             or (isinstance(rs, (int, np.integer)) and not isinstance(rs, (bool, np.bool_)))):
