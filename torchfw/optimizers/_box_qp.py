@@ -7,10 +7,10 @@ The problem is
     \quad\text{s.t.}\quad 0 \le \alpha_i \le u_i,\quad y^\top \alpha = \Delta,
 
 with labels :math:`y_i \in \{-1, +1\}`, over the polytope :math:`\mathcal P` of a box cut by one
-hyperplane. Row :math:`i` of :math:`Q` is read from a *row source* through
-:func:`~torchfw.optimizers._compiled_loop.vertex_row`, as the compiled quadratic loop reads its
-rows: a 2-D array's rows in place, or any source a family registers (the SVM's signed kernel
-rows, whole or from a cache of rows). The core imports no family.
+hyperplane. The entries of row :math:`i` of :math:`Q` are read from a *row source* through
+:func:`row_entries` (the entries at the active coordinates): a 2-D array's, or any source a
+family registers (the SVM's signed kernel rows, whole or from a cache of rows). The core
+imports no family.
 
 **The step.** The feasible directions along which exactly two coordinates move are
 :math:`d_{ij} = y_i e_i - y_j e_j` (:math:`y^\top d_{ij} = 0`). :math:`\mathcal P`'s edges are
@@ -52,8 +52,10 @@ Frank-Wolfe gap over :math:`\mathcal P`'s edges through any one coordinate pair.
 :math:`\rho = -b`: the mean of :math:`y_i G_i` over the free coordinates, or the midpoint of
 the interval the bounded ones leave when none is free (LIBSVM's ``calculate_rho``).
 
-No shrinking: every iteration scans all coordinates, so the final check is over the whole
-problem.
+**Shrinking** (optional, LIBSVM's, :func:`solve_box_qp`): the steps run on an active set of
+coordinates, those at a bound that the gradient says will stay there left out, with the
+upper-bound coordinates' part of the gradient kept to rebuild the rest; the last check is
+always over the whole problem.
 """
 
 from __future__ import annotations
@@ -65,9 +67,9 @@ import numpy as np
 
 from ..utils.jit import HAVE_NUMBA
 from ..utils.jit import njit as _njit  # None without numba
-from . import _compiled_loop as L
 
-__all__ = ["solve_box_qp", "equality_multiplier", "box_qp_value", "TAU", "CONVERGED",
+__all__ = ["solve_box_qp", "row_entries", "equality_multiplier", "box_qp_value", "TAU",
+           "CONVERGED",
            "MAX_ITER", "CANCELLED", "CHUNK_WORK", "BoxQPSolution"]
 
 #: The curvature put in place of a non-positive :math:`a_{ij}` (LIBSVM's ``TAU``).
@@ -76,67 +78,242 @@ TAU = 1e-12
 #: Status codes of :func:`solve_box_qp`.
 CONVERGED, MAX_ITER, CANCELLED = 0, 1, 2
 
+#: Most active coordinates whose rows over one another :func:`solve_box_qp` copies into one
+#: contiguous block after a shrinking (8 MB in float64): a copy of ``n^2`` entries every
+#: ``min(N, 1000)`` steps, against two gathers of ``n`` scattered entries a step.
+BLOCK_MAX = 1024
+
 #: Entries touched (about ``iterations x coordinates``) per compiled call of
 #: :func:`solve_box_qp`: between calls a Ctrl-C or a ``stop`` event is honoured. 2e7: about
 #: 20 ms of work per call on one core.
 CHUNK_WORK = 20_000_000
 
 
-def _pairwise_steps_py(src, bufs, diag, p, y, upper, a, G, tol, n_steps, out):
-    """Up to ``n_steps`` pairwise steps from ``(a, G)`` (updated in place); ``out[0]`` the
-    last violation. Returns the steps taken, -1 - steps when the violation fell below ``tol``
-    (converged before a step)."""
+def row_entries(src, i, idx, count, buf):
+    """``buf[t] = Q[i, idx[t]]`` for ``t < count`` (float64): the entries of row ``i`` of the
+    row source ``src`` at the coordinates ``idx[:count]``.
+
+    A 2-D array's entries are read in place. Families register their own sources with
+    ``numba.extending.overload(row_entries)`` (this Python body serves the 2-D array only).
+    Reading the entries of the active coordinates only is what makes shrinking pay: a row of
+    the whole problem is read only when a coordinate enters or leaves its upper bound.
+    """
+    row = src[i]
+    for t in range(count):
+        buf[t] = row[idx[t]]
+    return buf
+
+
+if HAVE_NUMBA:
+    from numba import types
+    from numba.extending import overload
+
+    @overload(row_entries)
+    def _row_entries_of_matrix(src, i, idx, count, buf):
+        """The compiled :func:`row_entries` of a 2-D array."""
+        if isinstance(src, types.Array) and src.ndim == 2:
+            def impl(src, i, idx, count, buf):
+                row = src[i]
+                for t in range(count):
+                    buf[t] = row[idx[t]]
+                return buf
+            return impl
+        return None
+
+
+def _bounded(a, upper, c):
+    """-1 at the lower bound, 1 at the upper one, 0 free."""
+    if a[c] >= upper[c]:
+        return 1
+    if a[c] <= 0.0:
+        return -1
+    return 0
+
+
+def _reconstruct_py(src, p, upper, a, G, Gbar, act, na, bufs, inactive):
+    """The gradient of the shrunk coordinates ``act[na:]`` from ``Gbar`` (the upper-bound
+    coordinates' part) and the free active ones (LIBSVM's ``reconstruct_gradient``), by the
+    fewer rows: of the free coordinates over the shrunk ones, or the converse."""
     n = a.shape[0]
+    if na == n:
+        return
+    for t in range(na, n):
+        c = act[t]
+        G[c] = Gbar[c] + p[c]
+    free = inactive  # scratch: the free active coordinates first
+    nf = 0
+    for t in range(na):
+        c = act[t]
+        if 0.0 < a[c] < upper[c]:
+            free[nf] = c
+            nf += 1
+    if nf == 0:
+        return
+    rest = act[na:]
+    if nf <= n - na:
+        for f in range(nf):
+            c = free[f]
+            row = row_entries(src, c, rest, n - na, bufs[2])
+            for t in range(n - na):
+                G[rest[t]] += a[c] * row[t]
+    else:
+        for t in range(n - na):
+            c = rest[t]
+            row = row_entries(src, c, free, nf, bufs[2])
+            acc = 0.0
+            for f in range(nf):
+                acc += a[free[f]] * row[f]
+            G[c] += acc
+
+
+def _violation(y, upper, a, G, act, na):
+    """``(max_{I_up} -y_i G_i, max_{I_low} y_i G_i)`` over the active coordinates."""
+    g1 = -math.inf
+    g2 = -math.inf
+    for t in range(na):
+        c = act[t]
+        if y[c] > 0:
+            if a[c] < upper[c] and -G[c] > g1:
+                g1 = -G[c]
+            if a[c] > 0.0 and G[c] > g2:
+                g2 = G[c]
+        else:
+            if a[c] > 0.0 and G[c] > g1:
+                g1 = G[c]
+            if a[c] < upper[c] and -G[c] > g2:
+                g2 = -G[c]
+    return g1, g2
+
+
+def _shrink_py(src, p, y, upper, a, G, Gbar, act, istate, bufs, scratch, tol):
+    """LIBSVM's ``do_shrinking``: drop from ``act[:na]`` the bounded coordinates that the
+    current violations say will stay at their bound; the first time the violation falls below
+    ``10 tol``, the gradient is reconstructed and every coordinate made active again."""
+    n = a.shape[0]
+    na = istate[0]
+    g1, g2 = _violation(y, upper, a, G, act, na)
+    if istate[2] == 0 and g1 + g2 <= tol * 10.0:
+        istate[2] = 1
+        _reconstruct_py(src, p, upper, a, G, Gbar, act, na, bufs, scratch)
+        for t in range(n):
+            act[t] = t
+        na = n
+    keep = 0
+    for t in range(na):  # a stable compaction: the kept coordinates keep their order
+        c = act[t]
+        s = _bounded(a, upper, c)
+        drop = False
+        if s == 1:
+            drop = (-G[c] > g1) if y[c] > 0 else (-G[c] > g2)
+        elif s == -1:
+            drop = (G[c] > g2) if y[c] > 0 else (G[c] > g1)
+        if drop:
+            scratch[t - keep] = c
+        else:
+            act[keep] = c
+            keep += 1
+    for t in range(na - keep):
+        act[keep + t] = scratch[t]
+    istate[0] = keep
+
+
+def _build_block(src, act, na, block):
+    """``block[t, u] = Q[act[t], act[u]]`` for ``t, u < na``: the active coordinates' rows,
+    contiguous."""
+    for t in range(na):
+        row_entries(src, act[t], act, na, block[t])
+
+
+def _pairwise_steps_py(src, bufs, block, diag, p, y, upper, a, G, Gbar, act, istate, scratch,
+                       tol, n_steps, shrinking, out):
+    """Up to ``n_steps`` pairwise steps from ``(a, G)`` (updated in place, with ``Gbar`` and
+    the active set ``act[:istate[0]]`` when ``shrinking``); ``out[0]`` the last violation.
+    Returns the steps taken, -1 - steps when the violation over all coordinates fell below
+    ``tol`` (converged). ``istate`` is ``[active count, steps to the next shrinking, unshrunk
+    once, rows held in block]``: after a shrinking that leaves at most ``len(block)``
+    coordinates active, their rows over one another are copied into ``block``
+    (:func:`_build_block`) and read from there until the active set changes -- LIBSVM's cache
+    holds its rows over the active coordinates the same way, contiguous, where gathering them
+    from whole rows reads a cache line per entry."""
+    n = a.shape[0]
+    qi = bufs[0]
+    qj = bufs[1]
     for it in range(n_steps):
+        if shrinking:
+            istate[1] -= 1
+            if istate[1] <= 0:
+                istate[1] = min(n, 1000)
+                _shrink_py(src, p, y, upper, a, G, Gbar, act, istate, bufs, scratch, tol)
+                istate[3] = 0
+                if istate[0] <= block.shape[0]:
+                    _build_block(src, act, istate[0], block)
+                    istate[3] = istate[0]
+        na = istate[0]
+        held = istate[3] == na and na > 0
         # i: the maximal violating "up" coordinate (the last of ties, as LIBSVM)
         gmax = -math.inf
-        i = -1
-        for t in range(n):
-            if y[t] > 0:
-                if a[t] < upper[t] and -G[t] >= gmax:
-                    gmax = -G[t]
-                    i = t
-            elif a[t] > 0.0 and G[t] >= gmax:
-                gmax = G[t]
-                i = t
-        if i < 0:
-            out[0] = 0.0
-            return -1 - it
-        qi = L.vertex_row(src, i, bufs[0])
-        yi = y[i]
+        ipos = -1
+        for t in range(na):
+            c = act[t]
+            if y[c] > 0:
+                if a[c] < upper[c] and -G[c] >= gmax:
+                    gmax = -G[c]
+                    ipos = t
+            elif a[c] > 0.0 and G[c] >= gmax:
+                gmax = G[c]
+                ipos = t
+        i = act[ipos] if ipos >= 0 else -1
+        if held and ipos >= 0:
+            qi = block[ipos]
+        elif ipos >= 0:
+            qi = row_entries(src, i, act, na, bufs[0])
+        yi = y[i] if i >= 0 else 1.0
         # j: the second-order choice among the "low" coordinates (WSS 2)
         gmax2 = -math.inf
-        j = -1
+        jpos = -1
         best = math.inf
-        for t in range(n):
-            if y[t] > 0:
-                if a[t] > 0.0:
-                    b = gmax + G[t]
-                    if G[t] >= gmax2:
-                        gmax2 = G[t]
+        for t in range(na):
+            c = act[t]
+            if y[c] > 0:
+                if a[c] > 0.0:
+                    b = gmax + G[c]
+                    if G[c] >= gmax2:
+                        gmax2 = G[c]
                     if b > 0.0:
-                        c = diag[i] + diag[t] - 2.0 * yi * qi[t]
-                        v = -(b * b) / (c if c > 0.0 else TAU)
+                        cv = diag[i] + diag[c] - 2.0 * yi * qi[t]
+                        v = -(b * b) / (cv if cv > 0.0 else TAU)
                         if v <= best:
-                            j = t
+                            jpos = t
                             best = v
-            elif a[t] < upper[t]:
-                b = gmax - G[t]
-                if -G[t] >= gmax2:
-                    gmax2 = -G[t]
+            elif a[c] < upper[c]:
+                b = gmax - G[c]
+                if -G[c] >= gmax2:
+                    gmax2 = -G[c]
                 if b > 0.0:
-                    c = diag[i] + diag[t] + 2.0 * yi * qi[t]
-                    v = -(b * b) / (c if c > 0.0 else TAU)
+                    cv = diag[i] + diag[c] + 2.0 * yi * qi[t]
+                    v = -(b * b) / (cv if cv > 0.0 else TAU)
                     if v <= best:
-                        j = t
+                        jpos = t
                         best = v
         out[0] = gmax + gmax2
-        if gmax + gmax2 < tol or j < 0:
-            return -1 - it
-        qj = L.vertex_row(src, j, bufs[1])
+        if gmax + gmax2 < tol or jpos < 0:
+            if na == n:
+                return -1 - it
+            # converged on the active set: check the whole problem (LIBSVM's last check)
+            out[2] += 1
+            _reconstruct_py(src, p, upper, a, G, Gbar, act, na, bufs, scratch)
+            for t in range(n):
+                act[t] = t
+            istate[0] = n
+            istate[3] = 0
+            # select on the whole problem now, shrink again after its step (LIBSVM's order)
+            istate[1] = 2
+            continue
+        j = act[jpos]
+        qj = block[jpos] if held else row_entries(src, j, act, na, bufs[1])
         yj = y[j]
         # the exact step along d = y_i e_i - y_j e_j, clipped to the box
-        curv = diag[i] + diag[j] - 2.0 * yi * yj * qi[j]
+        curv = diag[i] + diag[j] - 2.0 * yi * yj * qi[jpos]
         if curv <= 0.0:
             curv = TAU
         t_star = (-yi * G[i] + yj * G[j]) / curv
@@ -147,6 +324,8 @@ def _pairwise_steps_py(src, bufs, diag, p, y, upper, a, G, tol, n_steps, out):
             step = room_i
         if room_j <= step:
             step = room_j
+        ui = a[i] >= upper[i]
+        uj = a[j] >= upper[j]
         # a coordinate the step takes to its bound is set to the bound exactly
         if step == room_i:
             a[i] = upper[i] if yi > 0 else 0.0
@@ -158,25 +337,54 @@ def _pairwise_steps_py(src, bufs, diag, p, y, upper, a, G, tol, n_steps, out):
             a[j] -= yj * step
         si = yi * step
         sj = yj * step
-        for t in range(n):
-            G[t] += si * qi[t] - sj * qj[t]
+        for t in range(na):
+            G[act[t]] += si * qi[t] - sj * qj[t]
+        if shrinking:
+            # Gbar = sum of u_k Q_k over the coordinates at their upper bound
+            out[1] += _track_upper(src, upper, a, Gbar, i, ui, scratch[n:], bufs[2])
+            out[1] += _track_upper(src, upper, a, Gbar, j, uj, scratch[n:], bufs[2])
     return n_steps
 
 
-def _gradient_py(src, bufs, p, a, G):
-    """``G = Q a + p``, row by row over the nonzero coordinates (in index order)."""
+def _track_upper_py(src, upper, a, Gbar, c, was, everyone, buf):
+    """Add (remove) ``u_c Q_c`` to ``Gbar`` when coordinate ``c`` reached (left) its upper
+    bound; ``was``: whether it was there before the step."""
+    now = a[c] >= upper[c]
+    if now != was:
+        n = a.shape[0]
+        row = row_entries(src, c, everyone, n, buf)
+        w = upper[c] if now else -upper[c]
+        for t in range(n):
+            Gbar[t] += w * row[t]
+        return 1
+    return 0
+
+
+def _gradient_py(src, bufs, p, upper, a, G, Gbar, everyone):
+    """``G = Q a + p`` and ``Gbar`` (the upper-bound coordinates' part), row by row over the
+    nonzero coordinates (in index order)."""
     n = a.shape[0]
     for t in range(n):
         G[t] = p[t]
+        Gbar[t] = 0.0
     for k in range(n):
         if a[k] != 0.0:
-            row = L.vertex_row(src, k, bufs[0])
+            row = row_entries(src, k, everyone, n, bufs[2])
             for t in range(n):
                 G[t] += a[k] * row[t]
+            if a[k] >= upper[k]:
+                for t in range(n):
+                    Gbar[t] += upper[k] * row[t]
 
 
+_track_upper = _njit(_track_upper_py)
+_build_block = _njit(_build_block)
 _pairwise_steps = _njit(_pairwise_steps_py)
 _gradient = _njit(_gradient_py)
+_bounded = _njit(_bounded, inline=True)
+_violation = _njit(_violation)
+_reconstruct_py = _njit(_reconstruct_py)
+_shrink_py = _njit(_shrink_py)
 
 
 class BoxQPSolution:
@@ -193,7 +401,7 @@ class BoxQPSolution:
 
 def solve_box_qp(src, diag: np.ndarray, p: np.ndarray, y: np.ndarray, upper: np.ndarray, *,
                  alpha0: np.ndarray | None = None, tol: float = 1e-3,
-                 max_iter: int | None = None, row_dtype=None,
+                 max_iter: int | None = None, shrinking: bool = True,
                  stop: threading.Event | None = None) -> BoxQPSolution:
     r"""Minimize :math:`\tfrac12 \alpha^\top Q\alpha + p^\top\alpha` over
     :math:`\{0 \le \alpha \le u,\ y^\top\alpha = y^\top\alpha_0\}` by pairwise Frank-Wolfe steps
@@ -202,8 +410,8 @@ def solve_box_qp(src, diag: np.ndarray, p: np.ndarray, y: np.ndarray, upper: np.
     Parameters
     ----------
     src : row source
-        Row :math:`i` of :math:`Q` through :func:`~torchfw.optimizers._compiled_loop.vertex_row`:
-        a 2-D array (rows read in place), or a family's registered source.
+        The entries of row :math:`i` of :math:`Q` through :func:`row_entries`: a 2-D array,
+        or a family's registered source.
     diag : ndarray (N,)
         :math:`Q_{ii}` (float64).
     p : ndarray (N,)
@@ -216,11 +424,17 @@ def solve_box_qp(src, diag: np.ndarray, p: np.ndarray, y: np.ndarray, upper: np.
         A feasible start (its :math:`y^\top\alpha_0` is the equality's right-hand side); default
         zero (LIBSVM's start, whose gradient is :math:`p` with no row read).
     tol : float
-        Stop when the maximal violation :math:`m(\alpha) - M(\alpha)` is below ``tol``.
+        Stop when the maximal violation :math:`m(\alpha) - M(\alpha)` over all coordinates is
+        below ``tol``.
     max_iter : int, optional
         Step budget; None: no limit.
-    row_dtype : dtype, optional
-        The dtype of the rows a computed source writes into its buffers; None for a 2-D array.
+    shrinking : bool, default True
+        LIBSVM's shrinking: every :math:`\min(N, 1000)` steps, the coordinates at a bound whose
+        gradient says they will stay there leave the active set (the steps then scan and update
+        the active coordinates only); the first time the violation falls below
+        :math:`10\,\text{tol}` all come back once; a solve that converges on the active set
+        reconstructs the whole gradient and checks every coordinate before it stops, so the
+        stopping rule is the un-shrunk problem's either way.
     stop : threading.Event, optional
         Read between compiled chunks (:data:`CHUNK_WORK`); set, the solve returns
         :data:`CANCELLED` with its current iterate.
@@ -228,6 +442,7 @@ def solve_box_qp(src, diag: np.ndarray, p: np.ndarray, y: np.ndarray, upper: np.
     Returns
     -------
     BoxQPSolution
+        Its ``grad`` is the whole gradient (reconstructed if the solve stopped shrunk).
 
     Raises
     ------
@@ -248,24 +463,43 @@ def solve_box_qp(src, diag: np.ndarray, p: np.ndarray, y: np.ndarray, upper: np.
     a = np.zeros(n) if alpha0 is None else np.array(alpha0, dtype=np.float64)
     if a.shape != (n,) or np.any(a < 0) or np.any(a > upper):
         raise ValueError("solve_box_qp: alpha0 must lie in the box 0 <= alpha <= upper")
-    bufs = np.empty((2, 0)) if row_dtype is None else np.empty((2, n), dtype=row_dtype)
-    G = np.array(p, dtype=np.float64)
+    diag = np.ascontiguousarray(diag, dtype=np.float64)
+    p = np.ascontiguousarray(p, dtype=np.float64)
+    y = np.ascontiguousarray(y, dtype=np.float64)
+    upper = np.ascontiguousarray(upper, dtype=np.float64)
+    bufs = np.empty((3, n))
+    # scratch[:n]: the shrinking's work space; scratch[n:]: every coordinate, in order
+    scratch = np.concatenate([np.zeros(n, dtype=np.int64), np.arange(n, dtype=np.int64)])
+    act = np.arange(n, dtype=np.int64)
+    istate = np.array([n, min(n, 1000) + 1, 0, 0], dtype=np.int64)
+    side = min(n, BLOCK_MAX) if shrinking else 0
+    block = np.empty((side, side))
+    G = p.copy()
+    Gbar = np.zeros(n)
     if a.any():
-        _gradient(src, bufs, p, a, G)
+        _gradient(src, bufs, p, upper, a, G, Gbar, scratch[n:])
     budget = math.inf if max_iter is None else int(max_iter)
     chunk = max(1, CHUNK_WORK // max(n, 1))
-    out = np.zeros(1)
+    out = np.zeros(3)
     done = 0
+    status = MAX_ITER
     while True:
         if stop is not None and stop.is_set():
-            return BoxQPSolution(a, G, done, CANCELLED, float(out[0]))
+            status = CANCELLED
+            break
         if done >= budget:
-            return BoxQPSolution(a, G, done, MAX_ITER, float(out[0]))
+            break
         steps = int(min(chunk, budget - done))
-        taken = _pairwise_steps(src, bufs, diag, p, y, upper, a, G, float(tol), steps, out)
+        taken = _pairwise_steps(src, bufs, block, diag, p, y, upper, a, G, Gbar, act, istate,
+                                scratch, float(tol), steps, bool(shrinking), out)
         if taken < 0:
-            return BoxQPSolution(a, G, done - 1 - taken, CONVERGED, float(out[0]))
+            done += -1 - taken
+            status = CONVERGED
+            break
         done += taken
+    if istate[0] < n:  # stopped shrunk: the whole gradient, for the caller's multiplier
+        _reconstruct_py(src, p, upper, a, G, Gbar, act, int(istate[0]), bufs, scratch)
+    return BoxQPSolution(a, G, done, status, float(out[0]))
 
 
 def equality_multiplier(alpha: np.ndarray, grad: np.ndarray, y: np.ndarray,

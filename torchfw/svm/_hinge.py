@@ -48,12 +48,15 @@ from ..optimizers._box_qp import (
     CONVERGED,
     box_qp_value,
     equality_multiplier,
+    row_entries,
     solve_box_qp,
 )
 from ..result import History, Result, Status
+from ..utils.jit import HAVE_NUMBA
+from ..utils.jit import njit as _njit  # None without numba
 from ..utils.threads import one_thread, parallel_map, workers
 from ._dense import row_source
-from ._matrix import full_source, plain_problem
+from ._matrix import full_source, plain_problem, source_row
 
 __all__ = ["fit_hinge", "HINGE_TOL", "hinge_budget", "LOSSES", "check_hinge_options"]
 
@@ -93,7 +96,8 @@ def check_hinge_options(model, device) -> None:
                          f"{device}. Pass CPU data, or use loss='squared_hinge'")
 
 
-def fit_hinge(plan, X, problems, C_examples, *, tol: float, max_iter, gram=None):
+def fit_hinge(plan, X, problems, C_examples, *, tol: float, max_iter, shrinking: bool = True,
+              gram=None):
     r"""Solve the L1-SVM dual of each binary problem; ``(alphas, results, intercepts)``.
 
     Parameters
@@ -110,6 +114,9 @@ def fit_hinge(plan, X, problems, C_examples, *, tol: float, max_iter, gram=None)
         LIBSVM's stopping tolerance on the maximal violation.
     max_iter : int or None
         ``SVC.max_iter`` (:func:`hinge_budget`).
+    shrinking : bool
+        LIBSVM's shrinking (:func:`~torchfw.optimizers._box_qp.solve_box_qp`); the last check
+        is over all examples either way.
     gram : ndarray, optional
         The ``m x m`` kernel matrix of a precomputed or callable kernel.
 
@@ -145,7 +152,7 @@ def fit_hinge(plan, X, problems, C_examples, *, tol: float, max_iter, gram=None)
         t0 = time.perf_counter()
         sol = solve_box_qp(row_source(src, rows, y.astype(dtype), np.zeros(n, dtype=dtype)),
                            d, p, y, upper, tol=tol, max_iter=hinge_budget(max_iter, n),
-                           row_dtype=dtype)
+                           shrinking=shrinking)
         return sol, upper, y, p, time.perf_counter() - t0
 
     sizes = [float(len(p.y)) for p in problems]
@@ -173,11 +180,63 @@ def fit_hinge(plan, X, problems, C_examples, *, tol: float, max_iter, gram=None)
     return alphas, results, np.array(intercepts, dtype=np.float64)
 
 
+if HAVE_NUMBA:
+    from numba import types
+    from numba.extending import overload
+
+    @overload(row_entries)
+    def _row_entries_of_svm(src, i, idx, count, buf):
+        """:func:`~torchfw.optimizers._box_qp.row_entries` of the SVM's row source tuple
+        ``(P, cache, rows, y, inv_c)`` (:func:`torchfw.svm._dense.row_source`)."""
+        if isinstance(src, types.BaseTuple) and len(src.types) == 5 and \
+                isinstance(src.types[0], types.Array) and src.types[0].ndim == 2:
+            if isinstance(src.types[1], types.NoneType):
+                def full(src, i, idx, count, buf):
+                    P, _, rows, y, inv_c = src
+                    k = i if rows.shape[0] == 0 else rows[i]
+                    return _signed_entries(P[k], rows, y, inv_c, i, idx, count, buf)
+                return full
+
+            def cached(src, i, idx, count, buf):
+                P, cache, rows, y, inv_c = src
+                k = i if rows.shape[0] == 0 else rows[i]
+                return _signed_entries(source_row(P, cache, k), rows, y, inv_c, i, idx, count,
+                                       buf)
+            return cached
+        return None
+
+
+def _signed_entries_py(row, rows, y, inv_c, i, idx, count, buf):
+    """``buf[t] = y_i y_r row[rows[r]]`` (plus ``1/C_i`` at ``r = i``) for ``r = idx[t]``:
+    the entries of the problem's row ``i`` of ``D_y P D_y + diag(1/C)`` read from row
+    ``rows[i]`` of ``P`` over all examples, widened to float64."""
+    yi = y[i]
+    if rows.shape[0] == 0:
+        for t in range(count):
+            r = idx[t]
+            buf[t] = yi * y[r] * row[r]
+    else:
+        for t in range(count):
+            r = idx[t]
+            buf[t] = yi * y[r] * row[rows[r]]
+    if inv_c[i] != 0.0:
+        for t in range(count):
+            if idx[t] == i:
+                buf[t] += inv_c[i]
+    return buf
+
+
+_signed_entries = _njit(_signed_entries_py, inline=True)
+
+
 def _plain_rows(plan, X, gram):
     r"""``(row source of K + 1, K_ii + 1)`` over all examples, with no :math:`1/C` term.
 
     The SVC's sources (:func:`torchfw.svm._matrix.plain_problem`, with :math:`C = \infty` so
-    that the diagonal is exactly :math:`K_{ii} + 1`), or the given Gram matrix plus one.
+    that the diagonal is exactly :math:`K_{ii} + 1`): the whole matrix when it fits
+    ``cache_size`` (the steps read a few entries of two rows, where a cache's bookkeeping per
+    row read costs more than the read: raw svmguide1 at :math:`C = 2^{15}` took 2.5x as long
+    on a cache of all its rows), else a cache of rows; or the given Gram matrix plus one.
     """
     if gram is not None:
         from ._custom import custom_matrix
@@ -185,7 +244,7 @@ def _plain_rows(plan, X, gram):
         P, _, _ = custom_matrix(gram, math.inf, plan.dtype)
         return full_source(P), np.diagonal(P).astype(np.float64)
     with one_thread():
-        src, diag, _ = plain_problem(plan, X, math.inf, one_problem=True)
+        src, diag, _ = plain_problem(plan, X, math.inf)
     if src is None:
         raise ValueError("loss='hinge' reads kernel rows from host memory, which this input "
                          "does not allow (a sparse input over cache_size); raise cache_size")

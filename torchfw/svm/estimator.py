@@ -203,7 +203,9 @@ class SVC(SklearnSVCMixin, BaseEstimator):
         :meth:`predict` takes the argmax of :meth:`decision_function` (ties in votes broken by
         confidence) instead of LIBSVM's vote (ties to the lowest class index).
     shrinking : bool, default True
-        Accepted, changes nothing: the Frank-Wolfe solvers keep no working set to shrink.
+        ``loss="hinge"``: LIBSVM's shrinking (the last check is over all examples either way).
+        Otherwise accepted and unused: the Frank-Wolfe solvers on the simplex keep no working
+        set to shrink.
     loss : {"squared_hinge", "hinge"}, default "squared_hinge"
         ``"squared_hinge"``: the L2-SVM above, on the simplex. ``"hinge"``: LIBSVM's and
         scikit-learn's model (the L1-SVM, an unregularized bias) at the same ``C``, whose dual
@@ -472,7 +474,8 @@ class SVC(SklearnSVCMixin, BaseEstimator):
                     plan.kernel.matrix(objects, objects)), kdtype)
         tol = _hinge.HINGE_TOL if isinstance(self.tol, str) else float(self.tol)
         alphas, results, intercepts = _hinge.fit_hinge(plan, X, problems, C_examples, tol=tol,
-                                                       max_iter=self.max_iter, gram=gram)
+                                                       max_iter=self.max_iter,
+                                                       shrinking=bool(self.shrinking), gram=gram)
         self._alphas = alphas
         self._set_model(X, problems, alphas, results, defer_publish=True,
                         intercepts=intercepts)
