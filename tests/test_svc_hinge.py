@@ -224,3 +224,28 @@ def test_core_bad_input():
         solve_box_qp(Q, np.diag(Q).copy(), -np.ones(5), y, upper * 0)
     with pytest.raises(ValueError, match="alpha0"):
         solve_box_qp(Q, np.diag(Q).copy(), -np.ones(5), y, upper, alpha0=upper * 2)
+
+
+def test_cli_trains_libsvm_model(tmp_path, capsys):
+    """``train --loss hinge``: LIBSVM's C (default 1), epsilon and shrinking; the saved model
+    is scikit-learn's SVC at that C; ``--loss`` is validated."""
+    from torchfw.cli import main as cli_main
+
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(120, 3))
+    y = np.where(X[:, 0] + 0.5 * X[:, 1] ** 2 > 0.3, 1, -1)
+    data = tmp_path / "d.txt"
+    data.write_text("".join(f"{label:g} " + " ".join(f"{j + 1}:{v:.6f}" for j, v in
+                                                      enumerate(row)) + "\n"
+                            for label, row in zip(y, X, strict=True)))
+    assert cli_main(["train", "--loss", "hinge", "-h", "0", "-e", "0.00001", "-g", "0.5", "-q",
+                     str(data), str(tmp_path / "m.pt")]) == 0
+    model = SVC.load(tmp_path / "m.pt")
+    params = model.get_params()
+    assert params["loss"] == "hinge" and params["C"] == 1.0 and params["shrinking"] is False
+    Xr = np.round(X, 6)
+    ref = LibSVC(C=1.0, gamma=0.5, tol=1e-5).fit(Xr, y)
+    np.testing.assert_allclose(model.decision_function(Xr), ref.decision_function(Xr),
+                               atol=1e-3)
+    assert cli_main(["train", "--loss", "l2", "-q", str(data), str(tmp_path / "x.pt")]) == 2
+    assert "--loss l2" in capsys.readouterr().err

@@ -58,10 +58,7 @@ from ..utils.threads import one_thread, parallel_map, workers
 from ._dense import row_source
 from ._matrix import full_source, plain_problem, source_row
 
-__all__ = ["fit_hinge", "HINGE_TOL", "hinge_budget", "LOSSES", "check_hinge_options"]
-
-#: The values of ``SVC(loss=...)``.
-LOSSES = ("squared_hinge", "hinge")
+__all__ = ["fit_hinge", "HINGE_TOL", "hinge_budget", "check_hinge_options"]
 
 #: ``tol="auto"`` of ``loss="hinge"``: LIBSVM's default ``-e 0.001``.
 HINGE_TOL = 1e-3

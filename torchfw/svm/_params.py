@@ -13,11 +13,14 @@ import numpy as np
 import torch
 
 from ..utils.validation import check_int_at_least, check_positive
-from ._hinge import LOSSES
 from ._multiclass import MULTI_CLASS
 from .kernels import KERNELS
 
-__all__ = ["check_params"]
+__all__ = ["check_params", "LOSSES"]
+
+#: The values of ``SVC(loss=...)``: the L2-SVM on the simplex, or LIBSVM's L1-SVM
+#: (:mod:`torchfw.svm._hinge`, imported by the fits that use it).
+LOSSES = ("squared_hinge", "hinge")
 
 def _is_minus_one(value) -> bool:
     """Whether ``value`` is the integer -1 (scikit-learn's "no limit"; not a bool or float)."""
