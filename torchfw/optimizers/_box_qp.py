@@ -121,199 +121,216 @@ if HAVE_NUMBA:
         return None
 
 
-def _bounded(a, upper, c):
-    """-1 at the lower bound, 1 at the upper one, 0 free."""
-    if a[c] >= upper[c]:
-        return 1
-    if a[c] <= 0.0:
-        return -1
-    return 0
-
-
-def _reconstruct_py(src, p, upper, a, G, Gbar, act, na, bufs, inactive):
-    """The gradient of the shrunk coordinates ``act[na:]`` from ``Gbar`` (the upper-bound
-    coordinates' part) and the free active ones (LIBSVM's ``reconstruct_gradient``), by the
-    fewer rows: of the free coordinates over the shrunk ones, or the converse."""
+def _reconstruct_py(src, p, upper, a, G, Gbar, perm, na, buf, scratch):
+    """The gradient at the shrunk positions ``na:`` from ``Gbar`` (the upper-bound
+    coordinates' part) and the free active positions (LIBSVM's ``reconstruct_gradient``), by
+    the fewer rows: of the free coordinates over the shrunk ones, or the converse."""
     n = a.shape[0]
     if na == n:
         return
     for t in range(na, n):
-        c = act[t]
-        G[c] = Gbar[c] + p[c]
-    free = inactive  # scratch: the free active coordinates first
+        G[t] = Gbar[t] + p[t]
+    free = scratch  # the free active positions
     nf = 0
     for t in range(na):
-        c = act[t]
-        if 0.0 < a[c] < upper[c]:
-            free[nf] = c
+        if 0.0 < a[t] < upper[t]:
+            free[nf] = t
             nf += 1
     if nf == 0:
         return
-    rest = act[na:]
+    rest = perm[na:]
     if nf <= n - na:
         for f in range(nf):
-            c = free[f]
-            row = row_entries(src, c, rest, n - na, bufs[2])
+            row = row_entries(src, perm[free[f]], rest, n - na, buf)
+            w = a[free[f]]
             for t in range(n - na):
-                G[rest[t]] += a[c] * row[t]
+                G[na + t] += w * row[t]
     else:
-        for t in range(n - na):
-            c = rest[t]
-            row = row_entries(src, c, free, nf, bufs[2])
+        coords = scratch[n:n + nf]
+        for f in range(nf):
+            coords[f] = perm[free[f]]
+        for t in range(na, n):
+            row = row_entries(src, perm[t], coords, nf, buf)
             acc = 0.0
             for f in range(nf):
                 acc += a[free[f]] * row[f]
-            G[c] += acc
+            G[t] += acc
 
 
-def _violation(y, upper, a, G, act, na):
-    """``(max_{I_up} -y_i G_i, max_{I_low} y_i G_i)`` over the active coordinates."""
-    g1 = -math.inf
-    g2 = -math.inf
-    for t in range(na):
-        c = act[t]
-        if y[c] > 0:
-            if a[c] < upper[c] and -G[c] > g1:
-                g1 = -G[c]
-            if a[c] > 0.0 and G[c] > g2:
-                g2 = G[c]
-        else:
-            if a[c] > 0.0 and G[c] > g1:
-                g1 = G[c]
-            if a[c] < upper[c] and -G[c] > g2:
-                g2 = -G[c]
-    return g1, g2
+def _permute(order, k, x, tmp):
+    """``x[:k] = x[order[:k]]`` (through ``tmp``)."""
+    for t in range(k):
+        tmp[t] = x[order[t]]
+    for t in range(k):
+        x[t] = tmp[t]
 
 
-def _shrink_py(src, p, y, upper, a, G, Gbar, act, istate, bufs, scratch, tol):
-    """LIBSVM's ``do_shrinking``: drop from ``act[:na]`` the bounded coordinates that the
-    current violations say will stay at their bound; the first time the violation falls below
-    ``10 tol``, the gradient is reconstructed and every coordinate made active again."""
+def _shrink_py(src, p, y, upper, diag, a, G, Gbar, perm, istate, buf, scratch, tmp, tol):
+    """LIBSVM's ``do_shrinking``: move to the end of the active positions ``:na`` the bounded
+    coordinates that the current violations say will stay at their bound (every array is
+    permuted with them: the steps read contiguous positions, as LIBSVM's swaps make them);
+    the first time the violation falls below ``10 tol``, the gradient is reconstructed and
+    every coordinate made active again."""
     n = a.shape[0]
     na = istate[0]
-    g1, g2 = _violation(y, upper, a, G, act, na)
+    g1 = -math.inf  # max over I_up of -y G, and over I_low of y G
+    g2 = -math.inf
+    for t in range(na):
+        if y[t] > 0:
+            if a[t] < upper[t] and -G[t] > g1:
+                g1 = -G[t]
+            if a[t] > 0.0 and G[t] > g2:
+                g2 = G[t]
+        else:
+            if a[t] > 0.0 and G[t] > g1:
+                g1 = G[t]
+            if a[t] < upper[t] and -G[t] > g2:
+                g2 = -G[t]
     if istate[2] == 0 and g1 + g2 <= tol * 10.0:
         istate[2] = 1
-        _reconstruct_py(src, p, upper, a, G, Gbar, act, na, bufs, scratch)
-        for t in range(n):
-            act[t] = t
+        _reconstruct_py(src, p, upper, a, G, Gbar, perm, na, buf, scratch)
         na = n
+    order = scratch  # the kept positions, then the dropped ones, each in their order
     keep = 0
-    for t in range(na):  # a stable compaction: the kept coordinates keep their order
-        c = act[t]
-        s = _bounded(a, upper, c)
+    for t in range(na):
         drop = False
-        if s == 1:
-            drop = (-G[c] > g1) if y[c] > 0 else (-G[c] > g2)
-        elif s == -1:
-            drop = (G[c] > g2) if y[c] > 0 else (G[c] > g1)
-        if drop:
-            scratch[t - keep] = c
-        else:
-            act[keep] = c
+        if a[t] >= upper[t]:
+            drop = (-G[t] > g1) if y[t] > 0 else (-G[t] > g2)
+        elif a[t] <= 0.0:
+            drop = (G[t] > g2) if y[t] > 0 else (G[t] > g1)
+        if not drop:
+            order[keep] = t
             keep += 1
-    for t in range(na - keep):
-        act[keep + t] = scratch[t]
+    dropped = keep
+    for t in range(na):
+        drop = False
+        if a[t] >= upper[t]:
+            drop = (-G[t] > g1) if y[t] > 0 else (-G[t] > g2)
+        elif a[t] <= 0.0:
+            drop = (G[t] > g2) if y[t] > 0 else (G[t] > g1)
+        if drop:
+            order[dropped] = t
+            dropped += 1
+    if keep < na:
+        for x in (p, y, upper, diag, a, G, Gbar):
+            _permute(order, na, x, tmp)
+        itmp = scratch[n:]
+        for t in range(na):
+            itmp[t] = perm[order[t]]
+        for t in range(na):
+            perm[t] = itmp[t]
     istate[0] = keep
 
 
-def _build_block(src, act, na, block):
-    """``block[t, u] = Q[act[t], act[u]]`` for ``t, u < na``: the active coordinates' rows,
-    contiguous."""
+def _build_block(src, perm, na, block):
+    """``block[t, u] = Q[perm[t], perm[u]]`` for ``t, u < na``: the active coordinates' rows
+    over one another, contiguous."""
     for t in range(na):
-        row_entries(src, act[t], act, na, block[t])
+        row_entries(src, perm[t], perm, na, block[t])
 
 
-def _pairwise_steps_py(src, bufs, block, diag, p, y, upper, a, G, Gbar, act, istate, scratch,
-                       tol, n_steps, shrinking, out):
-    """Up to ``n_steps`` pairwise steps from ``(a, G)`` (updated in place, with ``Gbar`` and
-    the active set ``act[:istate[0]]`` when ``shrinking``); ``out[0]`` the last violation.
-    Returns the steps taken, -1 - steps when the violation over all coordinates fell below
-    ``tol`` (converged). ``istate`` is ``[active count, steps to the next shrinking, unshrunk
-    once, rows held in block]``: after a shrinking that leaves at most ``len(block)``
-    coordinates active, their rows over one another are copied into ``block``
-    (:func:`_build_block`) and read from there until the active set changes -- LIBSVM's cache
-    holds its rows over the active coordinates the same way, contiguous, where gathering them
-    from whole rows reads a cache line per entry."""
+def _track_upper_py(src, upper, a, Gbar, perm, c, was, buf):
+    """Add (remove) ``u Q_row`` to ``Gbar`` when position ``c`` reached (left) its upper
+    bound; ``was``: whether it was there before the step. Returns 1 when it read the row."""
+    now = a[c] >= upper[c]
+    if now != was:
+        n = a.shape[0]
+        row = row_entries(src, perm[c], perm, n, buf)
+        w = upper[c] if now else -upper[c]
+        for t in range(n):
+            Gbar[t] += w * row[t]
+        return 1
+    return 0
+
+
+def _pairwise_steps_py(src, bufs, block, diag, p, y, upper, a, G, Gbar, perm, istate, scratch,
+                       tmp, tol, n_steps, shrinking, out):
+    """Up to ``n_steps`` pairwise steps from ``(a, G)``, updated in place.
+
+    Every array is over *positions*: ``perm[t]`` is the coordinate at position ``t`` and the
+    active coordinates are the first ``istate[0]`` (all of them without ``shrinking``).
+    ``istate`` is ``[active count, steps to the next shrinking, unshrunk once, rows held in
+    block]``: after a shrinking that leaves at most ``len(block)`` coordinates active, their
+    rows over one another are copied into ``block`` (:func:`_build_block`) and read from there
+    until the active set changes -- LIBSVM's cache holds its rows over the active coordinates
+    the same way, contiguous. ``out`` is ``[last violation, full rows read for Gbar, checks of
+    the whole problem]``. Returns the steps taken, -1 - steps when the violation over all
+    coordinates fell below ``tol`` (converged).
+    """
     n = a.shape[0]
-    qi = bufs[0]
-    qj = bufs[1]
     for it in range(n_steps):
         if shrinking:
             istate[1] -= 1
             if istate[1] <= 0:
                 istate[1] = min(n, 1000)
-                _shrink_py(src, p, y, upper, a, G, Gbar, act, istate, bufs, scratch, tol)
+                _shrink_py(src, p, y, upper, diag, a, G, Gbar, perm, istate, bufs[2], scratch,
+                           tmp, tol)
                 istate[3] = 0
                 if istate[0] <= block.shape[0]:
-                    _build_block(src, act, istate[0], block)
+                    _build_block(src, perm, istate[0], block)
                     istate[3] = istate[0]
         na = istate[0]
         held = istate[3] == na and na > 0
         # i: the maximal violating "up" coordinate (the last of ties, as LIBSVM)
         gmax = -math.inf
-        ipos = -1
+        i = -1
         for t in range(na):
-            c = act[t]
-            if y[c] > 0:
-                if a[c] < upper[c] and -G[c] >= gmax:
-                    gmax = -G[c]
-                    ipos = t
-            elif a[c] > 0.0 and G[c] >= gmax:
-                gmax = G[c]
-                ipos = t
-        i = act[ipos] if ipos >= 0 else -1
-        if held and ipos >= 0:
-            qi = block[ipos]
-        elif ipos >= 0:
-            qi = row_entries(src, i, act, na, bufs[0])
+            if y[t] > 0:
+                if a[t] < upper[t] and -G[t] >= gmax:
+                    gmax = -G[t]
+                    i = t
+            elif a[t] > 0.0 and G[t] >= gmax:
+                gmax = G[t]
+                i = t
+        qi = bufs[0]
+        if held and i >= 0:
+            qi = block[i]
+        elif i >= 0:
+            qi = row_entries(src, perm[i], perm, na, bufs[0])
         yi = y[i] if i >= 0 else 1.0
+        di = diag[i] if i >= 0 else 0.0
         # j: the second-order choice among the "low" coordinates (WSS 2)
         gmax2 = -math.inf
-        jpos = -1
+        j = -1
         best = math.inf
         for t in range(na):
-            c = act[t]
-            if y[c] > 0:
-                if a[c] > 0.0:
-                    b = gmax + G[c]
-                    if G[c] >= gmax2:
-                        gmax2 = G[c]
+            if y[t] > 0:
+                if a[t] > 0.0:
+                    b = gmax + G[t]
+                    if G[t] >= gmax2:
+                        gmax2 = G[t]
                     if b > 0.0:
-                        cv = diag[i] + diag[c] - 2.0 * yi * qi[t]
+                        cv = di + diag[t] - 2.0 * yi * qi[t]
                         v = -(b * b) / (cv if cv > 0.0 else TAU)
                         if v <= best:
-                            jpos = t
+                            j = t
                             best = v
-            elif a[c] < upper[c]:
-                b = gmax - G[c]
-                if -G[c] >= gmax2:
-                    gmax2 = -G[c]
+            elif a[t] < upper[t]:
+                b = gmax - G[t]
+                if -G[t] >= gmax2:
+                    gmax2 = -G[t]
                 if b > 0.0:
-                    cv = diag[i] + diag[c] + 2.0 * yi * qi[t]
+                    cv = di + diag[t] + 2.0 * yi * qi[t]
                     v = -(b * b) / (cv if cv > 0.0 else TAU)
                     if v <= best:
-                        jpos = t
+                        j = t
                         best = v
         out[0] = gmax + gmax2
-        if gmax + gmax2 < tol or jpos < 0:
+        if gmax + gmax2 < tol or j < 0:
             if na == n:
                 return -1 - it
             # converged on the active set: check the whole problem (LIBSVM's last check)
             out[2] += 1
-            _reconstruct_py(src, p, upper, a, G, Gbar, act, na, bufs, scratch)
-            for t in range(n):
-                act[t] = t
+            _reconstruct_py(src, p, upper, a, G, Gbar, perm, na, bufs[2], scratch)
             istate[0] = n
             istate[3] = 0
             # select on the whole problem now, shrink again after its step (LIBSVM's order)
             istate[1] = 2
             continue
-        j = act[jpos]
-        qj = block[jpos] if held else row_entries(src, j, act, na, bufs[1])
+        qj = block[j] if held else row_entries(src, perm[j], perm, na, bufs[1])
         yj = y[j]
         # the exact step along d = y_i e_i - y_j e_j, clipped to the box
-        curv = diag[i] + diag[j] - 2.0 * yi * yj * qi[jpos]
+        curv = di + diag[j] - 2.0 * yi * yj * qi[j]
         if curv <= 0.0:
             curv = TAU
         t_star = (-yi * G[i] + yj * G[j]) / curv
@@ -338,29 +355,14 @@ def _pairwise_steps_py(src, bufs, block, diag, p, y, upper, a, G, Gbar, act, ist
         si = yi * step
         sj = yj * step
         for t in range(na):
-            G[act[t]] += si * qi[t] - sj * qj[t]
-        if shrinking:
-            # Gbar = sum of u_k Q_k over the coordinates at their upper bound
-            out[1] += _track_upper(src, upper, a, Gbar, i, ui, scratch[n:], bufs[2])
-            out[1] += _track_upper(src, upper, a, Gbar, j, uj, scratch[n:], bufs[2])
+            G[t] += si * qi[t] - sj * qj[t]
+        if shrinking:  # Gbar = sum of u_k Q_k over the coordinates at their upper bound
+            out[1] += _track_upper(src, upper, a, Gbar, perm, i, ui, bufs[2])
+            out[1] += _track_upper(src, upper, a, Gbar, perm, j, uj, bufs[2])
     return n_steps
 
 
-def _track_upper_py(src, upper, a, Gbar, c, was, everyone, buf):
-    """Add (remove) ``u_c Q_c`` to ``Gbar`` when coordinate ``c`` reached (left) its upper
-    bound; ``was``: whether it was there before the step."""
-    now = a[c] >= upper[c]
-    if now != was:
-        n = a.shape[0]
-        row = row_entries(src, c, everyone, n, buf)
-        w = upper[c] if now else -upper[c]
-        for t in range(n):
-            Gbar[t] += w * row[t]
-        return 1
-    return 0
-
-
-def _gradient_py(src, bufs, p, upper, a, G, Gbar, everyone):
+def _gradient_py(src, buf, p, upper, a, G, Gbar, everyone):
     """``G = Q a + p`` and ``Gbar`` (the upper-bound coordinates' part), row by row over the
     nonzero coordinates (in index order)."""
     n = a.shape[0]
@@ -369,7 +371,7 @@ def _gradient_py(src, bufs, p, upper, a, G, Gbar, everyone):
         Gbar[t] = 0.0
     for k in range(n):
         if a[k] != 0.0:
-            row = row_entries(src, k, everyone, n, bufs[2])
+            row = row_entries(src, k, everyone, n, buf)
             for t in range(n):
                 G[t] += a[k] * row[t]
             if a[k] >= upper[k]:
@@ -379,12 +381,11 @@ def _gradient_py(src, bufs, p, upper, a, G, Gbar, everyone):
 
 _track_upper = _njit(_track_upper_py)
 _build_block = _njit(_build_block)
-_pairwise_steps = _njit(_pairwise_steps_py)
-_gradient = _njit(_gradient_py)
-_bounded = _njit(_bounded, inline=True)
-_violation = _njit(_violation)
+_permute = _njit(_permute)
 _reconstruct_py = _njit(_reconstruct_py)
 _shrink_py = _njit(_shrink_py)
+_pairwise_steps = _njit(_pairwise_steps_py)
+_gradient = _njit(_gradient_py)
 
 
 class BoxQPSolution:
@@ -463,21 +464,23 @@ def solve_box_qp(src, diag: np.ndarray, p: np.ndarray, y: np.ndarray, upper: np.
     a = np.zeros(n) if alpha0 is None else np.array(alpha0, dtype=np.float64)
     if a.shape != (n,) or np.any(a < 0) or np.any(a > upper):
         raise ValueError("solve_box_qp: alpha0 must lie in the box 0 <= alpha <= upper")
-    diag = np.ascontiguousarray(diag, dtype=np.float64)
-    p = np.ascontiguousarray(p, dtype=np.float64)
-    y = np.ascontiguousarray(y, dtype=np.float64)
-    upper = np.ascontiguousarray(upper, dtype=np.float64)
+    # Copies: the solve permutes them with the active set (LIBSVM's swaps)
+    diag = np.array(diag, dtype=np.float64)
+    p_pos = np.array(p, dtype=np.float64)
+    y = np.array(y, dtype=np.float64)
+    upper = np.array(upper, dtype=np.float64)
     bufs = np.empty((3, n))
-    # scratch[:n]: the shrinking's work space; scratch[n:]: every coordinate, in order
-    scratch = np.concatenate([np.zeros(n, dtype=np.int64), np.arange(n, dtype=np.int64)])
-    act = np.arange(n, dtype=np.int64)
+    # scratch: the shrinking's and the reconstruction's integer work space (2n)
+    scratch = np.zeros(2 * n, dtype=np.int64)
+    tmp = np.empty(n)
+    perm = np.arange(n, dtype=np.int64)
     istate = np.array([n, min(n, 1000) + 1, 0, 0], dtype=np.int64)
     side = min(n, BLOCK_MAX) if shrinking else 0
     block = np.empty((side, side))
-    G = p.copy()
+    G = p_pos.copy()
     Gbar = np.zeros(n)
     if a.any():
-        _gradient(src, bufs, p, upper, a, G, Gbar, scratch[n:])
+        _gradient(src, bufs[2], p_pos, upper, a, G, Gbar, perm.copy())
     budget = math.inf if max_iter is None else int(max_iter)
     chunk = max(1, CHUNK_WORK // max(n, 1))
     out = np.zeros(3)
@@ -490,16 +493,20 @@ def solve_box_qp(src, diag: np.ndarray, p: np.ndarray, y: np.ndarray, upper: np.
         if done >= budget:
             break
         steps = int(min(chunk, budget - done))
-        taken = _pairwise_steps(src, bufs, block, diag, p, y, upper, a, G, Gbar, act, istate,
-                                scratch, float(tol), steps, bool(shrinking), out)
+        taken = _pairwise_steps(src, bufs, block, diag, p_pos, y, upper, a, G, Gbar, perm,
+                                istate, scratch, tmp, float(tol), steps, bool(shrinking), out)
         if taken < 0:
             done += -1 - taken
             status = CONVERGED
             break
         done += taken
     if istate[0] < n:  # stopped shrunk: the whole gradient, for the caller's multiplier
-        _reconstruct_py(src, p, upper, a, G, Gbar, act, int(istate[0]), bufs, scratch)
-    return BoxQPSolution(a, G, done, status, float(out[0]))
+        _reconstruct_py(src, p_pos, upper, a, G, Gbar, perm, int(istate[0]), bufs[2], scratch)
+    alpha = np.empty(n)
+    grad = np.empty(n)
+    alpha[perm] = a
+    grad[perm] = G
+    return BoxQPSolution(alpha, grad, done, status, float(out[0]))
 
 
 def equality_multiplier(alpha: np.ndarray, grad: np.ndarray, y: np.ndarray,
