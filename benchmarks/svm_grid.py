@@ -23,6 +23,7 @@ Usage::
     python benchmarks/svm_grid.py --datasets svmguide1-raw --coarse
     python benchmarks/svm_grid.py --c 15 11 7 --gamma -13 -9   # chosen points
     python benchmarks/svm_grid.py --table      # single fits of the cases that crawled
+    python benchmarks/svm_grid.py --loss hinge --coarse   # torchfw's L1-SVM at LIBSVM's C
 
 ``--coarse`` keeps every other grid value (log2 C -5, -1, 3, 7, 11, 15; log2 gamma 3, -1, -5,
 -9, -13: 30 points). Results go to ``benchmarks/results/svm_grid_<machine>.md`` and ``.json``
@@ -31,6 +32,11 @@ overrides the stem), rewritten after every point; ``--resume`` keeps the points 
 and runs the others (an interrupted run, or another dataset into the same files);
 ``--combine STEM ...`` writes the datasets of several such files (runs of one dataset each, side
 by side in separate processes) into one.
+
+``--loss hinge`` compares LIBSVM's own model: :class:`torchfw.SVC` with ``loss="hinge"`` (the
+L1-SVM, trained by pairwise Frank-Wolfe steps with LIBSVM's pair selection, ``tol`` 1e-3 as
+LIBSVM) at LIBSVM's C, instead of the L2-SVM at 2C; the files are then
+``svm_grid_hinge_<machine>`` (``svm_grid_hinge_table_<machine>`` for ``--table``).
 """
 
 from __future__ import annotations
@@ -80,11 +86,20 @@ def load(name: str):
     raise ValueError(f"unknown dataset {name!r}; expected one of {DATASETS}")
 
 
-def cv_point(X, y, folds, C, gamma):
+def torchfw_model(C, gamma, loss="squared_hinge", kernel="rbf"):
+    """torchfw's model compared with LIBSVM's at LIBSVM's ``C``: the L2-SVM at 2C (its
+    equivalent on LIBLINEAR's scale), or with ``loss="hinge"`` LIBSVM's L1-SVM at C."""
+    from torchfw import SVC
+
+    if loss == "hinge":
+        return SVC(kernel=kernel, C=C, gamma=gamma, loss="hinge", random_state=0)
+    return SVC(kernel=kernel, C=2 * C, gamma=gamma, random_state=0)
+
+
+def cv_point(X, y, folds, C, gamma, loss="squared_hinge"):
     """Both libraries' CV accuracy and time at one grid point, and torchfw's warnings."""
     from sklearn.svm import SVC as LibSVC
 
-    from torchfw import SVC
     from torchfw.exceptions import ConvergenceWarning
 
     out = {}
@@ -98,7 +113,7 @@ def cv_point(X, y, folds, C, gamma):
                 model = LibSVC(C=C, gamma=gamma)
                 model.fit(X[train], y[train])
             else:
-                model = SVC(C=2 * C, gamma=gamma, random_state=0)
+                model = torchfw_model(C, gamma, loss)
                 with warnings.catch_warnings(record=True) as caught:
                     warnings.simplefilter("always", ConvergenceWarning)
                     model.fit(X[train], y[train])
@@ -126,17 +141,16 @@ def run(args, stem: Path) -> dict:
             {"load_average": list(os.getloadavg()), "command": command})
     else:
         report = {"meta": {"cpu": cpu_model(), "cores": os.cpu_count(),
-                           "load_average_start": list(os.getloadavg()), "command": command},
+                           "load_average_start": list(os.getloadavg()), "command": command,
+                           "loss": args.loss},
                   "datasets": {}}
     # Warm-up: load (or compile) the compiled kernels once, outside every timing: the whole
     # matrix's path (300 examples) and the row cache's (1,200: a binary problem of 1,000 or
     # more), which every fold of these sets takes.
-    from torchfw import SVC
-
     Xw, yw = load(args.datasets[0])
     for size in (300, 1200):
         rows = np.random.default_rng(0).choice(len(yw), min(size, len(yw)), replace=False)
-        SVC(C=2.0 ** 16, gamma=2.0 ** -13, random_state=0).fit(Xw[rows], yw[rows])
+        torchfw_model(2.0 ** 15, 2.0 ** -13, args.loss).fit(Xw[rows], yw[rows])
     for name in args.datasets:
         X, y = load(name)
         folds = list(StratifiedKFold(5, shuffle=True, random_state=0).split(X, y))
@@ -148,7 +162,7 @@ def run(args, stem: Path) -> dict:
             for lg in log2g:
                 if (lc, lg) in done:
                     continue
-                r = cv_point(X, y, folds, 2.0 ** lc, 2.0 ** lg)
+                r = cv_point(X, y, folds, 2.0 ** lc, 2.0 ** lg, args.loss)
                 r.update(log2c=lc, log2g=lg)
                 points.append(r)
                 write(report, stem)
@@ -202,8 +216,10 @@ def markdown(report) -> str:
             f"`{r['command'].split('svm_grid.py ')[-1]}` from load "
             f"{', '.join(f'{x:.2f}' for x in r['load_average_start'])}"
             for r in report["meta"]["runs"]) + ".", ""]
+    model = ("torchfw `SVC(loss='hinge')` at C (LIBSVM's L1-SVM)"
+             if report["meta"].get("loss") == "hinge" else "torchfw at 2C (its L2-SVM)")
     lines += ["5-fold CV accuracy (%) on the same stratified folds; time = five fits and their "
-              "predictions. torchfw at 2C (its L2-SVM), LIBSVM (scikit-learn's SVC) at C; "
+              f"predictions. {model}, LIBSVM (scikit-learn's SVC) at C; "
               "timings on a shared 2-core machine under load from other jobs: compare ratios.",
               "", "## Totals", "",
               "| data | points | torchfw ConvergenceWarnings | points > 0.5 below LIBSVM | "
@@ -228,7 +244,7 @@ def markdown(report) -> str:
     return "\n".join(lines) + "\n"
 
 
-def issue_table() -> list[dict]:
+def issue_table(loss="squared_hinge") -> list[dict]:
     """Single fits of the cases that stopped on ``max_iter`` before the corrective step: raw
     svmguide1 (tested on svmguide1.t), iris' versicolor/virginica pair with a degree-3
     polynomial kernel (gamma 1, training accuracy) and 80 x 5 ``make_classification`` at
@@ -236,7 +252,6 @@ def issue_table() -> list[dict]:
     from sklearn.datasets import load_iris, make_classification
     from sklearn.svm import SVC as LibSVC
 
-    from torchfw import SVC
     from torchfw.exceptions import ConvergenceWarning
 
     d = load_libsvm("svmguide1")
@@ -258,7 +273,7 @@ def issue_table() -> list[dict]:
         out = {"data": name, "kernel": kernel, "C": C, "gamma": gamma}
         for lib in ("libsvm", "torchfw"):
             make = (lambda: LibSVC(kernel=kernel, C=C, gamma=gamma)) if lib == "libsvm" else \
-                (lambda: SVC(kernel=kernel, C=2 * C, gamma=gamma, random_state=0))
+                (lambda: torchfw_model(C, gamma, loss, kernel))
             make().fit(X, y)  # warm: the same fit, untimed
             with warnings.catch_warnings(record=True) as caught:
                 warnings.simplefilter("always", ConvergenceWarning)
@@ -282,7 +297,9 @@ def issue_table() -> list[dict]:
 def table_markdown(rows, meta) -> str:
     lines = ["# The cases that crawled: single fits, torchfw against LIBSVM", ""]
     lines += machine_header(meta, meta["command"])
-    lines += ["LIBSVM (scikit-learn's SVC) at C, torchfw at 2C, warm, one fit each (timings on "
+    model = "torchfw `SVC(loss='hinge')` at C" if meta.get("loss") == "hinge" else \
+        "torchfw at 2C"
+    lines += [f"LIBSVM (scikit-learn's SVC) at C, {model}, warm, one fit each (timings on "
               "a shared, loaded 2-core machine).", "",
               "| data | kernel, C (LIBSVM), gamma | LIBSVM | torchfw | torchfw iterations, "
               "status |", "|---|---|---|---|---|"]
@@ -297,6 +314,11 @@ def table_markdown(rows, meta) -> str:
     total_t = sum(r["torchfw"]["seconds"] for r in rows)
     lines += ["", f"Total: LIBSVM {total_s:.2f} s, torchfw {total_t:.2f} s."]
     return "\n".join(lines) + "\n"
+
+
+def _loss_tag(loss: str) -> str:
+    """The results files' infix of a loss: none for the default L2-SVM."""
+    return "_hinge" if loss == "hinge" else ""
 
 
 def main() -> None:
@@ -314,6 +336,9 @@ def main() -> None:
                         help="only write the datasets of these results files (stems under "
                              "benchmarks/results, e.g. runs of one dataset each) into one, "
                              "--out or svm_grid_<machine>")
+    parser.add_argument("--loss", choices=("squared_hinge", "hinge"), default="squared_hinge",
+                        help="torchfw's model: the L2-SVM at 2C (default) or LIBSVM's L1-SVM "
+                             "at C (loss='hinge')")
     parser.add_argument("--table", action="store_true",
                         help="only the single fits of the cases that crawled "
                              "(svm_grid_table_<machine>)")
@@ -321,9 +346,10 @@ def main() -> None:
     if args.table:
         meta = {"cpu": cpu_model(), "cores": os.cpu_count(),
                 "load_average_start": list(os.getloadavg()),
-                "command": "python benchmarks/svm_grid.py " + " ".join(sys.argv[1:])}
-        rows = issue_table()
-        stem = args.out or f"svm_grid_table_{args.machine}"
+                "command": "python benchmarks/svm_grid.py " + " ".join(sys.argv[1:]),
+                "loss": args.loss}
+        rows = issue_table(args.loss)
+        stem = args.out or f"svm_grid{_loss_tag(args.loss)}_table_{args.machine}"
         out = Path(__file__).resolve().parent / "results"
         (out / f"{stem}.json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=1))
         text = table_markdown(rows, meta)
@@ -331,7 +357,7 @@ def main() -> None:
         print(text)
         return
     results = Path(__file__).resolve().parent / "results"
-    stem = results / (args.out or f"svm_grid_{args.machine}")
+    stem = results / (args.out or f"svm_grid{_loss_tag(args.loss)}_{args.machine}")
     if args.combine:
         text = write(combine([results / name for name in args.combine]), stem)
     else:

@@ -52,16 +52,22 @@ options (LIBSVM's svm-train meaning where they apply):
   -g gamma : a number, 'scale' (default, as scikit-learn) or 'auto' (1/num_features,
              LIBSVM's default)
   -r coef0 : coef0 of the polynomial and sigmoid kernels (default 0)
-  -c cost : C, the seed papers' (default 2: LIBLINEAR's C=1 for the squared hinge)
+  -c cost : C, the seed papers' (default 2: LIBLINEAR's C=1 for the squared hinge);
+            with --loss hinge LIBSVM's C (default 1)
   -m cachesize : kernel cache in MB (default 200)
   -e epsilon : tolerance: duality gap relative to the margin (default 'auto': 0.3,
-               0.1 below 1,000 examples; see the docs)
-  -h shrinking : 0 or 1, accepted for compatibility (Frank-Wolfe has no shrinking)
+               0.1 below 1,000 examples; see the docs); with --loss hinge LIBSVM's
+               maximal violation (default 0.001)
+  -h shrinking : 0 or 1; with --loss hinge LIBSVM's shrinking (default 1), otherwise
+                 accepted for compatibility (Frank-Wolfe on the simplex has no shrinking)
   -b probability_estimates : 1 to fit Platt probabilities by internal 5-fold CV (default 0)
   -wi weight : multiply C by weight for class i (repeatable)
   -v n : n-fold cross validation: print the accuracy, save no model
   -q : quiet mode (no progress output)
 torchfw's own options:
+  --loss NAME : squared_hinge (default: the L2-SVM by Frank-Wolfe on the simplex) or
+                hinge (LIBSVM's own model, the L1-SVM, by pairwise Frank-Wolfe steps with
+                LIBSVM's pair selection; --solver does not apply)
   --solver NAME : {solvers}
   --device DEV : cpu (default) or cuda[:k]
   --max-iter N : iteration budget
@@ -207,7 +213,7 @@ def _check_classification_labels(y: np.ndarray, path: str) -> None:
 
 def train(argv: list[str]) -> int:
     takes_value = {"-s", "-t", "-d", "-g", "-r", "-c", "-n", "-p", "-m", "-e", "-h", "-b",
-                   "-v", "--solver", "--device", "--max-iter", "--seed", "--format"}
+                   "-v", "--solver", "--device", "--max-iter", "--seed", "--format", "--loss"}
     opts, files, weights = _parse_options(argv, takes_value, {"-q", "--last-iterate"}, (1, 2),
                                           TRAIN_HELP)
     svm_type = opts.get("-s", "0")
@@ -231,6 +237,9 @@ def train(argv: list[str]) -> int:
     probability = opts.get("-b", "0")
     if probability not in ("0", "1"):
         raise CLIError(f"-b {probability}: probability_estimates is 0 or 1", 2)
+    loss = opts.get("--loss", "squared_hinge")
+    if loss not in ("squared_hinge", "hinge"):
+        raise CLIError(f"--loss {loss}: expected squared_hinge or hinge", 2)
     fmt = opts.get("--format", "torchfw")
     if fmt not in ("torchfw", "libsvm"):
         raise CLIError(f"--format {fmt}: expected torchfw or libsvm", 2)
@@ -238,7 +247,9 @@ def train(argv: list[str]) -> int:
     max_iter = _number("--max-iter", opts["--max-iter"], int, minimum=1) \
         if "--max-iter" in opts else None
     seed = _number("--seed", opts.get("--seed", "0"), int, minimum=0)
-    params = dict(kernel=kernel, C=_number("-c", opts.get("-c", "2"), minimum=0.0, exclusive=True),
+    default_c = "1" if loss == "hinge" else "2"  # LIBSVM's default C for its own model
+    params = dict(kernel=kernel,
+                  C=_number("-c", opts.get("-c", default_c), minimum=0.0, exclusive=True),
                   gamma=gamma, degree=_number("-d", opts.get("-d", "3"), int, minimum=1),
                   coef0=_number("-r", opts.get("-r", "0")),
                   solver=opts.get("--solver", "swap"),
@@ -251,6 +262,8 @@ def train(argv: list[str]) -> int:
                   average=not opts.get("--last-iterate", False))
     if probability == "1":
         params["probability"] = True
+    if loss == "hinge":
+        params.update(loss="hinge", shrinking=shrinking == "1")
     if kernel == "precomputed":  # the compiled solve it takes has no progress bar
         params["verbose"] = False
 

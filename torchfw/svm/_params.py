@@ -16,7 +16,11 @@ from ..utils.validation import check_int_at_least, check_positive
 from ._multiclass import MULTI_CLASS
 from .kernels import KERNELS
 
-__all__ = ["check_params"]
+__all__ = ["check_params", "LOSSES"]
+
+#: The values of ``SVC(loss=...)``: the L2-SVM on the simplex, or LIBSVM's L1-SVM
+#: (:mod:`torchfw.svm._hinge`, imported by the fits that use it).
+LOSSES = ("squared_hinge", "hinge")
 
 def _is_minus_one(value) -> bool:
     """Whether ``value`` is the integer -1 (scikit-learn's "no limit"; not a bool or float)."""
@@ -75,6 +79,10 @@ def check_params(model, solvers) -> None:
     shrinking = getattr(model, "shrinking", True)
     if not isinstance(shrinking, (bool, np.bool_)):
         raise ValueError(f"shrinking must be True or False, got {shrinking!r}")
+    loss = getattr(model, "loss", "squared_hinge")
+    if not (isinstance(loss, str) and loss in LOSSES):
+        raise ValueError(f"loss must be one of {LOSSES} (the L2-SVM on the simplex, or "
+                         f"LIBSVM's L1-SVM), got {loss!r}")
     rs = model.random_state
     if not (rs is None or isinstance(rs, (np.random.RandomState, np.random.Generator))
             or (isinstance(rs, (int, np.integer)) and not isinstance(rs, (bool, np.bool_)))):

@@ -161,7 +161,7 @@ class SklearnSVCMixin:
         return int(rs)
 
     def _set_model(self, X: Tensor, problems, alphas, results,
-                   defer_publish: bool = False) -> None:
+                   defer_publish: bool = False, intercepts=None) -> None:
         """The fitted model from the binary problems over ``X`` and their dual solutions.
 
         ``problems`` are :class:`~torchfw.svm._multiclass.BinaryProblem` s, or each problem's
@@ -170,11 +170,19 @@ class SklearnSVCMixin:
         or for one-vs-one LIBSVM's packed ``(k - 1, n_SV)`` rows, :func:`_ovo_model`) and sets
         the public attributes in scikit-learn's layout (:mod:`torchfw.svm._attrs`;
         ``defer_publish``: the caller publishes once it is done).
+
+        ``intercepts`` (one per problem), when given, are the model's intercepts and the dual
+        vectors are already on the margin-1 scale (``loss="hinge"``: coefficients
+        :math:`\alpha_i y_i`, intercept :math:`-\rho`); otherwise both come from the L2-SVM's
+        simplex solution, scaled by its margin.
         """
-        # rho = alpha' K~ alpha = 2 f at the alpha the model uses (the tail average if any)
-        rho = results.margins() if isinstance(results, BlockResults) else \
-            np.array([2.0 * (r.value if r.average is None else r.average_value)
-                      for r in results])
+        if intercepts is not None:
+            rho = np.ones(len(results))
+        else:
+            # rho = alpha' K~ alpha = 2 f at the alpha the model uses (the tail average if any)
+            rho = results.margins() if isinstance(results, BlockResults) else \
+                np.array([2.0 * (r.value if r.average is None else r.average_value)
+                          for r in results])
         k = len(self.classes_)
         if k > 2 and self._scheme() == "ovo" and (isinstance(problems, PairProblems)
                                                   or isinstance(problems[0], BinaryProblem)):
@@ -183,6 +191,8 @@ class SklearnSVCMixin:
         else:
             support, sv_class, coef, bias = self._problem_rows(problems, alphas, results, rho,
                                                                X.shape[0])
+        if intercepts is not None:
+            bias = np.asarray(intercepts, dtype=np.float64)
         self.support_ = support.astype(np.int32)
         self.n_support_ = np.bincount(sv_class, minlength=k).astype(np.int32)
         self._sv = take_rows(X, torch.from_numpy(support).to(X.device))

@@ -203,7 +203,21 @@ class SVC(SklearnSVCMixin, BaseEstimator):
         :meth:`predict` takes the argmax of :meth:`decision_function` (ties in votes broken by
         confidence) instead of LIBSVM's vote (ties to the lowest class index).
     shrinking : bool, default True
-        Accepted, changes nothing: the Frank-Wolfe solvers keep no working set to shrink.
+        ``loss="hinge"``: LIBSVM's shrinking (the last check is over all examples either way).
+        Otherwise accepted and unused: the Frank-Wolfe solvers on the simplex keep no working
+        set to shrink.
+    loss : {"squared_hinge", "hinge"}, default "squared_hinge"
+        ``"squared_hinge"``: the L2-SVM above, on the simplex. ``"hinge"``: LIBSVM's and
+        scikit-learn's model (the L1-SVM, an unregularized bias) at the same ``C``, whose dual
+        :math:`\min \tfrac12 \alpha^\top Q\alpha - e^\top\alpha` over
+        :math:`0 \le \alpha_i \le C_i`, :math:`y^\top\alpha = 0`,
+        :math:`Q_{ij} = y_i y_j k(x_i, x_j)` is solved by pairwise Frank-Wolfe steps with
+        LIBSVM's second-order pair selection (Fan, Chen & Lin 2005; seed 000's SWAP-2o) and
+        exact clipped steps -- SMO -- to LIBSVM's maximal violation ``tol`` (``"auto"``:
+        1e-3, LIBSVM's), with LIBSVM's intercept (:mod:`torchfw.svm._hinge`). ``max_iter``
+        defaults to LIBSVM's ``max(10^7, 100 n)``; ``solver``, ``n_init``, ``average`` and
+        ``warm_start`` are not used, ``sample_size`` and ``time_limit`` are errors. CPU only;
+        several classes default to one-vs-one, LIBSVM's scheme.
 
     Attributes
     ----------
@@ -230,7 +244,7 @@ class SVC(SklearnSVCMixin, BaseEstimator):
                  dtype=None, class_weight=None, random_state=None, verbose=False,
                  warm_start=False, n_init=20, time_limit=None, average=True, dense="auto",
                  probability=False, multi_class="auto", decision_function_shape="ovr",
-                 break_ties=False, shrinking=True):
+                 break_ties=False, shrinking=True, loss="squared_hinge"):
         self.kernel = kernel
         self.C = C
         self.gamma = gamma
@@ -256,6 +270,7 @@ class SVC(SklearnSVCMixin, BaseEstimator):
         self.decision_function_shape = decision_function_shape
         self.break_ties = break_ties
         self.shrinking = shrinking
+        self.loss = loss
 
     # -- validation ----------------------------------------------------------------------------
 
@@ -331,6 +346,7 @@ class SVC(SklearnSVCMixin, BaseEstimator):
                 # kernels compile in the background (torchfw.utils.cold_start); a fit that
                 # only the compiled solve runs compiles them here, as before.
                 begin_fit(X.shape[0], needs_compiled=self.dense is True or objects is not None
+                          or self.loss == "hinge"
                           or callable(self.kernel) or self._precomputed())
             with few_threads(X):
                 return self._fit(X, y, sample_weight, kdtype, objects, overrides)
@@ -357,13 +373,21 @@ class SVC(SklearnSVCMixin, BaseEstimator):
         self._gamma = 1.0 if objects is not None else self._resolve_gamma(X)
         self._kernel = self._make_kernel()
         C_examples = self._example_C(y_encoded, len(classes), sample_weight)
-        kdtype = _kernel_range.kernel_dtype(self, X, C_examples)  # float64 where 1/C needs it
+        # float64 where the L2-SVM's 1/C needs it; the hinge dual has no 1/C term, and float32
+        # kernel values are LIBSVM's own precision (its cache holds floats)
+        kdtype = (self.dtype or torch.float32) if self.loss == "hinge" else \
+            _kernel_range.kernel_dtype(self, X, C_examples)
         X = X.to(kdtype)
         _kernel_range.check_kernel_range(self, X, kdtype)  # NaN kernels: one-class models
         self.class_weight_ = _class_weights(self.class_weight, y_encoded, classes)
+        hinge = self.loss == "hinge"
         self.multi_class_ = resolve_scheme(self.multi_class, X.shape[0], len(classes),
-                                           self.decision_function_shape)
+                                           self.decision_function_shape) \
+            if not hinge or self.multi_class != "auto" else "ovo"  # LIBSVM's scheme
         problems = binary_problems(y_encoded, len(classes), self.multi_class_)
+        if hinge:
+            return self._fit_hinge(X, problems, C_examples, kdtype, objects, kept, y_encoded,
+                                   sample_weight, overrides)
         if previous is not None and (len(previous) != len(problems)
                                      or previous[0].shape[0] != X.shape[0]):
             previous = None
@@ -434,6 +458,46 @@ class SVC(SklearnSVCMixin, BaseEstimator):
                 self, X if objects is None else objects, y_encoded,
                 take_rows if objects is None else _take_object_rows, shape=self._scheme(),
                 pairwise=self._precomputed(), sample_weight=sample_weight, tol=plan.tol,
+                seed=plan.seed)
+        return self
+
+    def _fit_hinge(self, X, problems, C_examples, kdtype, objects, kept, y_encoded,
+                   sample_weight, overrides) -> SVC:
+        """The rest of :meth:`_fit` for ``loss="hinge"`` (:mod:`torchfw.svm._hinge`)."""
+        from . import _hinge
+
+        _hinge.check_hinge_options(self, X.device)
+        self._X_train = X
+        plan = resolve_plan(self, n_examples=X.shape[0], kernel=self._kernel, dtype=kdtype,
+                            device=X.device, **overrides)
+        gram = None
+        if plan.custom_kernel:
+            _svc_custom.check_custom_kernel(plan, X.shape[0], X.device)
+            gram = _svc_custom.train_gram(plan.kernel, X, kdtype) if objects is None else \
+                _svc_custom.train_gram(None, torch.from_numpy(
+                    plan.kernel.matrix(objects, objects)), kdtype)
+        tol = _hinge.HINGE_TOL if isinstance(self.tol, str) else float(self.tol)
+        alphas, results, intercepts = _hinge.fit_hinge(plan, X, problems, C_examples, tol=tol,
+                                                       max_iter=self.max_iter,
+                                                       shrinking=bool(self.shrinking), gram=gram)
+        self._alphas = alphas
+        self._set_model(X, problems, alphas, results, defer_publish=True,
+                        intercepts=intercepts)
+        if self._precomputed():
+            self._sv = torch.empty((0, 0), dtype=kdtype, device=X.device)
+        if objects is not None:
+            self._sv_objects = _take(objects, self.support_)
+        if kept is not None:
+            self.support_ = kept[self.support_].astype(np.int32)
+        publish(self)
+        self.probA_ = self.probB_ = None
+        if self.probability:
+            from ._probability import fit_platt
+
+            self.probA_, self.probB_ = fit_platt(
+                self, X if objects is None else objects, y_encoded,
+                take_rows if objects is None else _take_object_rows, shape=self._scheme(),
+                pairwise=self._precomputed(), sample_weight=sample_weight, tol=tol,
                 seed=plan.seed)
         return self
 
