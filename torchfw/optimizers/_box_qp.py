@@ -165,6 +165,17 @@ def _permute(order, k, x, tmp):
         x[t] = tmp[t]
 
 
+def _stays_at_bound(a_t, u_t, y_t, g_t, g1, g2):
+    """LIBSVM's ``be_shrunk``: a coordinate at its upper (lower) bound whose gradient points
+    out of the box by more than the largest violation on its side stays there, so it can
+    leave the active set."""
+    if a_t >= u_t:
+        return (-g_t > g1) if y_t > 0 else (-g_t > g2)
+    if a_t <= 0.0:
+        return (g_t > g2) if y_t > 0 else (g_t > g1)
+    return False
+
+
 def _shrink_py(src, p, y, upper, diag, a, G, Gbar, perm, istate, buf, scratch, tmp, tol):
     """LIBSVM's ``do_shrinking``: move to the end of the active positions ``:na`` the bounded
     coordinates that the current violations say will stay at their bound (every array is
@@ -193,22 +204,12 @@ def _shrink_py(src, p, y, upper, diag, a, G, Gbar, perm, istate, buf, scratch, t
     order = scratch  # the kept positions, then the dropped ones, each in their order
     keep = 0
     for t in range(na):
-        drop = False
-        if a[t] >= upper[t]:
-            drop = (-G[t] > g1) if y[t] > 0 else (-G[t] > g2)
-        elif a[t] <= 0.0:
-            drop = (G[t] > g2) if y[t] > 0 else (G[t] > g1)
-        if not drop:
+        if not _stays_at_bound(a[t], upper[t], y[t], G[t], g1, g2):
             order[keep] = t
             keep += 1
     dropped = keep
     for t in range(na):
-        drop = False
-        if a[t] >= upper[t]:
-            drop = (-G[t] > g1) if y[t] > 0 else (-G[t] > g2)
-        elif a[t] <= 0.0:
-            drop = (G[t] > g2) if y[t] > 0 else (G[t] > g1)
-        if drop:
+        if _stays_at_bound(a[t], upper[t], y[t], G[t], g1, g2):
             order[dropped] = t
             dropped += 1
     if keep < na:
@@ -379,6 +380,7 @@ def _gradient_py(src, buf, p, upper, a, G, Gbar, everyone):
                     Gbar[t] += upper[k] * row[t]
 
 
+_stays_at_bound = _njit(_stays_at_bound, inline=True)
 _track_upper = _njit(_track_upper_py)
 _build_block = _njit(_build_block)
 _permute = _njit(_permute)

@@ -440,26 +440,9 @@ class SVC(SklearnSVCMixin, BaseEstimator):
                 alpha, result = fit_binary(plan, Xk, problem.y, Ck, alpha0, k)
                 alphas.append(scatter(alpha, problem.rows, X.shape[0]))
                 results.append(result)
-        self._alphas = alphas
         self._check_hard_margin(results)
-        self._set_model(X, problems, alphas, results, defer_publish=True)
-        if self._precomputed():  # as scikit-learn: the kernel values stand for the vectors
-            self._sv = torch.empty((0, 0), dtype=kdtype, device=X.device)
-        if objects is not None:  # the support vectors are the user's own rows
-            self._sv_objects = _take(objects, self.support_)
-        if kept is not None:  # support_ indexes the rows given to fit
-            self.support_ = kept[self.support_].astype(np.int32)
-        publish(self)
-        self.probA_ = self.probB_ = None
-        if self.probability:
-            from ._probability import fit_platt
-
-            self.probA_, self.probB_ = fit_platt(
-                self, X if objects is None else objects, y_encoded,
-                take_rows if objects is None else _take_object_rows, shape=self._scheme(),
-                pairwise=self._precomputed(), sample_weight=sample_weight, tol=plan.tol,
-                seed=plan.seed)
-        return self
+        return self._finish_fit(X, problems, alphas, results, kdtype, objects, kept, y_encoded,
+                                sample_weight, tol=plan.tol, seed=plan.seed)
 
     def _fit_hinge(self, X, problems, C_examples, kdtype, objects, kept, y_encoded,
                    sample_weight, overrides) -> SVC:
@@ -480,14 +463,22 @@ class SVC(SklearnSVCMixin, BaseEstimator):
         alphas, results, intercepts = _hinge.fit_hinge(plan, X, problems, C_examples, tol=tol,
                                                        max_iter=self.max_iter,
                                                        shrinking=bool(self.shrinking), gram=gram)
+        return self._finish_fit(X, problems, alphas, results, kdtype, objects, kept, y_encoded,
+                                sample_weight, tol=tol, seed=plan.seed, intercepts=intercepts)
+
+    def _finish_fit(self, X, problems, alphas, results, kdtype, objects, kept, y_encoded,
+                    sample_weight, *, tol, seed, intercepts=None) -> SVC:
+        """The fitted model from the solved problems, whatever the loss: support vectors,
+        dual coefficients and intercepts (``intercepts``: given by the solver, else read off
+        the dual), the user's own rows or indices, and Platt's probabilities at ``tol``."""
         self._alphas = alphas
         self._set_model(X, problems, alphas, results, defer_publish=True,
                         intercepts=intercepts)
-        if self._precomputed():
+        if self._precomputed():  # as scikit-learn: the kernel values stand for the vectors
             self._sv = torch.empty((0, 0), dtype=kdtype, device=X.device)
-        if objects is not None:
+        if objects is not None:  # the support vectors are the user's own rows
             self._sv_objects = _take(objects, self.support_)
-        if kept is not None:
+        if kept is not None:  # support_ indexes the rows given to fit
             self.support_ = kept[self.support_].astype(np.int32)
         publish(self)
         self.probA_ = self.probB_ = None
@@ -497,8 +488,7 @@ class SVC(SklearnSVCMixin, BaseEstimator):
             self.probA_, self.probB_ = fit_platt(
                 self, X if objects is None else objects, y_encoded,
                 take_rows if objects is None else _take_object_rows, shape=self._scheme(),
-                pairwise=self._precomputed(), sample_weight=sample_weight, tol=tol,
-                seed=plan.seed)
+                pairwise=self._precomputed(), sample_weight=sample_weight, tol=tol, seed=seed)
         return self
 
     def _scheme(self) -> str:

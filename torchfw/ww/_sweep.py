@@ -641,20 +641,29 @@ def _ww_loss_py(indptr, indices, data, y, W, lo, hi, scores, mode, passed, slack
 _ww_loss = _jit(_ww_loss_py)
 
 
+def _norm_and_dual_py(W, bsum):
+    """``||W||_F^2`` and ``sum_i 1^T beta_i`` (from the blocks' sums), in the order the
+    objectives have always summed them."""
+    wn = 0.0
+    for f in range(W.shape[0]):
+        for c in range(W.shape[1]):
+            wn += W[f, c] * W[f, c]
+    dual = 0.0
+    for i in range(bsum.shape[0]):
+        dual += bsum[i]
+    return wn, dual
+
+
+_norm_and_dual = njit(_norm_and_dual_py, fallback=True, inline=True)
+
+
 def _ww_objectives_py(indptr, indices, data, y, W, bsum, C, scores):
     """Primal ``P(W)``, dual ``D = sum_i 1^T beta_i - ||W||^2 / 2`` and ``||W||_F^2``.
 
     ``P(W) = ||W||^2 / 2 + C sum_i sum_{j != y_i} max(0, 1 - (w_{y_i} - w_j)^T x_i)`` (the paper's
     (P)); ``P - D >= 0`` is the duality gap the stopping rule reads.
     """
-    k = W.shape[1]
-    wn = 0.0
-    for f in range(W.shape[0]):
-        for c in range(k):
-            wn += W[f, c] * W[f, c]
-    dual = 0.0
-    for i in range(bsum.shape[0]):
-        dual += bsum[i]
+    wn, dual = _norm_and_dual(W, bsum)
     # serial on purpose: a second thread measured no faster on a loaded 2-core machine, and
     # numba's default threading layer is not safe under concurrent calls from user threads
     loss = _ww_loss(indptr, indices, data, y, W, 0, indptr.shape[0] - 1, scores, 0,
@@ -732,13 +741,7 @@ def _ww_objectives_screened_py(indptr, indices, data, y, W, bsum, C, scores, sqn
                 count += 1
         if count >= CHECK_SCREEN_MIN * n:
             mode = 2
-    wn = 0.0
-    for f in range(W.shape[0]):
-        for c in range(k):
-            wn += W[f, c] * W[f, c]
-    dual = 0.0
-    for i in range(bsum.shape[0]):
-        dual += bsum[i]
+    wn, dual = _norm_and_dual(W, bsum)
     loss = _ww_loss(indptr, indices, data, y, W, 0, n, scores, mode, passed, slack)
     if mode == 1:
         smax = 0.0
