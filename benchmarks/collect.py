@@ -80,7 +80,7 @@ SECTIONS = [
      ["svm_grid_table_xeon2.md", "svm_grid_xeon2.md", "svm_grid_xeon2_a9a.md",
       "svm_grid_xeon2_a9a_full.md", "svm_grid_xeon2_svmguide1_scaled.md",
       "svm_grid_slow_points_xeon2.md", "svm_grid_xeon2_raw_neighbours.md",
-      "svm_grid_stall_rule_xeon2.md", "svm_grid_hinge_xeon2.md",
+      "svm_grid_hinge_xeon2.md",
       "svm_grid_hinge_table_xeon2.md", "svm_poly_xeon2.md", "face_factor_xeon2.md",
       "face_storages_xeon2.md"]),
     ("The first fit after install",
