@@ -281,10 +281,10 @@ def linf_update(params: list[Tensor], ds: list[Tensor], radii: Tensor,
             _linf_host(params, ds, host)
         return None if values is None else _rows(values)
     s = torch._foreach_sign(ds)
-    u = torch._foreach_addcmul(list(radii.unbind()), s, params)
-    torch._foreach_mul_(u, s)  # u = theta - v = s (r + s theta), 0 where d == 0
+    raw = torch._foreach_addcmul(list(radii.unbind()), s, params)
+    torch._foreach_mul_(raw, s)  # theta - v = s (r + s theta), 0 where d == 0
     # NaN where d_i is inf or NaN, coordinate by coordinate (no reduction, no host read)
-    u = [torch.where(d.isfinite(), x, math.nan) for d, x in zip(ds, u, strict=True)]
+    u = [torch.where(d.isfinite(), x, math.nan) for d, x in zip(ds, raw, strict=True)]
     values = _dots(ds, u) if gaps else None
     torch._foreach_addcmul_(params, u, gammas.unbind(), value=-1.0)
     return None if values is None else _rows(values)
