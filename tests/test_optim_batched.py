@@ -3,7 +3,8 @@
 L-infinity, L2 and K-sparse sets with scalar radii, one set per tensor, take the multi-tensor
 update; every other case takes torchfw.optim._update.frank_wolfe_update. Both must be the same
 Frank-Wolfe step: same weights, same gaps, same guards (a zero direction does not move, a box
-coordinate without direction keeps its value, a non-finite direction turns the tensor NaN).
+coordinate without direction keeps its value, a non-finite direction turns NaN the weights whose
+move reads it: the tensor, or in a box the coordinate alone).
 """
 
 from __future__ import annotations
@@ -89,19 +90,35 @@ def test_linf_coordinates_without_direction_keep_their_value():
 @pytest.mark.parametrize("track", [True, False], ids=["gaps", "no-gaps"])
 @pytest.mark.parametrize("bad", [math.nan, math.inf, -math.inf])
 @pytest.mark.parametrize("name", list(SETS))
-def test_non_finite_direction_turns_only_its_tensor_nan(name, bad, track):
-    params = _params(1)
-    opt = StochasticFrankWolfe(params, lmo=SETS[name](), lr=0.3, momentum=0.9, track_gap=track)
-    opt.make_feasible()
-    grads = _grads(params, seed=3)
-    grads[2][0, 1, 1] = bad
-    for p, g in zip(params, grads, strict=True):
-        p.grad = g
-    opt.step()
-    assert bool(params[2].isnan().all())
-    assert not any(bool(params[i].isnan().any()) for i in (0, 1, 3))
-    if track:
-        assert not bool(opt.fw_gap().isfinite())
+def test_non_finite_direction_turns_nan_what_its_move_reads(name, bad, track):
+    """L2 and K-sparse vertices read the whole direction: the tensor turns NaN. The
+    L-infinity ball is a product of intervals: the coordinate alone turns NaN (inf as loud as
+    NaN), and every other coordinate takes the step it takes with a finite entry there."""
+    runs = []
+    for entry in (bad, 0.7):
+        params = _params(1)
+        opt = StochasticFrankWolfe(params, lmo=SETS[name](), lr=0.3, momentum=0.9,
+                                   track_gap=track)
+        opt.make_feasible()
+        grads = _grads(params, seed=3)
+        grads[2][0, 1, 1] = entry
+        for p, g in zip(params, grads, strict=True):
+            p.grad = g
+        opt.step()
+        runs.append([p.detach().clone() for p in params])
+        if track and entry is bad:
+            assert not bool(opt.fw_gap().isfinite())
+    weights, finite = runs
+    nan = weights[2].isnan()
+    if name == "linf":
+        assert bool(nan[0, 1, 1]) and int(nan.sum()) == 1
+        keep = ~nan
+        assert torch.equal(weights[2][keep], finite[2][keep])
+    else:
+        assert bool(nan.all())
+    assert not any(bool(weights[i].isnan().any()) for i in (0, 1, 3))
+    for i in (0, 1, 3):
+        assert torch.equal(weights[i], finite[i])
 
 
 @pytest.mark.parametrize("name", list(SETS))
@@ -349,8 +366,8 @@ def test_step_counts_per_parameter_across_compiled_and_eager_steps():
 def test_linf_compiled_kernel_takes_the_pytorch_step(dtype, lr):
     """Tensors large enough for the compiled L-infinity kernel (torchfw.optim._linf_kernel):
     the same weights as the PyTorch form (the kernel deferred), with a tensor whose direction
-    has zero entries (left to the PyTorch form), a zero direction, an infinite and a NaN entry
-    (the whole tensor NaN), and a gamma of 1 (the vertex itself)."""
+    has zero entries (those coordinates keep their values), a zero direction, an infinite and a
+    NaN entry (that coordinate alone NaN), and a gamma of 1 (the vertex itself)."""
     from torchfw.optim import _linf_kernel
     from torchfw.utils import jit
 
@@ -381,7 +398,10 @@ def test_linf_compiled_kernel_takes_the_pytorch_step(dtype, lr):
             jit.set_deferred(False)
     for a, b in zip(*runs, strict=True):
         torch.testing.assert_close(a, b, rtol=0, atol=2 * torch.finfo(dtype).eps, equal_nan=True)
-    assert bool(runs[0][3].isnan().all()) and bool(runs[0][4].isnan().all())
+    # NaN exactly at the coordinates whose direction is not finite (the buffers carry them)
+    for i, where in ((3, (5, 5)), (4, (0, 1))):
+        nan = runs[0][i].isnan()
+        assert bool(nan[where]) and int(nan.sum()) == 1
     assert not any(bool(t.isnan().any()) for t in runs[0][:3])
 
 
@@ -412,14 +432,25 @@ def test_linf_compiled_kernel_runs_on_large_tensors():
     torch.testing.assert_close(params[0].detach(), torch.full((100, 100), -0.1 / 200.0))
 
 
+def _assert_nan_where_not_finite(name, weights):
+    """The weights after the compiled-step tests' last step: an infinite direction entry at
+    [2, 3] of the first tensor and a NaN one at [1, 0, 1] of the third."""
+    for i, where in ((0, (2, 3)), (2, (1, 0, 1))):
+        nan = weights[i].isnan()
+        if name == "linf":
+            assert bool(nan[where]) and int(nan.sum()) == 1
+        else:
+            assert bool(nan.all())
+
+
 @pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
 @pytest.mark.parametrize("track", [True, False], ids=["gaps", "no-gaps"])
 @pytest.mark.parametrize("name", list(SETS))
 def test_compiled_step_takes_the_eager_step_and_guards(name, track, dtype):
     """Under torch.compile (the eager backend: the traced operations themselves) L-infinity and
     L2 balls take the per-tensor form of torchfw.optim._traced; its weights, gaps and guards
-    must be the eager step's: a zero direction does not move, a non-finite entry turns only its
-    tensor NaN."""
+    must be the eager step's: a zero direction does not move, a non-finite entry turns NaN its
+    tensor (L2, K-sparse) or its coordinate (L-infinity) and nothing else."""
     torch._dynamo.reset()
     runs = []
     for compiled in (False, True):
@@ -447,7 +478,7 @@ def test_compiled_step_takes_the_eager_step_and_guards(name, track, dtype):
     for a, b in zip(runs[0][0] + runs[0][1], runs[1][0] + runs[1][1], strict=True):
         torch.testing.assert_close(a, b, equal_nan=True, **tol)
     weights = runs[1][0]
-    assert bool(weights[0].isnan().all()) and bool(weights[2].isnan().all())
+    _assert_nan_where_not_finite(name, weights)
     assert not bool(weights[1].isnan().any()) and not bool(weights[3].isnan().any())
 
 
@@ -458,8 +489,9 @@ def test_inductor_step_takes_the_eager_step_and_guards(name, track):
     """The same under inductor, the compiler users run: its generated code has its own
     arithmetic (``sign`` of a NaN is 0 there, not NaN), so the guards must hold by the step's
     own reductions. A coordinate without direction keeps its value, a tensor without direction
-    does not move, a non-finite entry turns its tensor (and only it) NaN; the other weights
-    and the gaps are the eager step's up to float32 rounding."""
+    does not move, a non-finite entry turns its tensor (L2) or its coordinate (L-infinity) NaN,
+    and nothing else; the other weights and the gaps are the eager step's up to float32
+    rounding."""
     pytest.importorskip("torch._inductor")
     torch._dynamo.reset()
     runs = []
@@ -497,7 +529,7 @@ def test_inductor_step_takes_the_eager_step_and_guards(name, track):
     for a, b in zip(eager[0] + eager[1], compiled_run[0] + compiled_run[1], strict=True):
         torch.testing.assert_close(a, b, equal_nan=True, rtol=1e-5, atol=1e-6)
     weights, _, before, kept = compiled_run
-    assert bool(weights[0].isnan().all()) and bool(weights[2].isnan().all())
+    _assert_nan_where_not_finite(name, weights)
     assert not bool(weights[1].isnan().any()) and not torch.equal(weights[1], before[1])
     # the last tensor's gradient, and so its buffer, is zero at every step: it never moves
     assert torch.equal(weights[3], before[3])

@@ -122,7 +122,8 @@ def test_zero_rows_and_box_coordinates_stay_others_move():
 @pytest.mark.parametrize("lmo", ORACLES, ids=lambda o: type(o).__name__)
 def test_nan_gradient_shows_in_the_parameter(lmo):
     # A NaN gradient used to move the parameter quietly towards a vertex.
-    # Like torch.optim.SGD, the NaN now reaches the weights (the whole set: here one row).
+    # Like torch.optim.SGD, the NaN now reaches the weights: the whole set (here one row), or in
+    # a box, a product of intervals, the coordinate alone.
     p = nn.Parameter(torch.zeros(3, 4, dtype=DTYPE))
     per_row = not isinstance(lmo, Box)
     opt = StochasticFrankWolfe([p], lmo=lmo, lr=0.5, momentum=0.9, per_row=per_row,
@@ -132,7 +133,10 @@ def test_nan_gradient_shows_in_the_parameter(lmo):
     grad[1, 3] = math.nan
     p.grad = grad
     opt.step()
-    if per_row:
+    if isinstance(lmo, Box):
+        nan = p.isnan()
+        assert bool(nan[1, 3]) and int(nan.sum()) == 1
+    elif per_row:
         assert bool(p[1].isnan().all())
         assert not bool(p[[0, 2]].isnan().any())
         gaps = opt.fw_gaps(per_row=True)[p]
@@ -140,6 +144,26 @@ def test_nan_gradient_shows_in_the_parameter(lmo):
     else:
         assert bool(p.isnan().all())
     assert bool(opt.fw_gap().isnan())
+
+
+@pytest.mark.parametrize("rescale", ["diameter", None, "gradient"])
+def test_box_rows_show_a_non_finite_direction_per_coordinate(rescale):
+    # One L-infinity ball per row takes the per-tensor update. Its vertex reads each d_i alone,
+    # so an infinite entry turns its coordinate NaN and the others move; with
+    # rescale="gradient" the step size reads the row's norm, and the row turns NaN.
+    p = nn.Parameter(torch.zeros(3, 4, dtype=DTYPE))
+    opt = StochasticFrankWolfe([p], lmo=LinfBall(0.3), lr=0.5, momentum=0.0, per_row=True,
+                               rescale=rescale)
+    grad = torch.randn(3, 4, dtype=DTYPE, generator=torch.Generator().manual_seed(4))
+    grad[1, 3] = math.inf
+    p.grad = grad
+    opt.step()
+    nan = p.isnan()
+    if rescale == "gradient":
+        assert bool(nan[1].all()) and int(nan.sum()) == 4
+    else:
+        assert bool(nan[1, 3]) and int(nan.sum()) == 1
+        assert bool((p[1, :3] != 0).all())  # the other coordinates of the row moved
 
 
 def test_infinite_gradient_shows_too():

@@ -22,17 +22,19 @@ stored:
 The gap :math:`G = \langle d, \theta - v\rangle` of each tensor is one dot product, taken only
 for groups with ``track_gap=True`` (``gaps=True`` here). The guards of
 :mod:`torchfw.optim._update` hold either way: a tensor whose direction is exactly zero does not
-move, and a non-finite direction turns the whole tensor NaN. On a GPU and under
+move, and a non-finite direction turns NaN what its move reads: the whole tensor for L2 balls
+and K-sparse polytopes (the vertex reads every entry), the entry alone for L-infinity balls (a
+product of intervals: each coordinate's vertex reads its own :math:`d_i`). On a GPU and under
 ``torch.compile`` they hold without a host read, through :math:`\gamma + 0 \cdot x` and
 :math:`\gamma\,\mathrm{sign}(\cdot)` with :math:`x` the gap or, without gaps, a per-tensor
-norm of the direction. On the CPU in eager mode a host read costs no synchronization, so
+norm of the direction (L-infinity balls: a select per entry). On the CPU in eager mode a host read costs no synchronization, so
 per-tensor 2-norms (of :math:`d`, of :math:`\mathrm{sign}(d)`, of the top-K values) are read
 once and the guards are decided in Python: the rare tensor that needs one is handled alone, and
 the common step moves every tensor with one multi-tensor call.
 
 On the CPU, L-infinity balls of float32 or float64 tensors take that step in a compiled kernel
-where numba is there (:mod:`torchfw.optim._linf_kernel`): per tensor, one pass that decides the
-guards and one that moves, against six passes and a dozen dispatches of PyTorch operations. Under
+where numba is there (:mod:`torchfw.optim._linf_kernel`): one pass per tensor that reads the
+direction and moves, against six passes and a dozen dispatches of PyTorch operations. Under
 ``torch.compile``, L-infinity and L2 balls take the per-tensor form of
 :mod:`torchfw.optim._traced`, which the compiler fuses.
 
@@ -262,7 +264,8 @@ def linf_update(params: list[Tensor], ds: list[Tensor], radii: Tensor,
     ``radii`` and ``gammas`` hold one value per tensor (:func:`as_vector`). Returns the gaps
     :math:`\langle d, \theta - v\rangle` (one ``(1,)`` tensor per parameter) when ``gaps`` is
     true, else ``None`` and no dot product is taken. ``flats`` is accepted for a uniform call;
-    ``host`` holds :func:`linf_host_constants` (built here when not given).
+    ``host`` holds :func:`linf_host_constants` (built here when not given). Per coordinate, a
+    zero :math:`d_i` keeps :math:`\theta_i` and a non-finite one turns it NaN.
     """
     if _host_guards(params[0]):
         values = None
@@ -278,16 +281,12 @@ def linf_update(params: list[Tensor], ds: list[Tensor], radii: Tensor,
             _linf_host(params, ds, host)
         return None if values is None else _rows(values)
     s = torch._foreach_sign(ds)
-    u = torch._foreach_addcmul(list(radii.unbind()), s, params)
-    torch._foreach_mul_(u, s)  # u = theta - v = s (r + s theta), 0 where d == 0
-    if gaps:
-        values = _dots(ds, u)
-        steps = _guarded_steps(values, gammas)  # NaN where the gap is not finite
-    else:
-        # gamma + 0 * max |d|: NaN where d is not finite (no host read)
-        values = None
-        steps = _guarded_steps(torch.stack([d.abs().amax() for d in ds]), gammas)
-    torch._foreach_addcmul_(params, u, steps.unbind(), value=-1.0)
+    raw = torch._foreach_addcmul(list(radii.unbind()), s, params)
+    torch._foreach_mul_(raw, s)  # theta - v = s (r + s theta), 0 where d == 0
+    # NaN where d_i is inf or NaN, coordinate by coordinate (no reduction, no host read)
+    u = [torch.where(d.isfinite(), x, math.nan) for d, x in zip(ds, raw, strict=True)]
+    values = _dots(ds, u) if gaps else None
+    torch._foreach_addcmul_(params, u, gammas.unbind(), value=-1.0)
     return None if values is None else _rows(values)
 
 
@@ -324,7 +323,7 @@ def _linf_host(params: list[Tensor], ds: list[Tensor], host: tuple) -> None:
     case -- moves to :math:`(1 - \gamma)\theta + \gamma v`, :math:`v = -r\,\mathrm{sign}(d)`, in
     one multi-tensor ``lerp`` (exact at :math:`\gamma = 1`), with no temporary but the signs;
     one with zero entries takes :math:`\theta - \gamma\, s (r + s\theta)`, which keeps those
-    coordinates; one without direction does not move, and a non-finite one turns NaN.
+    coordinates, with NaN where :math:`d_i` is inf or NaN; one without direction does not move.
     """
     neg_radius, steps, least, wide = host[:4]
     if host[7] is not None and _compiled_kernels():
@@ -359,10 +358,10 @@ def _linf_host(params: list[Tensor], ds: list[Tensor], host: tuple) -> None:
         if i in moved or counts[i] == 0.0:
             continue  # moved, or no direction: no move
         p = params[i]
-        if not (math.isfinite(counts[i]) and _finite_norm(ds[i], norms[i])):
-            p.fill_(math.nan)  # as a NaN step would show it
-            continue
         w = s[i].mul(p).sub_(neg_radius[i])  # r + s theta; u = s w is 0 where d_i == 0
+        if not (math.isfinite(counts[i]) and _finite_norm(ds[i], norms[i])):
+            # NaN where d_i is inf or NaN (sign(inf) is finite), that coordinate alone
+            w = torch.where(ds[i].isfinite(), w, math.nan)
         p.addcmul_(s[i], w, value=-steps[i])
 
 
@@ -389,8 +388,8 @@ class _ArrayViews:
 
 def _linf_compiled(params: list[Tensor], ds: list[Tensor], kernel: tuple) -> list[int]:
     r"""The step of :func:`_linf_host` by the compiled kernel (:mod:`torchfw.optim._linf_kernel`):
-    two passes per tensor instead of six. Returns the indices of the tensors it left to the
-    PyTorch form (directions with some zero entries; all of them for non-contiguous tensors)."""
+    one pass per tensor instead of six. Returns the indices of the tensors it left to the
+    PyTorch form (all of them when some tensor is not contiguous)."""
     consts, views = kernel
     arrays = views(list(params) + list(ds))
     n = len(params)
@@ -399,13 +398,13 @@ def _linf_compiled(params: list[Tensor], ds: list[Tensor], kernel: tuple) -> lis
     from . import _linf_kernel
 
     step = _linf_kernel.linf_step
-    todo = [i for i in range(n)
-            if step(arrays[i], arrays[n + i], consts[i]) == _linf_kernel.SOME_ZEROS]
+    for i in range(n):
+        step(arrays[i], arrays[n + i], consts[i])
     # Writes through NumPy views leave the tensors' version counters as they were; autograd
     # reads them to refuse a backward through a tensor changed in place, as after an in-place
     # PyTorch update.
     increment_version(params)
-    return todo
+    return []
 
 
 def _compiled_kernels() -> bool:

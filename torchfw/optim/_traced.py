@@ -6,37 +6,25 @@ dispatches are gone, and what counts is how many times the generated code walks 
 memory. Inductor fuses a chain of per-tensor operations into one loop per tensor, but it does
 not fuse a chain of multi-tensor calls through the per-tensor step sizes they unbind (on the
 CPU the fused step took twice the time of the same arithmetic written per tensor). So a
-compiled step writes the same update here, one tensor at a time, and the compiler makes of it,
-for each tensor, one loop that takes the momentum average and the guard's reduction and one
-loop that moves the parameter.
+compiled step writes the same update here, one tensor at a time.
 
-The arithmetic is :mod:`torchfw.optim._batched`'s device form, operation for operation:
-
-* L-infinity ball, :math:`s = \mathrm{sign}(d)`, :math:`u = \theta - v = s\,(r + s\,\theta)`
-  (0 where :math:`d_i = 0`: the coordinate keeps its value), and
-  :math:`\theta \leftarrow \theta - \gamma' u`;
+* L-infinity ball: the vertex :math:`v_i = -r\,\mathrm{sign}(d_i)`, :math:`v_i = \theta_i`
+  where :math:`d_i = 0` (the coordinate keeps its value) and :math:`v_i` NaN where :math:`d_i`
+  is not finite, then :math:`\theta \leftarrow \mathrm{lerp}(\theta, v, \gamma)`, the eager
+  step's arithmetic. Every entry's move reads its own :math:`d_i` only, so inductor makes one
+  loop per tensor of the momentum average and the move, as it does of the reference step of
+  ``benchmarks/sfw_step.py``. (A guard over the whole tensor, a reduction that every entry's
+  move would read before the momentum buffer is overwritten in place, made it two loops per
+  tensor: 1.4 to 1.7 times the reference's step on the digits CNN and the MLP
+  256-512-512-10.) The selects cost less than :math:`\theta - \gamma\,s(r + s\theta)`, and
+  ``|d_i| < inf`` less than ``isfinite``, in the generated code.
 * L2 ball, :math:`u = \theta + (r / \|d\|_2)\, d` (the norm in float64 for lower precisions;
   :math:`u = \theta` when :math:`d = 0`), and :math:`\theta \leftarrow \theta - \gamma' u`
-  with :math:`\gamma' = 0` when :math:`d = 0` (no direction, no move);
-
-with the guard :math:`\gamma' = \gamma + 0 \cdot x`, :math:`x` the gap
-:math:`\langle d, u\rangle` when it is tracked, else :math:`\|d\|_2` taken in float64 (its
-squares cannot overflow for float32 entries and lower; float64 directions take
-:math:`\max_i |d_i|` in the L-infinity step): NaN exactly when the direction is not finite,
-which turns the whole tensor NaN, as the per-tensor update does.
-
-Why two loops per tensor, where the reference step of ``benchmarks/sfw_step.py`` (which has no
-guard) takes one: the guard is a reduction over the whole direction that the move of every
-entry depends on, so inductor computes it in a loop of its own before the move. The move's
-loop cannot hold it: a reduction may follow a loop of the same entries in it (inductor fuses
-a pointwise node and a reduction that reads its output), but this one reads the direction
-before the move overwrites the momentum buffer in place, and the whole tensor must turn NaN
-only after the reduction is complete -- an in-place fill behind a condition, which neither
-``torch.cond`` (no input mutation in its branches) nor a pointwise kernel expresses. An
-opaque kernel (a custom operator) moving in one pass costs more in the compiled wrapper than
-the loop it saves: on a 2-core Xeon, the update alone through one numba operator took 60 us
-against 37 us for the reference's compiled loops on the digits MLP's tensors, and 335 us
-against 280 us on those of the MLP 256-512-512-10.
+  with :math:`\gamma' = 0` when :math:`d = 0` (no direction, no move) and
+  :math:`\gamma' = \gamma + 0 \cdot x`, :math:`x` the gap :math:`\langle d, u\rangle` when it
+  is tracked, else :math:`\|d\|_2`: NaN exactly when the direction is not finite, which turns
+  the whole tensor NaN, as the eager update does (the vertex reads the whole direction through
+  its norm anyway, so that reduction is needed for the move itself).
 
 References
 ----------
@@ -68,27 +56,27 @@ def _move(p: Tensor, u: Tensor, step: Tensor) -> None:
 
 def linf_traced(params: list[Tensor], ds: list[Tensor], radii: Sequence[float],
                 steps: Sequence[float | Tensor], gaps: bool) -> list[Tensor] | None:
-    r"""L-infinity balls: :math:`\theta \leftarrow \theta - \gamma' s (r + s\theta)`.
+    r"""L-infinity balls: :math:`\theta \leftarrow \theta + \gamma (v - \theta)`, per entry.
 
-    ``radii`` holds :math:`r` and ``steps`` :math:`\gamma` per tensor (a float, or a 0-d tensor
-    for a tensor learning rate). Returns the gaps :math:`\langle d, \theta - v\rangle` (one
-    ``(1,)`` tensor per parameter) when ``gaps`` is true, else ``None``.
+    :math:`v_i = \mp r` for :math:`d_i \gtrless 0`, :math:`\theta_i` for :math:`d_i = 0`, NaN
+    for a non-finite :math:`d_i` (inf as loud as NaN). ``radii`` holds :math:`r` and ``steps``
+    :math:`\gamma` per tensor (a float, or a 0-d tensor for a tensor learning rate). Returns
+    the gaps :math:`\langle d, \theta - v\rangle` (one ``(1,)`` tensor per parameter) when
+    ``gaps`` is true, else ``None``.
     """
     out: list[Tensor] = []
     for p, d, r, gamma in zip(params, ds, radii, steps, strict=True):
-        s = torch.sign(d)
-        u = (s * p + r) * s  # theta - v, 0 where d == 0
+        # r as a 0-d tensor of the parameter's dtype: a select between two Python numbers
+        # would give the default dtype, and round r to float32 in a float64 step
+        radius = torch.full((), r, dtype=p.dtype, device=p.device)
+        v = torch.where(d > 0, -radius, radius)
+        v = torch.where(d == 0, p, v)
+        # |d_i| < inf is false for inf and NaN alike (inductor's sign() of a NaN is 0, so the
+        # vertex alone would not show it)
+        v = torch.where(d.abs() < torch.inf, v, torch.nan)
         if gaps:
-            gap = _gap(d, u)
-            out.append(gap)
-            guard = gap.reshape(())
-        elif d.dtype == torch.float64:
-            guard = d.abs().amax()
-        else:
-            # a float64 sum of squares: on the CPU a cheaper pass than a NaN-propagating
-            # maximum of float32 entries (93 against 104 us a step of the digits CNN)
-            guard = torch.linalg.vector_norm(d, dtype=torch.float64)
-        _move(p, u, (guard * 0.0 + gamma).to(p.dtype))
+            out.append(_gap(d, p - v))
+        p.lerp_(v, gamma)
     return out if gaps else None
 
 

@@ -22,11 +22,15 @@ Three guards sit on top of the paper's rule, each costing one elementwise pass:
   L-infinity ball), which is a product of intervals, the same holds coordinate by coordinate: a
   coordinate whose direction is zero keeps its value (still a minimizer of the linear function
   over the box, so the gap is unchanged).
-* *Non-finite directions show.* A NaN or infinite entry in a set's direction makes
-  :math:`\gamma_t` NaN, so the whole set (tensor or row) becomes NaN, as ``torch.optim.SGD``
-  makes a NaN gradient visible in the weights. Without it the oracle would read NaN as "not
-  positive" and quietly move towards a vertex. No host synchronization is needed for either
-  guard.
+* *Non-finite directions show.* A NaN or infinite entry in a set's direction turns NaN every
+  weight whose move reads it, as ``torch.optim.SGD`` makes a NaN gradient visible in the
+  weights: the whole set (tensor or row), through a NaN :math:`\gamma_t`, because the vertex
+  of a set reads its whole direction (a norm, a ranking, an argmax). A box (and the L-infinity
+  ball) is a product of intervals whose vertex reads each :math:`d_i` alone, so there the
+  coordinate alone turns NaN (inf as well as NaN), as SGD shows it, and the others take their
+  step; with ``rescale="gradient"`` the step size reads the whole row's norm, and the whole
+  row turns NaN. Without the guard the oracle would read NaN as "not positive" and quietly
+  move towards a vertex. No host synchronization is needed for either guard.
 * *No pointer tests.* Whether the ``(rows, n)`` view of a parameter is the parameter's own memory
   is decided from its layout (contiguous or not), not by comparing ``data_ptr()``, so the step
   traces under ``torch.compile``.
@@ -159,20 +163,26 @@ def frank_wolfe_update(p: Tensor, d: Tensor, group: dict, state: dict,
     pv, copied = as_rows(p, shape)
     dv = d.reshape(shape)
     v = lmo.lmo(dv)
-    if isinstance(lmo, Box):
+    box = isinstance(lmo, Box)
+    if box:
         # A box is a product of intervals: a coordinate with no direction keeps its value,
-        # which minimizes <d, .> as well as the vertex the tie-break would pick.
+        # which minimizes <d, .> as well as the vertex the tie-break would pick, and one with
+        # a non-finite direction turns NaN, that coordinate alone (its vertex reads no other).
         v = torch.where(dv == 0, pv, v)
+        v = torch.where(dv.isfinite(), v, math.nan)
     diff = v - pv
     # Gap of the current iterate for this direction, one value per row; >= 0 when pv is in the
     # set because v minimizes <d, .> over it.
     if gap:
         state["fw_gap"] = -(dv * diff).sum(dim=-1)
     gamma = step_size(group, lmo, pv, dv, diff)
-    # largest |d| per row: 0 -> no direction, so no move; NaN/inf -> 0 * it is NaN, which
-    # turns gamma (and so the row) into NaN, as SGD would show a NaN gradient.
-    dmax = dv.abs().amax(dim=-1, keepdim=True)
-    gamma = torch.where(dmax == 0, torch.zeros_like(dmax), gamma + dmax * 0)
+    if not box or group["rescale"] == "gradient":
+        # largest |d| per row: 0 -> no direction, so no move; NaN/inf -> 0 * it is NaN, which
+        # turns gamma (and so the row) into NaN, as SGD would show a NaN gradient. (A box
+        # needs neither: its vertex keeps or NaNs each coordinate, unless gamma reads the
+        # whole row's norm.)
+        dmax = dv.abs().amax(dim=-1, keepdim=True)
+        gamma = torch.where(dmax == 0, torch.zeros_like(dmax), gamma + dmax * 0)
     # lerp is exact at the end points (gamma = 1 lands on the vertex), which keeps iterates
     # feasible up to one rounding of a convex combination.
     pv.lerp_(v, gamma)

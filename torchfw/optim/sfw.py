@@ -258,8 +258,11 @@ class StochasticFrankWolfe(torch.optim.Optimizer):
     ``state_dict()``: the loaded state owns its tensors).
 
     *Degenerate directions.* A set whose direction is exactly zero does not move (its gap is 0);
-    a box coordinate with zero direction keeps its value. A NaN or infinite direction turns the
-    set into NaN, as ``torch.optim.SGD`` would show it (``docs/optim.md``).
+    a box coordinate with zero direction keeps its value. A NaN or infinite direction entry
+    turns NaN the weights whose move reads it, as ``torch.optim.SGD`` would show it: the whole
+    set, or in a box (and an L-infinity ball), a product of intervals, that coordinate alone
+    (the whole row with ``rescale="gradient"``, whose step size reads the row's norm;
+    ``docs/optim.md``).
 
     *Feasibility.* Start from feasible parameters (:meth:`make_feasible`); the first step warns if
     a parameter is outside its set.
