@@ -138,3 +138,83 @@ def test_rbf_diagonal_shortcut_is_the_formula(dtype):
                       dtype=torch.float64).clamp(max=torch.finfo(dtype).max / 4).to(dtype)
     kernel = make_kernel("rbf", 0.37)
     assert torch.equal(kernel.diagonal(sq), Kernel.diagonal(kernel, sq))
+
+
+@pytest.mark.skipif(not _kernel_cpu.HAVE_NUMBA, reason="the compiled kernels need numba")
+@pytest.mark.parametrize("dtype", [np.float64, np.float32, np.uint8])
+@pytest.mark.parametrize("name", list(PARAMS))
+def test_numpy_forms_of_the_column_loops_equal_the_compiled_loops(name, dtype):
+    # While the cold start defers the compiled kernels, columns run the loops' NumPy forms
+    # (njit's interpreted_form): every kernel, full columns, columns on index rows and on a
+    # compact copy's first columns, dense and sparse rows, count features stored as uint8.
+    from torchfw.utils import jit
+
+    for fn in _kernel_cpu._FORMS:
+        assert jit.interpreted(getattr(_kernel_cpu, fn.__name__[1:])) is _kernel_cpu._FORMS[fn]
+    kernel = make_kernel(name, **PARAMS[name])
+    rng = np.random.default_rng(7)
+    m, d = 50, 6
+    X = rng.normal(size=(m, d)) if dtype != np.uint8 else rng.integers(0, 4, size=(m, d))
+    X[rng.random((m, d)) < 0.3] = 0.0  # rows with few nonzeros, one with none
+    X[11] = 0.0
+    X = X.astype(dtype)
+    value = np.float32 if dtype == np.uint8 else dtype
+    y = np.where(np.arange(m) % 3 == 0, -1.0, 1.0).astype(value)
+    sq = (X.astype(np.float64) ** 2).sum(1).astype(value)
+    xfm = np.ascontiguousarray(X.T)
+    rows = np.array([3, 0, 11, 7, 7, 40, 5], dtype=np.int64)
+    tol = 1e-12 if value == np.float64 else 3e-6
+    for i in (5, 11, 40):
+        nzf = np.flatnonzero(X[i]).astype(np.int64)
+        nzv = X[i, nzf].astype(value)
+        for target, diag in ((None, i), (rows, -1), (20, -1)):
+            n = m if target is None else (target if isinstance(target, int) else len(target))
+            got, want = (np.full(n, 9.0, dtype=value) for _ in range(2))  # all written
+            for out, compiled in ((got, False), (want, True)):
+                _kernel_cpu.column_into(kernel.code, xfm, nzf, nzv, sq, float(sq[i]),
+                                        kernel.gamma, kernel.coef0, kernel.degree, y,
+                                        float(y[i]), 0.5, diag, np.empty(n, dtype=value),
+                                        np.empty(n, dtype=np.int32), out, target,
+                                        compiled=compiled)
+            np.testing.assert_allclose(got, want, rtol=tol, atol=tol)
+
+
+@pytest.mark.skipif(not _kernel_cpu.HAVE_NUMBA, reason="the compiled kernels need numba")
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_an_operator_built_while_deferred_computes_the_compiled_columns(dtype):
+    # An operator built while the cold start defers the compiled kernels has no compiled host
+    # arrays; its columns (full, on a working set's rows) and its compact working set run the
+    # NumPy forms over views of its tensors and must give the compiled operator's columns.
+    from torchfw.svm.kernels import SVMDualOperator
+    from torchfw.utils import jit
+
+    rng = np.random.default_rng(3)
+    X = torch.from_numpy(rng.normal(size=(60, 3)))
+    y = torch.from_numpy(np.where(rng.random(60) < 0.5, -1.0, 1.0))
+    C = torch.from_numpy(rng.random(60) + 0.5)
+    kernel = make_kernel("rbf", gamma=0.8)
+    ops = {}
+    for deferred in (True, False):
+        jit.set_deferred(deferred)
+        try:
+            ops[deferred] = SVMDualOperator(X, y, kernel, C, dtype=dtype)
+        finally:
+            jit.set_deferred(False)
+    cold, hot = ops[True], ops[False]
+    assert not cold._host_ok and hot._host_ok
+    tol = dict(rtol=1e-12, atol=1e-12) if dtype == torch.float64 else dict(rtol=3e-6, atol=3e-6)
+    rows = torch.tensor([4, 17, 9, 33, 59])
+    torch_path = cold._columns_torch
+    for i in (9, 0, 59):
+        torch.testing.assert_close(cold.column(i), hot.column(i), **tol)
+        torch.testing.assert_close(cold.column(i), torch_path(torch.tensor([i]), None)[:, 0],
+                                   **tol)
+        torch.testing.assert_close(cold.column_rows(i, rows), hot.column_rows(i, rows), **tol)
+        torch.testing.assert_close(cold.column_rows(i, rows),
+                                   torch_path(torch.tensor([i]), rows)[:, 0], **tol)
+    subsets = [op.compact_subset(10) for op in (cold, hot)]
+    for member in (3, 8, 21):
+        for subset in subsets:
+            subset.add(member)
+    for i in (8, 40):
+        np.testing.assert_allclose(subsets[0].column(i), subsets[1].column(i), **tol)

@@ -198,3 +198,36 @@ def test_the_lanes_keep_the_first_index_and_the_sum(n):
         if finite.all():
             assert p == pytest.approx(math.fsum((w * s).tolist()), rel=1e-12, abs=1e-12)
         assert t == pytest.approx(math.fsum((w * ct).tolist()), rel=1e-12, abs=1e-12)
+
+
+@needs_numba
+@pytest.mark.parametrize("n", [0, 1, 2, 5, 13, 100])
+def test_the_numpy_form_is_the_compiled_kernel(n):
+    # What runs while the cold start defers the compiled kernels (the streaming engine's
+    # selection): njit's interpreted form of K.select must return the loop's indices and values
+    # (ties, infinities, no active atom, float32 vectors) and its sums to rounding.
+    from torchfw.utils import jit
+
+    assert jit.interpreted(K.select) is K.select_arrays
+    rng = np.random.default_rng(100 + n)
+    for trial in range(30):
+        dtype = np.float32 if trial % 4 == 3 else np.float64
+        s = rng.integers(-2, 3, size=n).astype(dtype)  # many ties
+        s += (rng.normal(size=n) * (trial % 2)).astype(dtype)
+        w = np.where(rng.random(n) < 0.5, rng.random(n), 0.0).astype(dtype)
+        if n and trial % 5 == 1:
+            s[rng.integers(0, n)] = math.inf
+        if n and trial % 5 == 2:
+            s[rng.integers(0, n)] = -math.inf
+        if trial % 7 == 0:
+            w[:] = 0.0
+        ct = rng.normal(size=n).astype(dtype)
+        for has_ct in (True, False):
+            want = K.select(w, s, ct if has_ct else s, has_ct)
+            got = K.select_arrays(w, s, ct if has_ct else s, has_ct)
+            assert got[0] == want[0] and got[2] == want[2], (s, w)
+            assert got[1] == want[1] and got[3] == want[3]
+            if np.isfinite(s).all():
+                assert got[4] == pytest.approx(want[4], rel=1e-12, abs=1e-12)
+            assert got[5] == pytest.approx(want[5], rel=1e-12, abs=1e-12)
+            assert all(isinstance(v, int) for v in got[::2][:2])

@@ -18,8 +18,8 @@ implementations may disagree (the run loop stops on the value first).
 
 :func:`select` is the definition, in PyTorch ops over the last dimension, so one call serves one
 problem (``(N,)``, 0-d results) or a batch (``(B, N)``, ``(B,)`` results): the device engine, the
-host engine without numba, the batched engine, the streaming engine without numba, the sharded
-engine's local part (before its cross-rank round) and the sampled engine's away atom
+host engine without numba, the batched engine, the sharded engine's local part (before its
+cross-rank round) and the sampled engine's away atom
 (:func:`active_max`). It never reads a value back to the host and its shapes depend only on the
 input shapes, so a block of iterations that calls it can be captured as a CUDA graph.
 
@@ -30,13 +30,17 @@ hot path of the host engine and of the compiled quadratic loop
 sums run in float64 in index order, those of :func:`select` in PyTorch's reduction order, so the
 two agree in the indices and, to rounding, in the values: ``tests/test_selection.py`` checks that
 on random data, with exact ties, zero weights, with and
-without a linear term, in float32 and float64, one problem and a batch.
+without a linear term, in float32 and float64, one problem and a batch. The kernel's NumPy form
+(:func:`torchfw.optimizers._kernels.select_arrays`, whole-array ``argmin``/``argmax`` and BLAS
+dots) is what :func:`select_host` runs on NumPy arrays where the compiled kernels do not (the
+streaming engine while the cold start defers them, or without numba), checked the same way.
 """
 
 from __future__ import annotations
 
 import math
 
+import numpy as np
 import torch
 from torch import Tensor
 
@@ -131,11 +135,16 @@ def select(w: Tensor, s: Tensor, ct: Tensor | None = None):
 def select_host(w, s, ct=None, *, compiled: bool) -> tuple[int, float, int, float, float, float]:
     """The selection as Python numbers, for storages with host scalars.
 
-    ``compiled``: the numba kernel over NumPy arrays (``w``, ``s``, ``ct``); otherwise
-    :func:`select` over the same arrays or tensors (NumPy arrays are viewed, not copied).
+    ``compiled``: the numba kernel over NumPy arrays (``w``, ``s``, ``ct``); otherwise NumPy
+    arrays take the kernel's NumPy form (:func:`torchfw.optimizers._kernels.select_arrays`:
+    the PyTorch operations cost twenty times more on a working set's short vectors), tensors
+    :func:`select`.
     """
     if compiled:
         imin, smin, jmax, smax, p, t = K.select(w, s, s if ct is None else ct, ct is not None)
+    elif isinstance(w, np.ndarray):
+        imin, smin, jmax, smax, p, t = K.select_arrays(w, s, s if ct is None else ct,
+                                                       ct is not None)
     else:
         imin, smin, jmax, smax, p, t = select(torch.as_tensor(w), torch.as_tensor(s),
                                               None if ct is None else torch.as_tensor(ct))

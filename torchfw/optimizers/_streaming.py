@@ -351,18 +351,11 @@ class StreamingStorage(StorageState):
         h0 = self.vertex_gradient(co.i)
         use_h1 = co.j is not None and co.c != 0.0
         h1 = self.vertex_gradient(j) if use_h1 else h0
-        v = self._vector
-        if self.use_numba:
-            update_vectors(self.ws[:n], self.ss[:n], co.a, co.b, self._slot(co.i), h0,
-                           co.c if use_h1 else 0.0, self._slot(j), h1, co.d, self.wps[:n],
-                           self.sps[:n], shift=self.keep_previous)
-        elif update_vectors(v(self.ws[:n]), v(self.ss[:n]), co.a, co.b, self._slot(co.i),
-                            v(h0), co.c, self._slot(j), v(h1) if use_h1 else None, co.d,
-                            v(self.wps[:n]), v(self.sps[:n]), shift=self.keep_previous):
-            # The new iterate was written over the previous one's slots: swap the arrays
-            # (beyond the working set both hold what admission wrote there).
-            self.ws, self.wps = self.wps, self.ws
-            self.ss, self.sps = self.sps, self.ss
+        # The compiled kernel, or without it its NumPy form (not the PyTorch form: a dozen
+        # tensor operations on a working set's short vectors cost fifty times more).
+        update_vectors(self.ws[:n], self.ss[:n], co.a, co.b, self._slot(co.i), h0,
+                       co.c if use_h1 else 0.0, self._slot(j), h1, co.d, self.wps[:n],
+                       self.sps[:n], shift=self.keep_previous, compiled=self.use_numba)
         self._columns.clear()
         self.reselect()
 

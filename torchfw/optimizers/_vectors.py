@@ -31,7 +31,7 @@ def _column(v):
 
 def update_vectors(w, s, a, b, i, h_i, c, j, h_j, d, w_prev, s_prev, *, shift: bool,
                    support=None, n_support: int = 0,
-                   keep: Tensor | None = None) -> bool:
+                   keep: Tensor | None = None, compiled: bool = True) -> bool:
     r"""Apply a move to a storage's vectors: the one vector update of the engine.
 
     .. math:: w \leftarrow a w + b e_i + c e_j + d w_{\text{prev}}, \qquad
@@ -64,6 +64,10 @@ def update_vectors(w, s, a, b, i, h_i, c, j, h_j, d, w_prev, s_prev, *, shift: b
     keep : Tensor, optional
         ``(B,)`` mask of the batched problems whose previous iterate moves (stopped problems
         keep theirs).
+    compiled : bool, default True
+        NumPy arrays without ``support``: False runs the kernel's NumPy form
+        (:func:`~torchfw.optimizers._kernels.update_arrays`), for a storage whose compiled
+        kernels are deferred (the cold start) or absent.
 
     Returns
     -------
@@ -78,7 +82,8 @@ def update_vectors(w, s, a, b, i, h_i, c, j, h_j, d, w_prev, s_prev, *, shift: b
             K.shift_update_on(w, s, a, b, i, h_i, c, j, h_j, d, w_prev, s_prev, support,
                               n_support, ZERO_TOL)
         else:
-            K.update(w, s, a, b, i, h_i, c, j, h_j, d, w_prev, s_prev, shift, ZERO_TOL)
+            (K.update if compiled else K.update_arrays)(w, s, a, b, i, h_i, c, j, h_j, d,
+                                                        w_prev, s_prev, shift, ZERO_TOL)
         return False
     if w.dim() == 1:
         return K.torch_update(w, s, a, b, i, h_i, c, j, h_j, d, w_prev, s_prev, shift,

@@ -158,44 +158,130 @@ def _all_in_uint8(values):
     return True
 
 
+# NumPy forms of the column loops: what runs while the cold start defers the compiled kernels
+# (:mod:`torchfw.utils.cold_start`) or without numba. Interpreted, each loop above costs about a
+# microsecond per entry; these are a few whole-array operations each (one gather and one BLAS
+# product for the inner products), the same values up to the summation order and, for
+# :func:`_rbf_finish_f32`, NumPy's exponential in place of the polynomial (both within float32
+# round-off of the true value). ``tests/test_kernel_formulas.py`` checks each against its loop.
+
+
+def _feature_major_dots_np(xfm, nz_features, nz_values, out):
+    """:func:`_feature_major_dots` as one product of ``x_i``'s nonzeros with their rows."""
+    _assign(out, nz_values @ xfm[nz_features])
+
+
+def _feature_major_dots_prefix_np(xfm, count, nz_features, nz_values, out):
+    """:func:`_feature_major_dots_prefix`: the product over the first ``count`` columns."""
+    _assign(out[:count], nz_values @ xfm[nz_features, :count])
+
+
+def _feature_major_dots_rows_np(xfm, rows, nz_features, nz_values, out):
+    """:func:`_feature_major_dots_rows`: the product over the gathered columns ``rows``."""
+    _assign(out[:rows.shape[0]], nz_values @ xfm[np.ix_(nz_features, rows)])
+
+
+def _assign(out, values):
+    """``out[:] = values`` (a product of no nonzero feature is a zero column)."""
+    out[:] = values
+
+
+def _kernel_argument_np(code, dots, sq_rows, sq_i, gamma, coef0, out):
+    """:func:`_kernel_argument` in whole-array operations (``out`` may be ``dots``)."""
+    if code == 1:
+        np.subtract(sq_rows + sq_i, 2.0 * dots, out=out)
+        np.maximum(out, 0.0, out=out)
+        np.multiply(out, -gamma, out=out)
+    elif code == 0:
+        if out is not dots:
+            out[:] = dots
+    else:
+        np.multiply(dots, gamma, out=out)
+        np.add(out, coef0, out=out)
+
+
+def _finish_column_np(code, kvals, degree, y_rows, y_i, diag_add, diag_pos, out):
+    """:func:`_finish_column` in whole-array operations."""
+    if code == 2:
+        k = kvals ** degree
+    elif code == 3:
+        k = np.tanh(kvals)
+    else:
+        k = kvals
+    np.add(k, 1.0, out=out)
+    np.multiply(out, y_rows, out=out)
+    np.multiply(out, y_i, out=out)
+    if diag_pos >= 0:
+        out[diag_pos] += diag_add
+
+
+def _rbf_finish_f32_np(dots, sq_rows, sq_i, gamma, y_rows, y_i, out, bits):
+    """:func:`_rbf_finish_f32` in float32 whole-array operations, NumPy's ``exp``."""
+    f32 = np.float32
+    np.subtract(sq_rows + f32(sq_i), f32(2.0) * dots, out=out)
+    np.maximum(out, f32(0.0), out=out)
+    np.multiply(out, -f32(gamma), out=out)
+    np.exp(out, out=out)
+    np.add(out, f32(1.0), out=out)
+    np.multiply(out, y_rows, out=out)
+    np.multiply(out, f32(y_i), out=out)
+
+
+_FORMS = {_feature_major_dots: _feature_major_dots_np,
+          _feature_major_dots_rows: _feature_major_dots_rows_np,
+          _feature_major_dots_prefix: _feature_major_dots_prefix_np,
+          _kernel_argument: _kernel_argument_np, _finish_column: _finish_column_np,
+          _rbf_finish_f32: _rbf_finish_f32_np}
+
 if _NUMBA:
     all_in_uint8 = njit(_all_in_uint8)
     combine_rows = njit(_combine_rows)  # no fastmath: one summation order on both paths
     # The column loops, compiled with fastmath: LLVM may reassociate their sums.
     (feature_major_dots, feature_major_dots_rows, feature_major_dots_prefix, kernel_argument,
      finish_column, rbf_finish_f32) = (
-        njit(fn, fastmath=True)
-        for fn in (_feature_major_dots, _feature_major_dots_rows, _feature_major_dots_prefix,
-                   _kernel_argument, _finish_column, _rbf_finish_f32))
+        njit(fn, fastmath=True, interpreted_form=_FORMS[fn]) for fn in _FORMS)
 else:  # pragma: no cover
     feature_major_dots = feature_major_dots_rows = kernel_argument = finish_column = None
     feature_major_dots_prefix = None
     rbf_finish_f32 = None
     combine_rows = all_in_uint8 = None
 
+#: The NumPy forms in :func:`column_into`'s order (runnable with numba or without).
+_INTERPRETED = (_feature_major_dots_np, _feature_major_dots_prefix_np, _feature_major_dots_rows_np,
+                _kernel_argument_np, _finish_column_np, _rbf_finish_f32_np)
+
 
 def column_into(code, xfm, nz_features, nz_values, sq, sq_i, gamma, coef0, degree, y, y_i,
-                diag_add, diag_pos, scratch, bits, out, rows=None):
+                diag_add, diag_pos, scratch, bits, out, rows=None, *, compiled=True):
     """Compute one column of the L2-SVM dual matrix into ``out`` (host, numba + NumPy).
 
     ``scratch`` (same dtype as ``out``) and ``bits`` (int32) are work buffers of the column's
-    length; ``rows`` restricts the column to a subset of examples.
+    length; ``rows`` restricts the column to a subset of examples: an index array, or an
+    ``int`` ``n`` for the first ``n`` columns of a compact feature-major copy. ``compiled``:
+    run the compiled loops; ``False`` runs their NumPy forms (an operator built while the cold
+    start defers the compiled kernels keeps them for its life: no compilation mid-fit).
     """
+    if compiled:
+        dots, dots_prefix, dots_rows, argument, finish, rbf_f32 = (
+            feature_major_dots, feature_major_dots_prefix, feature_major_dots_rows,
+            kernel_argument, finish_column, rbf_finish_f32)
+    else:
+        dots, dots_prefix, dots_rows, argument, finish, rbf_f32 = _INTERPRETED
     if rows is None:
-        feature_major_dots(xfm, nz_features, nz_values, scratch)
+        dots(xfm, nz_features, nz_values, scratch)
         sq_rows, y_rows = sq, y
     elif isinstance(rows, int):  # the first `rows` columns of a compact feature-major copy
-        feature_major_dots_prefix(xfm, rows, nz_features, nz_values, scratch)
+        dots_prefix(xfm, rows, nz_features, nz_values, scratch)
         sq_rows, y_rows = sq[:rows], y[:rows]
     else:
-        feature_major_dots_rows(xfm, rows, nz_features, nz_values, scratch)
+        dots_rows(xfm, rows, nz_features, nz_values, scratch)
         sq_rows, y_rows = sq[rows], y[rows]
     if code == RBF and out.dtype == np.float32:
-        rbf_finish_f32(scratch, sq_rows, sq_i, gamma, y_rows, y_i, out, bits)
+        rbf_f32(scratch, sq_rows, sq_i, gamma, y_rows, y_i, out, bits)
     else:
-        kernel_argument(code, scratch, sq_rows, sq_i, gamma, coef0, scratch)
+        argument(code, scratch, sq_rows, sq_i, gamma, coef0, scratch)
         if code == RBF:
             np.exp(scratch, out=scratch)
-        finish_column(code, scratch, float(degree), y_rows, y_i, 0.0, -1, out)
+        finish(code, scratch, float(degree), y_rows, y_i, 0.0, -1, out)
     if diag_pos >= 0:
         out[diag_pos] += diag_add

@@ -335,9 +335,36 @@ class SVMDualOperator(CachedColumnsMixin, ColumnOperator):
         if _is_csr(self.X):
             lo, hi = self._crow[i], self._crow[i + 1]
             return self._col[lo:hi], self._val[lo:hi]
-        row = self._xfm_np[:, i] if self._host_ok else self._dense_xfm()[:, i].cpu().numpy()
+        arrays = self._host_arrays()
+        row = arrays[0][:, i] if arrays is not None else self._dense_xfm()[:, i].cpu().numpy()
         nz = np.flatnonzero(row)
         return nz, row[nz].astype(self._np_dtype)
+
+    def _host_arrays(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None:
+        """``(xfm, sq, y, inv_c)`` as host arrays for :func:`_kernel_cpu.column_into`, or None.
+
+        The compiled path's own arrays (``xfm`` possibly ``uint8``); on the CPU without them
+        (the cold start defers the compiled kernels, or numba is absent) zero-copy views of the
+        feature-major copy and the norm, label and ``1/C`` tensors, for the kernels' NumPy
+        forms; None on other devices or without a feature-major copy (the PyTorch path).
+        """
+        if self._host_ok:
+            return self._xfm_np, self._sq_np, self._y_np, self._inv_c_np
+        views = getattr(self, "_numpy_views", None)
+        if views is None:
+            if self.device.type != "cpu" or self.xfm is None:
+                return None
+            views = tuple(t.detach().numpy() for t in (self.xfm, self.sq, self.y, self.inv_C))
+            self._numpy_views = views
+        return views
+
+    def _work_buffers(self) -> tuple[np.ndarray, np.ndarray]:
+        """The column kernels' scratch buffers (length ``m``; made on first use off the
+        compiled path, whose construction makes them)."""
+        if getattr(self, "_scratch", None) is None:
+            self._scratch = np.empty(self.shape[0], dtype=self._np_dtype)
+            self._bits = np.empty(self.shape[0], dtype=np.int32)
+        return self._scratch, self._bits
 
     @property
     def _np_dtype(self):
@@ -376,22 +403,39 @@ class SVMDualOperator(CachedColumnsMixin, ColumnOperator):
         return cache.buffer[row]
 
     def _compute_column(self, i: int, out: Tensor, rows: Tensor | None = None) -> None:
+        """Column ``i`` (on ``rows`` only if given) into ``out``.
+
+        On the host, one :func:`_kernel_cpu.column_into`: the compiled loops, or, for an
+        operator built while they are deferred, their NumPy forms -- a gather and one BLAS
+        product for the inner products, then the kernel formula over the column in a few
+        array operations, instead of the dozen small PyTorch operations of
+        :meth:`_columns_torch` (about 0.1 ms of CPU time for a working set's column, half of
+        the streaming solvers' cold fits, against 15 us). Elsewhere, :meth:`_columns_torch`.
+        """
         if self._host_ok:
-            nzf, nzv = self._row_nonzeros(i)
-            n = self.shape[0] if rows is None else rows.shape[0]
-            sq, y, inv_c = self._sq_np, self._y_np, self._inv_c_np
-            _kernel_cpu.column_into(
-                self.kernel.code, self._xfm_np, nzf, nzv, sq, float(sq[i]), self.kernel.gamma,
-                self.kernel.coef0, self.kernel.degree, y, float(y[i]), float(inv_c[i]),
-                -1 if rows is not None else i, self._scratch[:n], self._bits[:n], out.numpy(),
-                None if rows is None else rows.numpy())
-            if rows is not None:
-                hit = np.flatnonzero(rows.numpy() == i)
-                if hit.size:
-                    out[int(hit[0])] += self.inv_C[i]
-            return
-        index = torch.tensor([i], device=self.device)
-        out.copy_(self._columns_torch(index, rows)[:, 0])
+            xfm, sq, y, inv_c = self._xfm_np, self._sq_np, self._y_np, self._inv_c_np
+            scratch, bits = self._scratch, self._bits
+        else:
+            arrays = self._host_arrays()
+            if arrays is None:
+                index = torch.tensor([i], device=self.device)
+                out.copy_(self._columns_torch(index, rows)[:, 0])
+                return
+            xfm, sq, y, inv_c = arrays
+            scratch, bits = self._work_buffers()
+        nzf, nzv = self._row_nonzeros(i)
+        n = self.shape[0] if rows is None else rows.shape[0]
+        out_np = out.numpy()
+        rows_np = None if rows is None else rows.numpy()
+        _kernel_cpu.column_into(
+            self.kernel.code, xfm, nzf, nzv, sq, float(sq[i]), self.kernel.gamma,
+            self.kernel.coef0, self.kernel.degree, y, float(y[i]), float(inv_c[i]),
+            -1 if rows is not None else i, scratch[:n], bits[:n], out_np, rows_np,
+            compiled=self._host_ok)
+        if rows_np is not None:
+            hit = np.flatnonzero(rows_np == i)
+            if hit.size:
+                out_np[hit[0]] += inv_c[i]
 
     def columns(self, index: Tensor) -> Tensor:
         """Columns ``index`` as an ``(m, k)`` tensor (no host reads: graph-capturable)."""
@@ -486,24 +530,30 @@ class SVMDualOperator(CachedColumnsMixin, ColumnOperator):
 
     def compact_subset(self, capacity: int) -> CompactSubset | None:
         """A growing working set of examples stored compactly (host execution), or None."""
-        return CompactSubset(self, capacity) if self._host_ok else None
+        return CompactSubset(self, capacity) if self._host_arrays() is not None else None
 
 
 class CompactSubset:
     r"""A growing subset of the examples with its own contiguous feature-major copy.
 
     Streaming solvers need columns of :math:`\tilde K` restricted to their working set, which
-    grows one example at a time. Gathering scattered examples for every column costs more than the
+    grows one example at a time (host execution: compiled, or NumPy while the compiled kernels
+    are deferred). Gathering scattered examples for every column costs more than the
     arithmetic, so the subset keeps its members' features, norms, labels and ``1/C`` in compact
     arrays (appending is O(d)) and restricted columns run the same compiled kernel as full ones.
     """
 
     def __init__(self, op: SVMDualOperator, capacity: int):
-        d = op._dense_xfm().shape[0]
+        arrays = op._host_arrays()
+        if arrays is None:
+            raise ValueError("a compact subset needs the operator's host arrays (CPU, with a "
+                             "feature-major copy of X)")
+        self._xfm_all, self._sq_all, self._y_all = arrays[:3]
+        d = self._xfm_all.shape[0]
         self.op = op
         self.size = 0
         dtype = op._np_dtype
-        self.xfm = np.zeros((d, capacity), dtype=op._xfm_np.dtype)
+        self.xfm = np.zeros((d, capacity), dtype=self._xfm_all.dtype)
         self.sq = np.zeros(capacity, dtype=dtype)
         self.y = np.zeros(capacity, dtype=dtype)
         self.scratch = np.empty(capacity, dtype=dtype)
@@ -513,24 +563,27 @@ class CompactSubset:
     def add(self, i: int) -> None:
         """Append example ``i``."""
         n = self.size
-        self.xfm[:, n] = self.op._xfm_np[:, i]
-        self.sq[n] = self.op._sq_np[i]
-        self.y[n] = self.op._y_np[i]
+        self.xfm[:, n] = self._xfm_all[:, i]
+        self.sq[n] = self._sq_all[i]
+        self.y[n] = self._y_all[i]
         self.size = n + 1
 
     def column(self, i: int) -> np.ndarray:
         r""":math:`\tilde K_{S, i}` over the current members (a view into a reused buffer).
 
         The ``delta_ij / C`` term is not included: a member's own diagonal entry is added by the
-        caller, which knows where ``i`` sits in the subset.
+        caller, which knows where ``i`` sits in the subset. The compiled loops, or their NumPy
+        forms for an operator built while those are deferred
+        (:meth:`SVMDualOperator._compute_column`).
         """
         n = self.size
         op = self.op
         nzf, nzv = op._row_nonzeros(i)
         _kernel_cpu.column_into(op.kernel.code, self.xfm, nzf, nzv, self.sq,
-                                float(op._sq_np[i]), op.kernel.gamma, op.kernel.coef0,
-                                op.kernel.degree, self.y, float(op._y_np[i]), 0.0, -1,
-                                self.scratch[:n], self.bits[:n], self.buffer[:n], n)
+                                float(self._sq_all[i]), op.kernel.gamma, op.kernel.coef0,
+                                op.kernel.degree, self.y, float(self._y_all[i]), 0.0, -1,
+                                self.scratch[:n], self.bits[:n], self.buffer[:n], n,
+                                compiled=op._host_ok)
         return self.buffer[:n]
 
 
