@@ -350,8 +350,7 @@ def _fit_one_by_one(plan: FitPlan, X, problems, C_examples, previous, variant, r
                 yield _Job(k, problem, alpha0, None, None, None, None, None, None, None)
                 continue
             y = problem.y.astype(op._np_dtype)
-            job = _Job(k, problem, alpha0, _NO_ROWS, y, op._inv_c_np,
-                       op.diagonal().to(torch.float64).numpy(),
+            job = _Job(k, problem, alpha0, _NO_ROWS, y, op._inv_c_np, op.diagonal64(),
                        plan.budget(y.shape[0]), plan.n_init, plan.problem_seed(k))
             job.op = op
             yield job

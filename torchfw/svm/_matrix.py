@@ -24,7 +24,7 @@ import torch
 from ..utils.jit import njit as _njit  # None without numba
 from ..utils.threads import parallel_map, workers
 from . import _kernel_cpu as C
-from .kernels import SVMDualOperator
+from ._plain_rows import plain_rows
 
 __all__ = ["plain_kernel_matrix", "plain_problem", "plain_operator", "full_source",
            "cached_source", "cache_slots", "row_source_ok", "source_row", "cache_stats",
@@ -137,7 +137,8 @@ def _rows_finish(code, degree, ones, out, lo, hi):
 
 
 def plain_kernel_matrix(op, threads: int | None = None) -> np.ndarray:
-    r"""The ``(m, m)`` matrix :math:`K + 1` of an :class:`~torchfw.svm.kernels.SVMDualOperator`.
+    r"""The ``(m, m)`` matrix :math:`K + 1` of an :class:`~torchfw.svm.kernels.SVMDualOperator`
+    or its :class:`~torchfw.svm._plain_rows.PlainRows`.
 
     Row ``i`` times :math:`y_i y`, plus :math:`1/C_i` at ``i``, is ``op.column(i)`` exactly: the
     same compiled kernels in the same order (the labels only flip signs, exactly). From
@@ -421,7 +422,7 @@ def plain_problem(plan, X, C_examples, one_problem=False):
         src = full_source(plain_kernel_matrix(op))
     else:
         src = cached_source(op, min(slots, m))
-    return src, op.diagonal().to(torch.float64).numpy(), op._inv_c_np
+    return src, op.diagonal64(), op._inv_c_np
 
 
 #: Examples from which one binary problem reads its rows from a cache (room for all of them
@@ -484,14 +485,13 @@ def cache_slots(plan, m: int, dtype) -> int:
 
 
 def plain_operator(plan, X, C_examples):
-    """The operator with labels 1 on the examples ``X`` (labels square away on the diagonal)
-    whose matrix is ``K + 1`` -- the plan's kernel in its dtype -- or None without host
-    storage. Built with torch: on the calling thread, before :func:`plain_kernel_matrix`
-    (compiled code only) may run on another."""
+    """The host arrays of the examples ``X`` whose matrix is ``K + 1`` -- the plan's kernel in
+    its dtype -- (:class:`~torchfw.svm._plain_rows.PlainRows`: those of the operator with
+    labels 1, which square away on the diagonal), or None without host storage. Built with
+    torch: on the calling thread, before :func:`plain_kernel_matrix` (compiled code only) may
+    run on another."""
     C_x = C_examples if isinstance(C_examples, float) else C_examples.to(X.device)
-    op = SVMDualOperator(X, torch.ones(X.shape[0], dtype=torch.float64), plan.kernel, C_x,
-                         dtype=plan.dtype, cache_size=plan.cache_size)
-    return op if op._host_ok else None
+    return plain_rows(X, plan.kernel, C_x, plan.dtype, plan.cache_size)
 
 
 # The lazy path's column kernels, as the module globals the row loops call (numba resolves a

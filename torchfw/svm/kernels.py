@@ -36,7 +36,8 @@ from ..utils.validation import check_nonnegative, check_positive
 from . import _kernel_cpu
 
 __all__ = ["Kernel", "RBFKernel", "LinearKernel", "PolynomialKernel", "SigmoidKernel",
-           "make_kernel", "CallableKernel", "SVMDualOperator", "OneVsRestOperator", "KERNELS"]
+           "make_kernel", "CallableKernel", "SVMDualOperator", "OneVsRestOperator", "KERNELS",
+           "check_cache_slots", "inverse_c"]
 
 _CSR = torch.sparse_csr
 
@@ -223,6 +224,26 @@ class CallableKernel:
         return f"CallableKernel({getattr(self.fn, '__name__', repr(self.fn))})"
 
 
+def check_cache_slots(cache_size: float, m: int, itemsize: int) -> int:
+    """The columns of ``m`` values of ``itemsize`` bytes that ``cache_size`` MB hold; a
+    ValueError below 2 (the solvers need two)."""
+    column_bytes = m * itemsize
+    slots = int(check_nonnegative("cache_size", cache_size) * 2**20 // column_bytes)
+    if slots < 2:
+        raise ValueError(
+            f"cache_size={cache_size} MB holds {slots} column(s) of "
+            f"{column_bytes / 2**20:.3f} MB; the solvers need at least 2 "
+            f"(cache_size >= {2 * column_bytes / 2**20:.3f})")
+    return slots
+
+
+def inverse_c(C: float, m: int, np_dtype) -> np.ndarray:
+    """:math:`1/C` for ``m`` examples of one float ``C`` (``inf``, the hard margin: 0), as
+    :class:`SVMDualOperator`'s ``inv_C`` holds it: the float64 quotient rounded once to
+    ``np_dtype``."""
+    return np.full(m, 1 / check_positive("C", C, allow_inf=True), dtype=np_dtype)
+
+
 class SVMDualOperator(CachedColumnsMixin, ColumnOperator):
     r"""The L2-SVM dual matrix :math:`\tilde K` as a lazy column operator.
 
@@ -260,14 +281,7 @@ class SVMDualOperator(CachedColumnsMixin, ColumnOperator):
         self.dtype = dtype
         self.device = X.device
         self.memory_budget = check_positive("memory_budget", memory_budget) * 2**20
-        cache_bytes = check_nonnegative("cache_size", cache_size) * 2**20
-        column_bytes = m * torch.finfo(dtype).bits // 8
-        self.cache_slots = int(cache_bytes // column_bytes)
-        if self.cache_slots < 2:
-            raise ValueError(
-                f"cache_size={cache_size} MB holds {self.cache_slots} column(s) of "
-                f"{column_bytes / 2**20:.3f} MB; the solvers need at least 2 "
-                f"(cache_size >= {2 * column_bytes / 2**20:.3f})")
+        self.cache_slots = check_cache_slots(cache_size, m, torch.finfo(dtype).bits // 8)
         self.y = y.to(device=X.device, dtype=dtype).contiguous()
         if isinstance(C, Tensor):  # C = inf (the hard margin): 1/C = 0
             if C.shape != (m,) or bool(torch.isnan(C).any() | (C <= 0).any()):
