@@ -1,4 +1,4 @@
-"""A/B of ``SVC()`` fit times on the small sets of ``svm_small.py``: a baseline tree against this one.
+"""A/B of ``SVC()`` fit times on the small sets of ``svm_small.py``: a baseline tree and this.
 
 Each side runs in fresh Python processes with ``PYTHONPATH`` set to its tree, alternating in
 ABBA order (base, new, new, base, ...) so that a drift in machine load hits both alike. A
