@@ -118,9 +118,12 @@ def fit_all(plan: FitPlan, X, problems, C_examples, previous, gram=None, first=0
     assert diag_np is not None and inv_c_all is not None  # a row source comes with both
     # One-vs-one pairs and small one-vs-rest problems on the shared matrix: in compiled blocks
     # to the end of their first chunk (svm/_pairs.py); those not done by then, one by one below.
-    with _cancelled_on_error() as stop:
-        small = solve_in_blocks(plan, src, problems, previous, inv_c_all, diag_np, variant,
-                                rule, max_atoms, stop, PARALLEL_WORK)
+    small = None
+    # One binary problem over all examples keeps its one-by-one solve (solve_in_blocks' None).
+    if len(problems) > 1 or problems[0].rows is not None:
+        with _cancelled_on_error() as stop:
+            small = solve_in_blocks(plan, src, problems, previous, inv_c_all, diag_np, variant,
+                                    rule, max_atoms, stop, PARALLEL_WORK)
     # Every problem reads the shared rows: prepared here in problem order (the random start
     # subsets drawn as on one thread), started and solved on the pool (_start_and_solve: only
     # compiled code and private vectors), finished here in problem order (fallbacks through
@@ -142,9 +145,12 @@ def fit_all(plan: FitPlan, X, problems, C_examples, previous, gram=None, first=0
     # share the rows they have in common, labels aside).
     threads = 1 if src[1] is not None else \
         workers(len(jobs), sum(float(j.y.shape[0]) ** 2 for j in jobs), PARALLEL_WORK)
-    with _cancelled_on_error() as stop:
-        solved = parallel_map(functools.partial(_start_and_solve, src, variant, rule, max_atoms),
-                              _stoppable(jobs, stop), threads)
+    if threads == 1:  # on this thread alone: no solve on another to stop (_cancelled_on_error)
+        solved = [_start_and_solve(src, variant, rule, max_atoms, job) for job in jobs]
+    else:
+        with _cancelled_on_error() as stop:
+            solved = parallel_map(functools.partial(_start_and_solve, src, variant, rule,
+                                                    max_atoms), _stoppable(jobs, stop), threads)
     alphas, results = [], []
     # One-vs-rest problems solved in blocks that stopped at max_iter: warned for in problem
     # order among those solved one by one (warned for in _result), as the one-by-one path does.

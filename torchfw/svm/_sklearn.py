@@ -222,10 +222,16 @@ class SklearnSVCMixin:
             problems = [p.labels_over(m) for p in problems]
         # All problems at once in NumPy (per-problem tensor ops: a fifth of a 100-example fit)
         A = alphas.by_problem() if isinstance(alphas, BlockAlphas) else None
-        if A is None:
-            A = torch.stack([a.full() if isinstance(a, OverRows) else a
-                             for a in alphas]).cpu().numpy()
-        labels = np.stack(problems)
+        if A is None and len(alphas) == 1 and isinstance(alphas[0], Tensor):
+            # One problem (two classes): its vector and labels as one-row views, not stacked
+            # copies -- the same values, read only below.
+            A = alphas[0].detach().cpu().numpy()[None]
+            labels = np.asarray(problems[0])[None]
+        else:
+            if A is None:
+                A = torch.stack([a.full() if isinstance(a, OverRows) else a
+                                 for a in alphas]).cpu().numpy()
+            labels = np.stack(problems)
         support = np.flatnonzero((A > 0).any(0))
         # Class by class, by index within a class: LIBSVM's and scikit-learn's order.
         sv_class = example_class(labels[:, support], len(self.classes_), self._scheme())
