@@ -147,9 +147,11 @@ def fit_hinge(plan, X, problems, C_examples, *, tol: float, max_iter, shrinking:
         d = diag if problem.rows is None else diag[rows]
         p = np.full(n, -1.0)
         t0 = time.perf_counter()
-        sol = solve_box_qp(row_source(src, rows, y.astype(dtype), np.zeros(n, dtype=dtype)),
+        # the unsigned rows (labels 1): the solver's steps run on them (unsigned_rows)
+        sol = solve_box_qp(row_source(src, rows, np.ones(n, dtype=dtype),
+                                      np.zeros(n, dtype=dtype)),
                            d, p, y, upper, tol=tol, max_iter=hinge_budget(max_iter, n),
-                           shrinking=shrinking)
+                           shrinking=shrinking, unsigned_rows=True)
         return sol, upper, y, p, time.perf_counter() - t0
 
     sizes = [float(len(p.y)) for p in problems]
