@@ -143,6 +143,37 @@ def _marks_py(y_t, u_t, a_t):
     return (0.0 if a_t > 0.0 else -math.inf), (0.0 if a_t < u_t else -math.inf)
 
 
+def _score_py(gmax, di, v_t, lowoff_t, diag_t, k_it):
+    """``(w, s)`` of a position in the choice of ``j``: ``w`` = :math:`-v_t` on
+    :math:`I_{low}` (else :math:`-\\infty`), ``s`` = :math:`-b^2/a` (LIBSVM's
+    ``obj_diff``; :data:`TAU` for a non-positive :math:`a`) when :math:`b = \\max_{I_{up}} v
+    - v_t > 0`, else 1.0 (never chosen)."""
+    w = lowoff_t - v_t
+    b = gmax + w
+    cv = di + diag_t - 2.0 * k_it
+    if cv <= 0.0:
+        cv = TAU
+    q = -(b * b) / cv
+    return w, (q if b > 0.0 else 1.0)
+
+
+def _last_max(xa, ia, xb, ib, xc, ic, xd, id_):
+    """``(max, index)`` of four lanes' running maxima (ties to the last index, as the
+    sequential scan; index -1 when every value is :math:`-\\infty`)."""
+    x = max(max(xa, xb), max(xc, xd))
+    i = -1
+    if x > -math.inf:
+        if xa == x:
+            i = ia
+        if xb == x and ib > i:
+            i = ib
+        if xc == x and ic > i:
+            i = ic
+        if xd == x and id_ > i:
+            i = id_
+    return x, i
+
+
 def _fill_py(src, signed, ycoord, c, na, perm, rows, r):
     """``rows[r, :na]`` = row ``c`` of :math:`K` over the active positions: a copy into the
     block (``r = c``) or a gather into a buffer. Not inlined: an inlined function's array
@@ -315,15 +346,34 @@ def _pairwise_steps_py(src, signed, ycoord, bufs, block, stamp, diag, pterm, y, 
         epoch = istate[3]
         if not have_i:
             # i: the maximal violating "up" coordinate (the last of ties, as LIBSVM)
-            gmax = -math.inf
-            i = -1
-            for t in range(na):
+            xa = xb = xc = xd = -math.inf
+            ia = ib = ic = id_ = -1
+            t = 0
+            while t + 4 <= na:
                 x = v[t] + upoff[t]
-                if x >= gmax:
-                    gmax = x
-                    i = t
-            if gmax == -math.inf:
-                i = -1
+                if x >= xa:
+                    xa = x
+                    ia = t
+                x = v[t + 1] + upoff[t + 1]
+                if x >= xb:
+                    xb = x
+                    ib = t + 1
+                x = v[t + 2] + upoff[t + 2]
+                if x >= xc:
+                    xc = x
+                    ic = t + 2
+                x = v[t + 3] + upoff[t + 3]
+                if x >= xd:
+                    xd = x
+                    id_ = t + 3
+                t += 4
+            while t < na:
+                x = v[t] + upoff[t]
+                if x >= xa:
+                    xa = x
+                    ia = t
+                t += 1
+            gmax, i = _last_max(xa, ia, xb, ib, xc, ic, xd, id_)
         # the rows i and j over the active positions: block[i] and block[j] while the
         # active set fits the block (copied on their first use since the positions last
         # changed), else gathered into bufs[0] and bufs[1]
@@ -340,23 +390,55 @@ def _pairwise_steps_py(src, signed, ycoord, bufs, block, stamp, diag, pterm, y, 
         else:  # no "up" coordinate: every b below is -inf, no j; row i is never used
             ri = 0
         # j: the second-order choice among the "low" coordinates (WSS 2); every valid
-        # -b^2 / a is <= 0, so the start 0.5 and the 1.0 of the others never win
-        gmax2 = -math.inf
+        # -b^2 / a is <= 0, so the start 0.5 and the 1.0 of the others never win. Four
+        # lanes (positions t mod 4), each with its own running minimum, merged below: one
+        # comparison chain would hold every position for its latency.
+        g2a = g2b = g2c = g2d = -math.inf
+        ba = bb = bc = bd = 0.5
+        ja = jb = jc = jd = -1
+        t = 0
+        while t + 4 <= na:
+            w, sc = _score(gmax, di, v[t], lowoff[t], diag[t], Ri[ri, t])
+            g2a = w if w >= g2a else g2a
+            if sc <= ba:
+                ba = sc
+                ja = t
+            w, sc = _score(gmax, di, v[t + 1], lowoff[t + 1], diag[t + 1], Ri[ri, t + 1])
+            g2b = w if w >= g2b else g2b
+            if sc <= bb:
+                bb = sc
+                jb = t + 1
+            w, sc = _score(gmax, di, v[t + 2], lowoff[t + 2], diag[t + 2], Ri[ri, t + 2])
+            g2c = w if w >= g2c else g2c
+            if sc <= bc:
+                bc = sc
+                jc = t + 2
+            w, sc = _score(gmax, di, v[t + 3], lowoff[t + 3], diag[t + 3], Ri[ri, t + 3])
+            g2d = w if w >= g2d else g2d
+            if sc <= bd:
+                bd = sc
+                jd = t + 3
+            t += 4
+        while t < na:
+            w, sc = _score(gmax, di, v[t], lowoff[t], diag[t], Ri[ri, t])
+            g2a = w if w >= g2a else g2a
+            if sc <= ba:
+                ba = sc
+                ja = t
+            t += 1
+        gmax2 = max(max(g2a, g2b), max(g2c, g2d))
+        # the last position of the smallest value: the sequential scan's choice (ties to
+        # the last index, as LIBSVM)
+        best = min(min(ba, bb), min(bc, bd))
         j = -1
-        best = 0.5
-        for t in range(na):
-            w = lowoff[t] - v[t]
-            if w >= gmax2:
-                gmax2 = w
-            b = gmax + w
-            cv = di + diag[t] - 2.0 * Ri[ri, t]
-            if cv <= 0.0:
-                cv = TAU
-            q = -(b * b) / cv
-            s = q if b > 0.0 else 1.0
-            if s <= best:
-                j = t
-                best = s
+        if ba == best:
+            j = ja
+        if bb == best and jb > j:
+            j = jb
+        if bc == best and jc > j:
+            j = jc
+        if bd == best and jd > j:
+            j = jd
         out[0] = gmax + gmax2
         if gmax + gmax2 < tol or j < 0:
             if na == n:
@@ -411,18 +493,45 @@ def _pairwise_steps_py(src, signed, ycoord, bufs, block, stamp, diag, pterm, y, 
             if (a[j] >= upper[j]) != uj:
                 out[1] += _track_upper(src, signed, ycoord, y, upper, a, vbar, perm, j, uj,
                                        bufs[2])
-        # the update of v, and the next i on the way
-        gmax = -math.inf
-        i = -1
-        for t in range(na):
+        # the update of v, and the next i on the way (four lanes, as j's scan)
+        xa = xb = xc = xd = -math.inf
+        ia = ib = ic = id_ = -1
+        t = 0
+        while t + 4 <= na:
             vt = v[t] - (step * Ri[ri, t] - step * Rj[rj, t])
             v[t] = vt
             x = vt + upoff[t]
-            if x >= gmax:
-                gmax = x
-                i = t
-        if gmax == -math.inf:
-            i = -1
+            if x >= xa:
+                xa = x
+                ia = t
+            vt = v[t + 1] - (step * Ri[ri, t + 1] - step * Rj[rj, t + 1])
+            v[t + 1] = vt
+            x = vt + upoff[t + 1]
+            if x >= xb:
+                xb = x
+                ib = t + 1
+            vt = v[t + 2] - (step * Ri[ri, t + 2] - step * Rj[rj, t + 2])
+            v[t + 2] = vt
+            x = vt + upoff[t + 2]
+            if x >= xc:
+                xc = x
+                ic = t + 2
+            vt = v[t + 3] - (step * Ri[ri, t + 3] - step * Rj[rj, t + 3])
+            v[t + 3] = vt
+            x = vt + upoff[t + 3]
+            if x >= xd:
+                xd = x
+                id_ = t + 3
+            t += 4
+        while t < na:
+            vt = v[t] - (step * Ri[ri, t] - step * Rj[rj, t])
+            v[t] = vt
+            x = vt + upoff[t]
+            if x >= xa:
+                xa = x
+                ia = t
+            t += 1
+        gmax, i = _last_max(xa, ia, xb, ib, xc, ic, xd, id_)
         have_i = True
     return n_steps
 
@@ -449,6 +558,8 @@ def _values_py(src, signed, ycoord, buf, pterm, y, upper, a, v, vbar, everyone):
 _unsigned_entries = _njit(_unsigned_entries_py)
 _marks = _njit(_marks_py, inline=True)
 _fill = _njit(_fill_py)
+_score = _njit(_score_py, inline=True)
+_last_max = _njit(_last_max, inline=True)
 _stays_at_bound = _njit(_stays_at_bound, inline=True)
 _track_upper = _njit(_track_upper_py)
 _permute = _njit(_permute)
