@@ -14,7 +14,9 @@ misses LIBSVM's entries in two ways that matter at large C, where the dual varia
 The L1-SVM's solver reads :math:`K` itself (:func:`~torchfw.optimizers._box_qp.solve_box_qp`
 with unsigned rows); this module computes it as LIBSVM does -- the dots, the kernel's argument
 and its outer function in float64 by the shared row code's float64 kernels, then one rounding
-to the kernel precision. Raw svmguide1 at :math:`C = 2^{15}, \gamma = 2^{-13}`: 1.73 M steps on
+to the kernel precision. The features are those the fit holds (float32 for a float32 kernel,
+as every SVC path holds them; LIBSVM reads them in double): on data of a few digits, as
+LIBSVM's files, the same numbers. Raw svmguide1 at :math:`C = 2^{15}, \gamma = 2^{-13}`: 1.73 M steps on
 the float32 :math:`K + 1` rounded from float64, 1.19 M on the rounded :math:`K` (LIBSVM 1.33 M).
 """
 
