@@ -42,6 +42,15 @@ algorithm. Analysis and applications to large-scale SVM training", arXiv 1304.10
 5: the first-order atom :math:`i` fixed, the swap partner by second-order gain); ties are broken
 as LIBSVM breaks them (the last index).
 
+**The loop's numbers.** The compiled loop keeps :math:`v = -y \circ G` and reads the
+unsigned matrix :math:`K = D_y Q D_y` (a family's kernel rows before the labels' signs, or
+:math:`Q`'s rows signed as they are read): :math:`I_{up}`'s maximum is that of :math:`v`,
+:math:`b_{ij} = v_i - v_j`, :math:`a_{ij} = K_{ii} + K_{jj} - 2 K_{ij}` and the step changes
+:math:`v` by :math:`-t (K_{i\cdot} - K_{j\cdot})` -- the same numbers up to exact sign
+changes, with no branch on a label in the scans. A step makes two passes over the active
+coordinates (the choice of :math:`j`; the update fused with the next :math:`i`) where LIBSVM
+makes three, each in four lanes of running extrema merged with ties to the last index.
+
 **Stopping.** The maximal violation :math:`m(\alpha) - M(\alpha)`, with :math:`m = \max_{I_{up}}
 -y_i G_i` and :math:`M = \min_{I_{low}} -y_i G_i`, is zero exactly at the KKT points; the solve
 stops when it falls below ``tol`` (LIBSVM's ``-e``, default 1e-3). It bounds the pairwise
