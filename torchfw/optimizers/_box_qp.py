@@ -42,6 +42,15 @@ algorithm. Analysis and applications to large-scale SVM training", arXiv 1304.10
 5: the first-order atom :math:`i` fixed, the swap partner by second-order gain); ties are broken
 as LIBSVM breaks them (the last index).
 
+**The loop's numbers.** The compiled loop keeps :math:`v = -y \circ G` and reads the
+unsigned matrix :math:`K = D_y Q D_y` (a family's kernel rows before the labels' signs, or
+:math:`Q`'s rows signed as they are read): :math:`I_{up}`'s maximum is that of :math:`v`,
+:math:`b_{ij} = v_i - v_j`, :math:`a_{ij} = K_{ii} + K_{jj} - 2 K_{ij}` and the step changes
+:math:`v` by :math:`-t (K_{i\cdot} - K_{j\cdot})` -- the same numbers up to exact sign
+changes, with no branch on a label in the scans. A step makes two passes over the active
+coordinates (the choice of :math:`j`; the update fused with the next :math:`i`) where LIBSVM
+makes three, each in four lanes of running extrema merged with ties to the last index.
+
 **Stopping.** The maximal violation :math:`m(\alpha) - M(\alpha)`, with :math:`m = \max_{I_{up}}
 -y_i G_i` and :math:`M = \min_{I_{low}} -y_i G_i`, is zero exactly at the KKT points; the solve
 stops when it falls below ``tol`` (LIBSVM's ``-e``, default 1e-3). It bounds the pairwise
@@ -78,9 +87,9 @@ TAU = 1e-12
 #: Status codes of :func:`solve_box_qp`.
 CONVERGED, MAX_ITER, CANCELLED = 0, 1, 2
 
-#: Most active coordinates whose rows over one another :func:`solve_box_qp` copies into one
-#: contiguous block after a shrinking (8 MB in float64): a copy of ``n^2`` entries every
-#: ``min(N, 1000)`` steps, against two gathers of ``n`` scattered entries a step.
+#: Most active coordinates whose rows over one another :func:`solve_box_qp` keeps in one
+#: contiguous block (8 MB in float64), each row copied there on its first use since the
+#: positions last changed: contiguous reads against two gathers of ``n`` scattered entries a step.
 BLOCK_MAX = 1024
 
 #: Entries touched (about ``iterations x coordinates``) per compiled call of
@@ -121,15 +130,77 @@ if HAVE_NUMBA:
         return None
 
 
-def _reconstruct_py(src, p, upper, a, G, Gbar, perm, na, buf, scratch):
-    """The gradient at the shrunk positions ``na:`` from ``Gbar`` (the upper-bound
-    coordinates' part) and the free active positions (LIBSVM's ``reconstruct_gradient``), by
-    the fewer rows: of the free coordinates over the shrunk ones, or the converse."""
+def _unsigned_entries_py(src, signed, c, idx, count, ycoord, buf):
+    """``buf[t] = K[c, idx[t]]`` for ``t < count``: the entries of row ``c`` of the unsigned
+    matrix :math:`K = D_y Q D_y` (:math:`K_{ck} = y_c y_k Q_{ck}`), from a source of
+    :math:`Q`'s rows (``signed``) or of :math:`K`'s (the SVM's kernel rows). The signs are
+    exact, so either source gives the same bits."""
+    row_entries(src, c, idx, count, buf)
+    if signed:
+        yc = ycoord[c]
+        for t in range(count):
+            buf[t] = yc * ycoord[idx[t]] * buf[t]
+    return buf
+
+
+def _marks_py(y_t, u_t, a_t):
+    """``(upoff, lowoff)`` of a coordinate: 0 when it is in :math:`I_{up}` (:math:`I_{low}`),
+    else :math:`-\\infty` -- added to a value, it takes the coordinate out of a maximum without
+    a branch on its label."""
+    if y_t > 0:
+        return (0.0 if a_t < u_t else -math.inf), (0.0 if a_t > 0.0 else -math.inf)
+    return (0.0 if a_t > 0.0 else -math.inf), (0.0 if a_t < u_t else -math.inf)
+
+
+def _score_py(gmax, di, v_t, lowoff_t, diag_t, k_it):
+    """``(w, s)`` of a position in the choice of ``j``: ``w`` = :math:`-v_t` on
+    :math:`I_{low}` (else :math:`-\\infty`), ``s`` = :math:`-b^2/a` (LIBSVM's
+    ``obj_diff``; :data:`TAU` for a non-positive :math:`a`) when :math:`b = \\max_{I_{up}} v
+    - v_t > 0`, else 1.0 (never chosen)."""
+    w = lowoff_t - v_t
+    b = gmax + w
+    cv = di + diag_t - 2.0 * k_it
+    if cv <= 0.0:
+        cv = TAU
+    q = -(b * b) / cv
+    return w, (q if b > 0.0 else 1.0)
+
+
+def _last_max(xa, ia, xb, ib, xc, ic, xd, id_):
+    """``(max, index)`` of four lanes' running maxima (ties to the last index, as the
+    sequential scan; index -1 when every value is :math:`-\\infty`)."""
+    x = max(max(xa, xb), max(xc, xd))
+    i = -1
+    if x > -math.inf:
+        if xa == x:
+            i = ia
+        if xb == x and ib > i:
+            i = ib
+        if xc == x and ic > i:
+            i = ic
+        if xd == x and id_ > i:
+            i = id_
+    return x, i
+
+
+def _fill_py(src, signed, ycoord, c, na, perm, rows, r):
+    """``rows[r, :na]`` = row ``c`` of :math:`K` over the active positions: a copy into the
+    block (``r = c``) or a gather into a buffer. Not inlined: an inlined function's array
+    arguments are reference-counted at every call (about 20 atomic operations a row), so the
+    loop calls it on a block miss or a gather only."""
+    _unsigned_entries(src, signed, perm[c], perm, na, ycoord, rows[r])
+
+
+def _reconstruct_py(src, signed, ycoord, pterm, y, upper, a, v, vbar, perm, na, buf, scratch):
+    """The values :math:`v = -y \\circ G` at the shrunk positions ``na:`` from ``vbar`` (the
+    upper-bound coordinates' part) and the free active positions (LIBSVM's
+    ``reconstruct_gradient``), by the fewer rows: of the free coordinates over the shrunk ones,
+    or the converse."""
     n = a.shape[0]
     if na == n:
         return
     for t in range(na, n):
-        G[t] = Gbar[t] + p[t]
+        v[t] = vbar[t] + pterm[t]
     free = scratch  # the free active positions
     nf = 0
     for t in range(na):
@@ -141,20 +212,20 @@ def _reconstruct_py(src, p, upper, a, G, Gbar, perm, na, buf, scratch):
     rest = perm[na:]
     if nf <= n - na:
         for f in range(nf):
-            row = row_entries(src, perm[free[f]], rest, n - na, buf)
-            w = a[free[f]]
+            row = _unsigned_entries(src, signed, perm[free[f]], rest, n - na, ycoord, buf)
+            w = y[free[f]] * a[free[f]]
             for t in range(n - na):
-                G[na + t] += w * row[t]
+                v[na + t] -= w * row[t]
     else:
         coords = scratch[n:n + nf]
         for f in range(nf):
             coords[f] = perm[free[f]]
         for t in range(na, n):
-            row = row_entries(src, perm[t], coords, nf, buf)
+            row = _unsigned_entries(src, signed, perm[t], coords, nf, ycoord, buf)
             acc = 0.0
             for f in range(nf):
-                acc += a[free[f]] * row[f]
-            G[t] += acc
+                acc += (y[free[f]] * a[free[f]]) * row[f]
+            v[t] -= acc
 
 
 def _permute(order, k, x, tmp):
@@ -165,176 +236,245 @@ def _permute(order, k, x, tmp):
         x[t] = tmp[t]
 
 
-def _stays_at_bound(a_t, u_t, y_t, g_t, g1, g2):
-    """LIBSVM's ``be_shrunk``: a coordinate at its upper (lower) bound whose gradient points
-    out of the box by more than the largest violation on its side stays there, so it can
-    leave the active set."""
-    if a_t >= u_t:
-        return (-g_t > g1) if y_t > 0 else (-g_t > g2)
-    if a_t <= 0.0:
-        return (g_t > g2) if y_t > 0 else (g_t > g1)
+def _stays_at_bound(v_t, up_t, low_t, g1, g2):
+    """LIBSVM's ``be_shrunk`` on :math:`v = -y \\circ G`: a coordinate at a bound (in one of
+    :math:`I_{up}`, :math:`I_{low}` only) whose value lies beyond the largest violation on
+    the other side stays there, so it can leave the active set. ``up_t``, ``low_t``: its
+    marks (:func:`_marks_py`)."""
+    if up_t < 0.0:  # in I_low only: y = +1 at its upper bound, or y = -1 at 0
+        return v_t > g1
+    if low_t < 0.0:  # in I_up only
+        return -v_t > g2
     return False
 
 
-def _shrink_py(src, p, y, upper, diag, a, G, Gbar, perm, istate, buf, scratch, tmp, tol):
+def _shrink_py(src, signed, ycoord, pterm, y, upper, diag, a, v, vbar, upoff, lowoff, perm,
+               istate, buf, scratch, tmp, tol):
     """LIBSVM's ``do_shrinking``: move to the end of the active positions ``:na`` the bounded
     coordinates that the current violations say will stay at their bound (every array is
     permuted with them: the steps read contiguous positions, as LIBSVM's swaps make them);
-    the first time the violation falls below ``10 tol``, the gradient is reconstructed and
-    every coordinate made active again."""
+    the first time the violation falls below ``10 tol``, the values are reconstructed and
+    every coordinate made active again. Returns whether the positions or their count
+    changed (the rows copied over the active positions are then stale)."""
     n = a.shape[0]
     na = istate[0]
-    g1 = -math.inf  # max over I_up of -y G, and over I_low of y G
+    g1 = -math.inf  # max over I_up of v = -y G, and over I_low of -v
     g2 = -math.inf
     for t in range(na):
-        if y[t] > 0:
-            if a[t] < upper[t] and -G[t] > g1:
-                g1 = -G[t]
-            if a[t] > 0.0 and G[t] > g2:
-                g2 = G[t]
-        else:
-            if a[t] > 0.0 and G[t] > g1:
-                g1 = G[t]
-            if a[t] < upper[t] and -G[t] > g2:
-                g2 = -G[t]
+        x = v[t] + upoff[t]
+        if x > g1:
+            g1 = x
+        w = lowoff[t] - v[t]
+        if w > g2:
+            g2 = w
+    changed = False
     if istate[2] == 0 and g1 + g2 <= tol * 10.0:
         istate[2] = 1
-        _reconstruct_py(src, p, upper, a, G, Gbar, perm, na, buf, scratch)
+        _reconstruct(src, signed, ycoord, pterm, y, upper, a, v, vbar, perm, na, buf, scratch)
+        changed = na < n
         na = n
     order = scratch  # the kept positions, then the dropped ones, each in their order
     keep = 0
     for t in range(na):
-        if not _stays_at_bound(a[t], upper[t], y[t], G[t], g1, g2):
+        if not _stays_at_bound(v[t], upoff[t], lowoff[t], g1, g2):
             order[keep] = t
             keep += 1
     dropped = keep
     for t in range(na):
-        if _stays_at_bound(a[t], upper[t], y[t], G[t], g1, g2):
+        if _stays_at_bound(v[t], upoff[t], lowoff[t], g1, g2):
             order[dropped] = t
             dropped += 1
     if keep < na:
-        for x in (p, y, upper, diag, a, G, Gbar):
+        for x in (pterm, y, upper, diag, a, v, vbar, upoff, lowoff):
             _permute(order, na, x, tmp)
         itmp = scratch[n:]
         for t in range(na):
             itmp[t] = perm[order[t]]
         for t in range(na):
             perm[t] = itmp[t]
+        changed = True
     istate[0] = keep
+    return changed
 
 
-def _build_block(src, perm, na, block):
-    """``block[t, u] = Q[perm[t], perm[u]]`` for ``t, u < na``: the active coordinates' rows
-    over one another, contiguous."""
-    for t in range(na):
-        row_entries(src, perm[t], perm, na, block[t])
-
-
-def _track_upper_py(src, upper, a, Gbar, perm, c, was, buf):
-    """Add (remove) ``u Q_row`` to ``Gbar`` when position ``c`` reached (left) its upper
-    bound; ``was``: whether it was there before the step. Returns 1 when it read the row."""
+def _track_upper_py(src, signed, ycoord, y, upper, a, vbar, perm, c, was, buf):
+    """Subtract (add back) :math:`y_c u_c K_{c\\cdot}` from ``vbar`` when position ``c``
+    reached (left) its upper bound; ``was``: whether it was there before the step. Returns 1
+    when it read the row."""
     now = a[c] >= upper[c]
     if now != was:
         n = a.shape[0]
-        row = row_entries(src, perm[c], perm, n, buf)
-        w = upper[c] if now else -upper[c]
+        row = _unsigned_entries(src, signed, perm[c], perm, n, ycoord, buf)
+        w = -(y[c] * upper[c]) if now else y[c] * upper[c]
         for t in range(n):
-            Gbar[t] += w * row[t]
+            vbar[t] += w * row[t]
         return 1
     return 0
 
 
-def _pairwise_steps_py(src, bufs, block, diag, p, y, upper, a, G, Gbar, perm, istate, scratch,
-                       tmp, tol, n_steps, shrinking, out):
-    """Up to ``n_steps`` pairwise steps from ``(a, G)``, updated in place.
+def _pairwise_steps_py(src, signed, ycoord, bufs, block, stamp, diag, pterm, y, upper, a, v,
+                       vbar, upoff, lowoff, perm, istate, scratch, tmp, tol, n_steps,
+                       shrinking, out):
+    """Up to ``n_steps`` pairwise steps from ``(a, v)``, updated in place.
+
+    The loop runs on :math:`v = -y \\circ G` and the unsigned matrix :math:`K = D_y Q D_y`:
+    :math:`I_{up}`'s maximum is that of :math:`v` (``upoff`` takes the other coordinates
+    out), :math:`b_{ij} = v_i - v_j`, :math:`a_{ij} = K_{ii} + K_{jj} - 2 K_{ij}` and the
+    step along :math:`d_{ij}` changes :math:`v` by :math:`-t (K_{i\\cdot} - K_{j\\cdot})`: no
+    label enters a scan, so no branch on one (labels alternate unpredictably along the
+    active set). These are the signed form's numbers up to exact sign changes, so the
+    iterates have the same bits. Each step makes two passes over the active positions: the
+    choice of ``j`` with row ``i``, then the update of ``v`` fused with the choice of the
+    next ``i``.
 
     Every array is over *positions*: ``perm[t]`` is the coordinate at position ``t`` and the
     active coordinates are the first ``istate[0]`` (all of them without ``shrinking``).
-    ``istate`` is ``[active count, steps to the next shrinking, unshrunk once, rows held in
-    block]``: after a shrinking that leaves at most ``len(block)`` coordinates active, their
-    rows over one another are copied into ``block`` (:func:`_build_block`) and read from there
-    until the active set changes -- LIBSVM's cache holds its rows over the active coordinates
-    the same way, contiguous. ``out`` is ``[last violation, full rows read for Gbar, checks of
-    the whole problem]``. Returns the steps taken, -1 - steps when the violation over all
-    coordinates fell below ``tol`` (converged).
+    ``istate`` is ``[active count, steps to the next shrinking, unshrunk once, epoch of the
+    positions]``. Rows over the active positions are copied into ``block`` on first use since
+    the positions last changed (``stamp``; :func:`_fill_py`) while the active set fits it --
+    LIBSVM's cache holds its rows over the active coordinates the same way, contiguous --
+    else gathered into ``bufs`` at every step. ``out`` is ``[last violation, full rows
+    read for vbar, checks of the whole problem]``. Returns the steps taken, -1 - steps when
+    the violation over all coordinates fell below ``tol`` (converged).
     """
     n = a.shape[0]
+    side = block.shape[0]
+    gmax = -math.inf
+    i = -1
+    have_i = False
     for it in range(n_steps):
         if shrinking:
             istate[1] -= 1
             if istate[1] <= 0:
                 istate[1] = min(n, 1000)
-                _shrink_py(src, p, y, upper, diag, a, G, Gbar, perm, istate, bufs[2], scratch,
-                           tmp, tol)
-                istate[3] = 0
-                if istate[0] <= block.shape[0]:
-                    _build_block(src, perm, istate[0], block)
-                    istate[3] = istate[0]
+                if _shrink(src, signed, ycoord, pterm, y, upper, diag, a, v, vbar, upoff,
+                           lowoff, perm, istate, bufs[2], scratch, tmp, tol):
+                    istate[3] += 1
+                have_i = False
         na = istate[0]
-        held = istate[3] == na and na > 0
-        # i: the maximal violating "up" coordinate (the last of ties, as LIBSVM)
-        gmax = -math.inf
-        i = -1
-        for t in range(na):
-            if y[t] > 0:
-                if a[t] < upper[t] and -G[t] >= gmax:
-                    gmax = -G[t]
-                    i = t
-            elif a[t] > 0.0 and G[t] >= gmax:
-                gmax = G[t]
-                i = t
-        qi = bufs[0]
-        if held and i >= 0:
-            qi = block[i]
-        elif i >= 0:
-            qi = row_entries(src, perm[i], perm, na, bufs[0])
-        yi = y[i] if i >= 0 else 1.0
-        di = diag[i] if i >= 0 else 0.0
-        # j: the second-order choice among the "low" coordinates (WSS 2)
-        gmax2 = -math.inf
+        epoch = istate[3]
+        if not have_i:
+            # i: the maximal violating "up" coordinate (the last of ties, as LIBSVM)
+            xa = xb = xc = xd = -math.inf
+            ia = ib = ic = id_ = -1
+            t = 0
+            while t + 4 <= na:
+                x = v[t] + upoff[t]
+                if x >= xa:
+                    xa = x
+                    ia = t
+                x = v[t + 1] + upoff[t + 1]
+                if x >= xb:
+                    xb = x
+                    ib = t + 1
+                x = v[t + 2] + upoff[t + 2]
+                if x >= xc:
+                    xc = x
+                    ic = t + 2
+                x = v[t + 3] + upoff[t + 3]
+                if x >= xd:
+                    xd = x
+                    id_ = t + 3
+                t += 4
+            while t < na:
+                x = v[t] + upoff[t]
+                if x >= xa:
+                    xa = x
+                    ia = t
+                t += 1
+            gmax, i = _last_max(xa, ia, xb, ib, xc, ic, xd, id_)
+        # the rows i and j over the active positions: block[i] and block[j] while the
+        # active set fits the block (copied on their first use since the positions last
+        # changed), else gathered into bufs[0] and bufs[1]
+        held = na <= side
+        Ri = block if held else bufs
+        ri = i if held else 0
+        di = 0.0
+        if i >= 0:
+            if not held or stamp[i] != epoch:
+                _fill(src, signed, ycoord, i, na, perm, Ri, ri)
+                if held:
+                    stamp[i] = epoch
+            di = diag[i]
+        else:  # no "up" coordinate: every b below is -inf, no j; row i is never used
+            ri = 0
+        # j: the second-order choice among the "low" coordinates (WSS 2); every valid
+        # -b^2 / a is <= 0, so the start 0.5 and the 1.0 of the others never win. Four
+        # lanes (positions t mod 4), each with its own running minimum, merged below: one
+        # comparison chain would hold every position for its latency.
+        g2a = g2b = g2c = g2d = -math.inf
+        ba = bb = bc = bd = 0.5
+        ja = jb = jc = jd = -1
+        t = 0
+        while t + 4 <= na:
+            w, sc = _score(gmax, di, v[t], lowoff[t], diag[t], Ri[ri, t])
+            g2a = w if w >= g2a else g2a
+            if sc <= ba:
+                ba = sc
+                ja = t
+            w, sc = _score(gmax, di, v[t + 1], lowoff[t + 1], diag[t + 1], Ri[ri, t + 1])
+            g2b = w if w >= g2b else g2b
+            if sc <= bb:
+                bb = sc
+                jb = t + 1
+            w, sc = _score(gmax, di, v[t + 2], lowoff[t + 2], diag[t + 2], Ri[ri, t + 2])
+            g2c = w if w >= g2c else g2c
+            if sc <= bc:
+                bc = sc
+                jc = t + 2
+            w, sc = _score(gmax, di, v[t + 3], lowoff[t + 3], diag[t + 3], Ri[ri, t + 3])
+            g2d = w if w >= g2d else g2d
+            if sc <= bd:
+                bd = sc
+                jd = t + 3
+            t += 4
+        while t < na:
+            w, sc = _score(gmax, di, v[t], lowoff[t], diag[t], Ri[ri, t])
+            g2a = w if w >= g2a else g2a
+            if sc <= ba:
+                ba = sc
+                ja = t
+            t += 1
+        gmax2 = max(max(g2a, g2b), max(g2c, g2d))
+        # the last position of the smallest value: the sequential scan's choice (ties to
+        # the last index, as LIBSVM)
+        best = min(min(ba, bb), min(bc, bd))
         j = -1
-        best = math.inf
-        for t in range(na):
-            if y[t] > 0:
-                if a[t] > 0.0:
-                    b = gmax + G[t]
-                    if G[t] >= gmax2:
-                        gmax2 = G[t]
-                    if b > 0.0:
-                        cv = di + diag[t] - 2.0 * yi * qi[t]
-                        v = -(b * b) / (cv if cv > 0.0 else TAU)
-                        if v <= best:
-                            j = t
-                            best = v
-            elif a[t] < upper[t]:
-                b = gmax - G[t]
-                if -G[t] >= gmax2:
-                    gmax2 = -G[t]
-                if b > 0.0:
-                    cv = di + diag[t] + 2.0 * yi * qi[t]
-                    v = -(b * b) / (cv if cv > 0.0 else TAU)
-                    if v <= best:
-                        j = t
-                        best = v
+        if ba == best:
+            j = ja
+        if bb == best and jb > j:
+            j = jb
+        if bc == best and jc > j:
+            j = jc
+        if bd == best and jd > j:
+            j = jd
         out[0] = gmax + gmax2
         if gmax + gmax2 < tol or j < 0:
             if na == n:
                 return -1 - it
             # converged on the active set: check the whole problem (LIBSVM's last check)
             out[2] += 1
-            _reconstruct_py(src, p, upper, a, G, Gbar, perm, na, bufs[2], scratch)
+            _reconstruct(src, signed, ycoord, pterm, y, upper, a, v, vbar, perm, na, bufs[2],
+                         scratch)
             istate[0] = n
-            istate[3] = 0
+            istate[3] += 1
             # select on the whole problem now, shrink again after its step (LIBSVM's order)
             istate[1] = 2
+            have_i = False
             continue
-        qj = block[j] if held else row_entries(src, perm[j], perm, na, bufs[1])
+        Rj = block if held else bufs
+        rj = j if held else 1
+        if not held or stamp[j] != epoch:
+            _fill(src, signed, ycoord, j, na, perm, Rj, rj)
+            if held:
+                stamp[j] = epoch
+        yi = y[i]
         yj = y[j]
         # the exact step along d = y_i e_i - y_j e_j, clipped to the box
-        curv = di + diag[j] - 2.0 * yi * yj * qi[j]
+        curv = di + diag[j] - 2.0 * Ri[ri, j]
         if curv <= 0.0:
             curv = TAU
-        t_star = (-yi * G[i] + yj * G[j]) / curv
+        t_star = (v[i] - v[j]) / curv
         room_i = upper[i] - a[i] if yi > 0 else a[i]
         room_j = a[j] if yj > 0 else upper[j] - a[j]
         step = t_star
@@ -353,41 +493,89 @@ def _pairwise_steps_py(src, bufs, block, diag, p, y, upper, a, G, Gbar, perm, is
             a[j] = 0.0 if yj > 0 else upper[j]
         else:
             a[j] -= yj * step
-        si = yi * step
-        sj = yj * step
-        for t in range(na):
-            G[t] += si * qi[t] - sj * qj[t]
-        if shrinking:  # Gbar = sum of u_k Q_k over the coordinates at their upper bound
-            out[1] += _track_upper(src, upper, a, Gbar, perm, i, ui, bufs[2])
-            out[1] += _track_upper(src, upper, a, Gbar, perm, j, uj, bufs[2])
+        upoff[i], lowoff[i] = _marks(yi, upper[i], a[i])
+        upoff[j], lowoff[j] = _marks(yj, upper[j], a[j])
+        if shrinking:  # vbar = -sum of y_k u_k K_k over the coordinates at their upper bound
+            if (a[i] >= upper[i]) != ui:
+                out[1] += _track_upper(src, signed, ycoord, y, upper, a, vbar, perm, i, ui,
+                                       bufs[2])
+            if (a[j] >= upper[j]) != uj:
+                out[1] += _track_upper(src, signed, ycoord, y, upper, a, vbar, perm, j, uj,
+                                       bufs[2])
+        # the update of v, and the next i on the way (four lanes, as j's scan)
+        xa = xb = xc = xd = -math.inf
+        ia = ib = ic = id_ = -1
+        t = 0
+        while t + 4 <= na:
+            vt = v[t] - (step * Ri[ri, t] - step * Rj[rj, t])
+            v[t] = vt
+            x = vt + upoff[t]
+            if x >= xa:
+                xa = x
+                ia = t
+            vt = v[t + 1] - (step * Ri[ri, t + 1] - step * Rj[rj, t + 1])
+            v[t + 1] = vt
+            x = vt + upoff[t + 1]
+            if x >= xb:
+                xb = x
+                ib = t + 1
+            vt = v[t + 2] - (step * Ri[ri, t + 2] - step * Rj[rj, t + 2])
+            v[t + 2] = vt
+            x = vt + upoff[t + 2]
+            if x >= xc:
+                xc = x
+                ic = t + 2
+            vt = v[t + 3] - (step * Ri[ri, t + 3] - step * Rj[rj, t + 3])
+            v[t + 3] = vt
+            x = vt + upoff[t + 3]
+            if x >= xd:
+                xd = x
+                id_ = t + 3
+            t += 4
+        while t < na:
+            vt = v[t] - (step * Ri[ri, t] - step * Rj[rj, t])
+            v[t] = vt
+            x = vt + upoff[t]
+            if x >= xa:
+                xa = x
+                ia = t
+            t += 1
+        gmax, i = _last_max(xa, ia, xb, ib, xc, ic, xd, id_)
+        have_i = True
     return n_steps
 
 
-def _gradient_py(src, buf, p, upper, a, G, Gbar, everyone):
-    """``G = Q a + p`` and ``Gbar`` (the upper-bound coordinates' part), row by row over the
-    nonzero coordinates (in index order)."""
+def _values_py(src, signed, ycoord, buf, pterm, y, upper, a, v, vbar, everyone):
+    """``v = -y (Q a + p)`` and ``vbar`` (the upper-bound coordinates' part), row by row over
+    the nonzero coordinates (in index order)."""
     n = a.shape[0]
     for t in range(n):
-        G[t] = p[t]
-        Gbar[t] = 0.0
+        v[t] = pterm[t]
+        vbar[t] = 0.0
     for k in range(n):
         if a[k] != 0.0:
-            row = row_entries(src, k, everyone, n, buf)
+            row = _unsigned_entries(src, signed, k, everyone, n, ycoord, buf)
+            w = y[k] * a[k]
             for t in range(n):
-                G[t] += a[k] * row[t]
+                v[t] -= w * row[t]
             if a[k] >= upper[k]:
+                wu = y[k] * upper[k]
                 for t in range(n):
-                    Gbar[t] += upper[k] * row[t]
+                    vbar[t] -= wu * row[t]
 
 
+_unsigned_entries = _njit(_unsigned_entries_py)
+_marks = _njit(_marks_py, inline=True)
+_fill = _njit(_fill_py)
+_score = _njit(_score_py, inline=True)
+_last_max = _njit(_last_max, inline=True)
 _stays_at_bound = _njit(_stays_at_bound, inline=True)
 _track_upper = _njit(_track_upper_py)
-_build_block = _njit(_build_block)
 _permute = _njit(_permute)
-_reconstruct_py = _njit(_reconstruct_py)
-_shrink_py = _njit(_shrink_py)
+_reconstruct = _njit(_reconstruct_py)
+_shrink = _njit(_shrink_py)
 _pairwise_steps = _njit(_pairwise_steps_py)
-_gradient = _njit(_gradient_py)
+_values = _njit(_values_py)
 
 
 class BoxQPSolution:
@@ -405,7 +593,8 @@ class BoxQPSolution:
 def solve_box_qp(src, diag: np.ndarray, p: np.ndarray, y: np.ndarray, upper: np.ndarray, *,
                  alpha0: np.ndarray | None = None, tol: float = 1e-3,
                  max_iter: int | None = None, shrinking: bool = True,
-                 stop: threading.Event | None = None) -> BoxQPSolution:
+                 stop: threading.Event | None = None,
+                 unsigned_rows: bool = False) -> BoxQPSolution:
     r"""Minimize :math:`\tfrac12 \alpha^\top Q\alpha + p^\top\alpha` over
     :math:`\{0 \le \alpha \le u,\ y^\top\alpha = y^\top\alpha_0\}` by pairwise Frank-Wolfe steps
     with second-order pair selection and exact clipped steps (SMO; see the module docstring).
@@ -441,6 +630,11 @@ def solve_box_qp(src, diag: np.ndarray, p: np.ndarray, y: np.ndarray, upper: np.
     stop : threading.Event, optional
         Read between compiled chunks (:data:`CHUNK_WORK`); set, the solve returns
         :data:`CANCELLED` with its current iterate.
+    unsigned_rows : bool, default False
+        Whether ``src`` gives the rows of :math:`K = D_y Q D_y` (:math:`K_{ij} = y_i y_j
+        Q_{ij}`, e.g. the SVM's kernel rows before the labels' signs) instead of
+        :math:`Q`'s; ``diag`` is the same either way. The steps run on :math:`K` (see
+        :func:`_pairwise_steps_py`): a source of it saves the signs' products.
 
     Returns
     -------
@@ -468,21 +662,26 @@ def solve_box_qp(src, diag: np.ndarray, p: np.ndarray, y: np.ndarray, upper: np.
         raise ValueError("solve_box_qp: alpha0 must lie in the box 0 <= alpha <= upper")
     # Copies: the solve permutes them with the active set (LIBSVM's swaps)
     diag = np.array(diag, dtype=np.float64)
-    p_pos = np.array(p, dtype=np.float64)
-    y = np.array(y, dtype=np.float64)
+    ycoord = np.array(y, dtype=np.float64)
+    y = ycoord.copy()
+    pterm = -y * np.asarray(p, dtype=np.float64)  # the linear part of v = -y G
     upper = np.array(upper, dtype=np.float64)
     bufs = np.empty((3, n))
     # scratch: the shrinking's and the reconstruction's integer work space (2n)
     scratch = np.zeros(2 * n, dtype=np.int64)
     tmp = np.empty(n)
     perm = np.arange(n, dtype=np.int64)
-    istate = np.array([n, min(n, 1000) + 1, 0, 0], dtype=np.int64)
-    side = min(n, BLOCK_MAX) if shrinking else 0
-    block = np.empty((side, side))
-    G = p_pos.copy()
-    Gbar = np.zeros(n)
+    istate = np.array([n, min(n, 1000) + 1, 0, 1], dtype=np.int64)
+    side = min(n, BLOCK_MAX)
+    block = np.empty((side, side))  # pages are touched as rows are copied in
+    stamp = np.zeros(side, dtype=np.int64)
+    v = pterm.copy()
+    vbar = np.zeros(n)
+    signed = not unsigned_rows
     if a.any():
-        _gradient(src, bufs[2], p_pos, upper, a, G, Gbar, perm.copy())
+        _values(src, signed, ycoord, bufs[2], pterm, y, upper, a, v, vbar, perm.copy())
+    upoff = np.where(np.where(y > 0, a < upper, a > 0), 0.0, -math.inf)
+    lowoff = np.where(np.where(y > 0, a > 0, a < upper), 0.0, -math.inf)
     budget = math.inf if max_iter is None else int(max_iter)
     chunk = max(1, CHUNK_WORK // max(n, 1))
     out = np.zeros(3)
@@ -495,19 +694,21 @@ def solve_box_qp(src, diag: np.ndarray, p: np.ndarray, y: np.ndarray, upper: np.
         if done >= budget:
             break
         steps = int(min(chunk, budget - done))
-        taken = _pairwise_steps(src, bufs, block, diag, p_pos, y, upper, a, G, Gbar, perm,
-                                istate, scratch, tmp, float(tol), steps, bool(shrinking), out)
+        taken = _pairwise_steps(src, signed, ycoord, bufs, block, stamp, diag, pterm, y, upper,
+                                a, v, vbar, upoff, lowoff, perm, istate, scratch, tmp,
+                                float(tol), steps, bool(shrinking), out)
         if taken < 0:
             done += -1 - taken
             status = CONVERGED
             break
         done += taken
     if istate[0] < n:  # stopped shrunk: the whole gradient, for the caller's multiplier
-        _reconstruct_py(src, p_pos, upper, a, G, Gbar, perm, int(istate[0]), bufs[2], scratch)
+        _reconstruct(src, signed, ycoord, pterm, y, upper, a, v, vbar, perm, int(istate[0]),
+                     bufs[2], scratch)
     alpha = np.empty(n)
     grad = np.empty(n)
     alpha[perm] = a
-    grad[perm] = G
+    grad[perm] = -y * v
     return BoxQPSolution(alpha, grad, done, status, float(out[0]))
 
 

@@ -20,14 +20,19 @@ maximal violation falls below ``tol`` (default 1e-3, LIBSVM's ``-e``). The decis
 LIBSVM's, :math:`f(x) = \sum_i \alpha_i y_i k(x_i, x) - \rho`, :math:`\rho` from the free
 variables' KKT conditions (:func:`~torchfw.optimizers._box_qp.equality_multiplier`).
 
-**Rows.** The rows come from the SVC's own row sources (:mod:`torchfw.svm._matrix`: the whole
-matrix :math:`K + 1` or a cache of its rows, read signed and restricted to a one-vs-one pair's
-examples by :func:`torchfw.svm._dense.row_source`), with no :math:`1/C` term. They are the rows
-of :math:`Q + y y^\top`, not of :math:`Q`: on the hyperplane :math:`y^\top\alpha = 0` the two
-quadratics are the same function (:math:`\alpha^\top y y^\top \alpha = 0`), with the same gradient
-(:math:`y y^\top \alpha = 0`) and the same curvature along every feasible direction
-(:math:`y^\top d = 0`), so the solver takes the same steps; the gradient update
-:math:`t (y_i Q_{i\cdot} - y_j Q_{j\cdot})` cancels the added ones exactly.
+**Rows.** The rows are those of :math:`K` itself, computed in float64 and rounded once to
+the kernel precision as LIBSVM's float rows are (:mod:`torchfw.svm._hinge_matrix`), when the
+whole matrix fits ``cache_size``; else a cache of the SVC's rows of :math:`K + 1`
+(:mod:`torchfw.svm._matrix`), read restricted to a one-vs-one pair's examples by
+:func:`torchfw.svm._dense.row_source`. The solver reads them unsigned (labels 1: the steps run
+on :math:`K_{ij} = y_i y_j Q_{ij}`). :math:`K + 1` is :math:`Q + y y^\top` up to the signs:
+on the hyperplane :math:`y^\top\alpha = 0` the two quadratics are the same function
+(:math:`\alpha^\top y y^\top \alpha = 0`), with the same gradient (:math:`y y^\top \alpha = 0`)
+and the same curvature along every feasible direction (:math:`y^\top d = 0`), so in exact
+arithmetic the solver takes the same steps; the gradient update :math:`t (K_{i\cdot} -
+K_{j\cdot})` cancels the added ones. In float32 it does not quite: :math:`K + 1` holds small
+entries to an absolute half unit of numbers near 2, which at large C (steps of size C) adds
+noise to the gradient and steps to the solve.
 
 **Multiclass.** One-vs-one, LIBSVM's scheme (``multi_class="auto"``), each pair on its two
 classes' examples, reading its entries of the one matrix of all examples; ``multi_class="ovr"``
@@ -56,6 +61,7 @@ from ..utils.jit import HAVE_NUMBA
 from ..utils.jit import njit as _njit  # None without numba
 from ..utils.threads import one_thread, parallel_map, workers
 from ._dense import row_source
+from ._hinge_matrix import exact_kernel_matrix
 from ._matrix import full_source, plain_problem, source_row
 
 __all__ = ["fit_hinge", "HINGE_TOL", "hinge_budget", "check_hinge_options"]
@@ -147,9 +153,11 @@ def fit_hinge(plan, X, problems, C_examples, *, tol: float, max_iter, shrinking:
         d = diag if problem.rows is None else diag[rows]
         p = np.full(n, -1.0)
         t0 = time.perf_counter()
-        sol = solve_box_qp(row_source(src, rows, y.astype(dtype), np.zeros(n, dtype=dtype)),
+        # the unsigned rows (labels 1): the solver's steps run on them (unsigned_rows)
+        sol = solve_box_qp(row_source(src, rows, np.ones(n, dtype=dtype),
+                                      np.zeros(n, dtype=dtype)),
                            d, p, y, upper, tol=tol, max_iter=hinge_budget(max_iter, n),
-                           shrinking=shrinking)
+                           shrinking=shrinking, unsigned_rows=True)
         return sol, upper, y, p, time.perf_counter() - t0
 
     sizes = [float(len(p.y)) for p in problems]
@@ -227,20 +235,24 @@ _signed_entries = _njit(_signed_entries_py, inline=True)
 
 
 def _plain_rows(plan, X, gram):
-    r"""``(row source of K + 1, K_ii + 1)`` over all examples, with no :math:`1/C` term.
+    r"""``(row source, diagonal)`` over all examples, with no :math:`1/C` term: of :math:`K`
+    itself, each entry its float64 value rounded once to the kernel precision (LIBSVM's
+    ``Qfloat``; :func:`torchfw.svm._hinge_matrix.exact_kernel_matrix`), when the whole matrix
+    fits ``cache_size``; else a cache of the SVC's rows of :math:`K + 1` (diagonal
+    :math:`K_{ii} + 1`), which on the hyperplane :math:`y^\top\alpha = 0` is the same
+    quadratic in exact arithmetic; or the given Gram matrix.
 
-    The SVC's sources (:func:`torchfw.svm._matrix.plain_problem`, with :math:`C = \infty` so
-    that the diagonal is exactly :math:`K_{ii} + 1`): the whole matrix when it fits
-    ``cache_size`` (the steps read a few entries of two rows, where a cache's bookkeeping per
-    row read costs more than the read: raw svmguide1 at :math:`C = 2^{15}` took 2.5x as long
-    on a cache of all its rows), else a cache of rows; or the given Gram matrix plus one.
+    The whole matrix rather than a cache of its rows when it fits: the steps read a few
+    entries of two rows, where a cache's bookkeeping per row read costs more than the read
+    (raw svmguide1 at :math:`C = 2^{15}` took 2.5x as long on a cache of all its rows).
     """
     if gram is not None:
-        from ._custom import custom_matrix
-
-        P, _, _ = custom_matrix(gram, math.inf, plan.dtype)
+        P = np.array(gram, dtype=np.float64 if plan.dtype == torch.float64 else np.float32)
         return full_source(P), np.diagonal(P).astype(np.float64)
     with one_thread():
+        exact = exact_kernel_matrix(plan, X)
+        if exact is not None:
+            return full_source(exact[0]), exact[1]
         src, diag, _ = plain_problem(plan, X, math.inf)
     if src is None:
         raise ValueError("loss='hinge' reads kernel rows from host memory, which this input "
