@@ -33,17 +33,12 @@ def _spd(k: int, cond: float, seed: int) -> np.ndarray:
 
 def _rowwise(L: np.ndarray, k0: int, k: int) -> int:
     """The row-by-row factor in plain Python: the reference order of every sum."""
-    big = 0.0
-    for a in range(k0):
-        big = max(big, L[a, a] * L[a, a])
-    for a in range(k0, k):
-        big = max(big, abs(L[a, a]))
-    cutoff = big * (k + 1) * 2.220446049250313e-16 * 16.0
+    cutoff = (k + 1) * 2.220446049250313e-16 * 16.0  # of the row's own diagonal entry
     for a in range(k0, k):
         for b in range(a):
             L[a, b] = (L[a, b] - _face._dot4_py(L[a], L[b], b)) / L[b, b]
         acc = L[a, a] - _face._dot4_py(L[a], L[a], a)
-        if not acc > cutoff:
+        if not acc > cutoff * L[a, a]:
             return a
         L[a, a] = np.sqrt(acc)
         L[a, a + 1:] = 0.0
@@ -76,6 +71,27 @@ def test_failing_pivot_inside_a_block_leaves_the_later_rows_as_G():
     assert _face.extend_factor(B, 0, k) == bad
     assert np.array_equal(A[:bad], B[:bad])
     assert np.array_equal(B[bad + 1:], np.tril(G)[bad + 1:])
+
+
+@pytest.mark.parametrize("gemm", [False, True])
+def test_pivot_test_is_invariant_to_a_diagonal_scaling(gemm):
+    # A polynomial kernel on raw features: diagonal entries over many orders of magnitude
+    # (raw breast cancer, degree 5: 5e19 to 9e31). The factor of D G D is D L, and a pivot
+    # is judged against its own row's diagonal: against the largest diagonal entry, the
+    # rows of small norm failed and no correction was taken.
+    k = 2 * _face.GEMM_ATOMS if gemm else 40
+    G = _spd(k, 1e4, 3)
+    d = np.geomspace(1.0, 1e-7, k)
+    S = G * d[:, None] * d[None, :]
+    A, B = np.tril(G).copy(), np.tril(S).copy()
+    assert _face.extend_factor(A, 0, k) == k
+    assert _face.extend_factor(B, 0, k) == k
+    assert np.allclose(B[:k, :k] / d[:, None], A, atol=1e-8)
+    # A row dependent on the earlier ones still fails, at any scale.
+    X = np.random.default_rng(2).standard_normal((k, k + 5))
+    X[k - 3] = X[1] * 1e-6
+    C = np.tril(X @ X.T).copy()
+    assert _face.extend_factor(C, 0, k) == k - 3
 
 
 @pytest.mark.parametrize("seed", [0, 1, 2])

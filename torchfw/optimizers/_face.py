@@ -211,7 +211,7 @@ def _extend_factor_py(L, k0, k):
     same factor to rounding, in a little over half that time again).
 
     Returns ``k``, or the first row whose pivot falls below the rank cutoff (``16 (k+1) eps``
-    times the largest diagonal entry of the new rows' :math:`G` or of ``L``'s squared pivots):
+    times that row's diagonal entry of :math:`G`, :func:`_pivot_cutoff`):
     the matrix is not numerically definite there (rows before it are factored, rows after it
     still hold :math:`G`).
     """
@@ -219,17 +219,21 @@ def _extend_factor_py(L, k0, k):
 
 
 def _pivot_cutoff_py(L, k0, k):
-    """The smallest pivot :func:`extend_factor` accepts: ``16 (k + 1)`` float64 epsilons of the
-    largest diagonal entry of :math:`G` (rows ``< k0`` hold the factor, whose squared diagonal
-    is ``G``'s; rows ``k0 .. k-1`` still hold ``G``'s diagonal)."""
-    big = 0.0
-    for a in range(k0):
-        if L[a, a] * L[a, a] > big:
-            big = L[a, a] * L[a, a]
-    for a in range(k0, k):
-        if abs(L[a, a]) > big:
-            big = abs(L[a, a])
-    return big * (k + 1) * 2.220446049250313e-16 * 16.0
+    r"""The smallest pivot :func:`extend_factor` accepts, as a fraction of the row's own
+    diagonal entry :math:`G_{aa}`: ``16 (k + 1)`` float64 epsilons. A row is accepted when
+    :math:`G_{aa} - \|L_{a,:a}\|^2 > 16 (k+1) \epsilon\, G_{aa}`: when the part of atom
+    :math:`a` that the face's earlier atoms do not span is more than rounding of its own
+    entries (the computed difference is exact to about :math:`k \epsilon G_{aa}`).
+
+    Why the row's own diagonal and not the largest of the face: the test is then invariant
+    to a diagonal scaling of :math:`G` (the Cholesky factor of :math:`DGD` is :math:`DL`).
+    A polynomial kernel on raw features has diagonal entries over twelve orders of magnitude
+    (breast cancer, degree 5, gamma 0.1: :math:`5 \cdot 10^{19}` to :math:`9 \cdot 10^{31}`);
+    against the largest, an atom of small norm failed at a pivot of :math:`2 \cdot 10^{-7}`
+    of its own diagonal, every correction was refused, and the plain steps left a relative
+    gap of 18 after 1,000 iterations per example. Where the diagonal is constant (Gaussian
+    kernels) both tests are the same. ``L``, ``k0`` are unused (kept for the callers' signature)."""
+    return (k + 1) * 2.220446049250313e-16 * 16.0
 
 
 def _factor_rows_py(L, k0, k, c0):
@@ -269,7 +273,7 @@ def _factor_rows_py(L, k0, k, c0):
             for b in range(a0, a):
                 L[a, b] = (L[a, b] - _dot4(L[a], L[b], b)) / L[b, b]
             acc = L[a, a] - _dot4(L[a], L[a], a)
-            if not acc > cutoff:
+            if not acc > cutoff * L[a, a]:
                 for r in range(a + 1, a1):
                     for b in range(c0, a0):
                         L[r, b] = saved[r - a0, b]
@@ -407,7 +411,7 @@ def _factor_rows_gemm_py(L, k0, k, c0):
                     acc = L[b, b] - prod[b - j0, r0]
                     for c in range(j0, b):
                         acc -= bt[c, r0] * bt[c, r0]
-                    if not acc > cutoff:
+                    if not acc > cutoff * L[b, b]:
                         for t in range(b + 1, a1):
                             for u in range(c0, t + 1):
                                 L[t, u] = saved[t - a0, u]
