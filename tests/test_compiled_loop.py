@@ -101,17 +101,17 @@ def _problem(source):
     return objective, tf.Simplex(), x0, rows, np.empty((2, m)), diag, False, 0.0
 
 
-def _host_run(variant, source, corrective):
+def _host_run(variant, source, corrective, rtol=0.0):
     objective, lmo, x0, *_ = _problem(source)
     opt = HOST_VARIANTS[variant](lmo, execution="host", check_every=CHECK_EVERY,
                                  corrective=corrective)
-    rule = _Recording(tol=TOL, rtol=0.0, max_iter=MAX_ITER)
+    rule = _Recording(tol=TOL, rtol=rtol, max_iter=MAX_ITER)
     result = opt.minimize(objective, x0, stopping=rule)
     h = result.history
     return h.iteration, h.value, h.gap, rule.weights, h.steps[-1]
 
 
-def _loop_run(variant, source, corrective, code=None):
+def _loop_run(variant, source, corrective, code=None, rtol=0.0):
     """The loop paused at every check: ``(iterations, values, gaps, weights, steps)``."""
     objective, lmo, x0, src, bufs, diag, has_ct, constant = _problem(source)
     cls = HOST_VARIANTS[variant](lmo)
@@ -129,7 +129,7 @@ def _loop_run(variant, source, corrective, code=None):
         hist_counts = np.empty((8, len(L.COUNTERS)), dtype=np.int64)
         k, status, n_hist = L.run_loop(
             code, src, bufs, diag, ct, has_ct, constant, start.w, start.s, start.wp, start.sp,
-            start.support, start.state, MAX_ITER - done, TOL, 0.0, CHECK_EVERY, L.ZERO_TOL,
+            start.support, start.state, MAX_ITER - done, TOL, rtol, CHECK_EVERY, L.ZERO_TOL,
             counts, hist, hist_counts, corrective, 1)
         first = 1 if iterations else 0  # a resumed call repeats the last call's last check
         for row in range(first, n_hist):
@@ -236,6 +236,45 @@ def test_the_row_storage_solve_is_the_loop_and_restores_exactly():
     with pytest.raises(ValueError, match="time_limit"):
         engine.solve(L.AWAY, StoppingRule(tol=TOL, rtol=0.0, max_iter=5, time_limit=1.0),
                      check_every=CHECK_EVERY)
+
+
+#: A relative target that moves with the value over the runs above (SVM duals at C = 1e4:
+#: values falling from 0.16, 8.1 on the polynomial rows, to about 1e-3; targets from 1e-5 or
+#: 8e-4 down to 7e-8 against TOL's 1e-9): the corrective step's windows measure distances to
+#: it (torchfw.optimizers._face.distance).
+STALL_RTOL = 1e-4
+
+
+def _corrections(run):
+    """The iterations of the checks right after a corrective step, and the steps' count."""
+    iterations, *_, steps = run
+    after = [b for a, b in zip(iterations, iterations[1:]) if b - a == 1]
+    return after, steps.get("correct", 0)
+
+
+@needs_numba
+@pytest.mark.parametrize("source", ["svm-rows", "svm-cache"])
+@pytest.mark.parametrize("variant", list(HOST_VARIANTS))
+def test_the_loop_decides_the_stall_as_the_host_window(variant, source):
+    # Under a relative target (the SVC's rule) the host's windows (FaceCorrection) and the
+    # compiled loop's take their corrective steps at the same checks, and step alike between.
+    ref = _host_run(variant, source, True, rtol=STALL_RTOL)
+    got = _loop_run(variant, source, True, rtol=STALL_RTOL)
+    assert _corrections(got) == _corrections(ref), f"{variant} on {source}"
+    _compare(ref, got, f"{variant} on {source}, relative target")
+
+
+@needs_numba
+def test_the_stall_comparison_can_fail(monkeypatch):
+    # Host windows that measure gaps instead of distances to the relative target take their
+    # corrections at other checks than the loop's: the comparison above catches it.
+    from torchfw.optimizers import _face
+
+    got = _loop_run("fw", "svm-cache", True, rtol=STALL_RTOL)
+    assert _corrections(got)[1] >= 2
+    monkeypatch.setattr(_face, "distance", lambda gap, target: gap)
+    ref = _host_run("fw", "svm-rows", True, rtol=STALL_RTOL)
+    assert _corrections(got) != _corrections(ref)
 
 
 @needs_numba

@@ -244,3 +244,43 @@ def test_max_iter_minus_one_is_no_limit_and_bad_values_are_named():
             tf.SVC(max_iter=bad).fit(X, y)
     with pytest.raises(ValueError, match="streaming"):
         tf.SVC(max_iter=-1, solver="sfw").fit(X, y)
+
+
+def test_stall_rule_measures_distance_to_a_relative_target():
+    """Under a relative target a gap that halves while the value halves has not come nearer
+    to stopping: measured as distances (gap over the check's target) the window stalled,
+    measured as gaps it did not (a9a at large C crawled to the safety net so)."""
+    rtol = 0.6
+    gap0, value0 = 1e-4, 2.5e-5  # the window's reference check
+    gap1, value1 = 0.45e-4, 1.1e-5  # its smallest: the gap and the value both fell ~2x
+    d0 = _face.distance(gap0, rtol * value0)
+    d1 = _face.distance(gap1, rtol * value1)
+    assert d0 == pytest.approx(gap0 / (rtol * value0))
+    assert not _face.stalled(gap1, gap0, rtol * value1)  # the gap halved: no stall on gaps
+    assert _face.stalled(d1, d0, 1.0)  # the distance did not
+    assert _face.distance(3.0, 0.0) == 3.0  # no positive target: the gap itself
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_stall_rule_of_a_window_at_its_cost_balanced_length_is_the_plain_rule(seed):
+    """``stalled_scaled`` at scale 1 (a window costing one correction) is ``stalled``."""
+    rng = np.random.default_rng(seed)
+    for _ in range(200):
+        reference = 10.0 ** rng.uniform(-1, 2)
+        smallest = reference * rng.uniform(0.2, 1.2)
+        assert _face.stalled_scaled(smallest, reference, 1.0, 1.0) == \
+            _face.stalled(smallest, reference, 1.0)
+
+
+def test_a_short_window_weighs_its_rate_by_its_cost():
+    """A window of 1/200 of a correction's iterations whose distance fell 0.7-fold needs about
+    four more such windows (0.02 corrections): not stalled; the same rate over a window that
+    costs a whole correction is (four corrections of plain steps)."""
+    cost = _face.correction_cost(1556, 4000)
+    assert cost == pytest.approx((1556.0 ** 3 / 3 + 2 * 1556.0 * 4000) / (3 * 4000))
+    assert _face.correction_window(1556, 4000, 0) == int(_face.RATIO * cost)
+    smallest, reference = 4.4, 4.4 / 0.7
+    assert not _face.stalled_scaled(smallest, reference, 1.0, 490 / cost)
+    assert _face.stalled_scaled(smallest, reference, 1.0, 1.0)
+    assert _face.stalled_scaled(reference, reference, 1.0, 1e-6)  # no progress: stalled
+    assert not _face.stalled_scaled(0.9, 1.5, 1.0, 1.0)  # under the target: never

@@ -145,19 +145,28 @@ def _run_loop(variant, src, bufs, diag, ct, has_ct, constant, w, s, wp, sp, supp
     n_hist = 0
     status = MAX_ITER
     # The window of the corrective step (torchfw.optimizers._face.STALL): where it began, its
-    # length, the gap it must halve and its smallest gap so far; the stalled windows in a row
-    # before it (a repeated stall affords a larger face, _face_budget).
+    # length, the distance to the stopping target it must halve and its smallest distance so
+    # far (_face.distance: the gap over its check's target; a negative reference is taken at
+    # the next check); the stalled windows in a row before it (a repeated stall affords a
+    # larger face, _face_budget).
     win_start = 0
     last_correction = 0  # the plain iterations since pay for the next face (_face_budget)
     stalls = 0
     # (A pass over the weights: only when the step may be taken -- the dense engine's blocks
     # of a few hundred atoms call the loop every check.)
     win_len = _correction_window(_n_positive(w), n, 0) if correct else 0
+    # What the plain iterations of a window of no stall on that face cost, in corrections
+    # (_face.stalled_scaled: a shortened window's rate counts for its own cost).
+    win_full = win_len
     # The conjugate-gradient step (_face_cg): ALLOWED until it fails once in the run, LAST
     # after it was the last correction (the windows then cost its steps, not factors).
     conjugate = _CG_ALLOWED
-    win_first = p - s_min
-    win_min = win_first
+    win_first = -1.0
+    win_min = math.inf
+    # The run's first window is measured on gaps (_face.STALL): the gap at its start and
+    # its smallest; a negative reference once it ended.
+    gap_first = p - s_min
+    gap_min = gap_first
     if state.shape[0] >= 17 and state[10] > 0.0:
         # A resumed call (run_chunked): the window goes on where the last call left it, its
         # iterations counted from this call's first, so that a chunked run is the one call's,
@@ -170,6 +179,12 @@ def _run_loop(variant, src, bufs, diag, ct, has_ct, constant, w, s, wp, sp, supp
         stalls = int(state[16])
         if state.shape[0] >= 18:
             conjugate = int(state[17])
+        win_full = int(state[18]) if state.shape[0] >= 19 else win_len
+        if state.shape[0] >= 21:
+            gap_first = state[19]
+            gap_min = state[20]
+        else:
+            gap_first = -1.0
     while True:
         value = 0.5 * (p + t) + constant
         gap = p - s_min
@@ -197,11 +212,21 @@ def _run_loop(variant, src, bufs, diag, ct, has_ct, constant, w, s, wp, sp, supp
             status = PAUSED
             break
         if correct:
-            if gap < win_min:
-                win_min = gap
+            dist = _distance(gap, target)
+            if win_first < 0.0:
+                win_first = dist
+            if dist < win_min:
+                win_min = dist
+            if gap_first >= 0.0 and gap < gap_min:
+                gap_min = gap
             if k - win_start >= win_len:
                 corrected = False
-                stalled = _stalled(win_min, win_first, target)
+                scale = (k - win_start) / max(win_full, 1)
+                if gap_first >= 0.0:  # the run's first window: its gaps against the target
+                    stalled = _stalled_scaled(gap_min, gap_first, target, scale)
+                    gap_first = -1.0
+                else:
+                    stalled = _stalled_scaled(win_min, win_first, 1.0, scale)
                 if stalled:
                     k_dense = _face_budget(n, k - last_correction, stalls)
                     kept = -1
@@ -228,6 +253,12 @@ def _run_loop(variant, src, bufs, diag, ct, has_ct, constant, w, s, wp, sp, supp
                             for r in range(n):
                                 wp[r] = w[r]
                                 sp[r] = s[r]
+                                # The face's new atoms have weight: the support list must
+                                # hold them (its moves and bounds read only its atoms).
+                                if w[r] > 0.0 and not in_support[r]:
+                                    in_support[r] = True
+                                    support[n_support] = r
+                                    n_support += 1
                             W = p - t
                             p_prev = p
                             t_prev = t
@@ -236,18 +267,24 @@ def _run_loop(variant, src, bufs, diag, ct, has_ct, constant, w, s, wp, sp, supp
                 else:
                     stalls = 0
                 win_start = k
+                n_face = _n_positive(w)
                 if conjugate == _CG_LAST:
-                    win_len = _conjugate_window(_n_positive(w), n, stalls)
+                    win_len = _conjugate_window(n_face, n, stalls)
+                    win_full = _conjugate_window(n_face, n, 0)
                 else:
-                    win_len = _correction_window(_n_positive(w), n, stalls)
+                    win_len = _correction_window(n_face, n, stalls)
+                    win_full = _correction_window(n_face, n, 0)
                 if not corrected and stalled:
                     win_len *= 2  # a correction refused: try again later
-                # The next window is measured against this one's smallest gap (the gap is
-                # noisy: its value at one check would make a halving look easy).
-                win_first = p - s_min if corrected else win_min
-                win_min = p - s_min
+                # The next window is measured against this one's smallest distance (the gap
+                # is noisy: its value at one check would make a halving look easy), or the
+                # distance at the check after the correction.
                 if corrected:
+                    win_first = -1.0
+                    win_min = math.inf
                     continue
+                win_first = win_min
+                win_min = dist
         block = max_iter - k
         if check_every < block:
             block = check_every
@@ -377,6 +414,11 @@ def _run_loop(variant, src, bufs, diag, ct, has_ct, constant, w, s, wp, sp, supp
         state[16] = stalls
     if state.shape[0] >= 18:
         state[17] = conjugate
+    if state.shape[0] >= 19:
+        state[18] = win_full
+    if state.shape[0] >= 21:
+        state[19] = gap_first
+        state[20] = gap_min
     return k, status, n_hist
 
 
@@ -623,7 +665,8 @@ _cross_after = _njit(cross_after_scalars) if HAVE_NUMBA else cross_after_scalars
 _minor_cycle_kept = _face.minor_cycle_kept
 _correction_window = _face.correction_window
 _axpy = _face.axpy
-_stalled = _face.stalled
+_stalled_scaled = _face.stalled_scaled
+_distance = _face.distance
 _face_budget = _face.face_budget
 _face_atoms = _face.face_atoms
 _violators = _face.violators
@@ -659,9 +702,10 @@ class LoopState:
     ``w, s`` (float64) are the weights and scores; ``wp, sp`` the previous iterate (PARTAN,
     else aliases of ``w, s``); ``support`` the atoms that ever had weight, in order of arrival
     (PARTAN); ``state`` ``[p, t, s_min, i_min, s_max, j_max, W, p_prev, t_prev, n_support]``,
-    then the corrective step's window that a resumed call continues and the run's
-    conjugate-step state (:data:`torchfw.optimizers._face_cg.ALLOWED`, ``DISABLED``, ``LAST``;
-    :func:`_run_loop`).
+    then the corrective step's window that a resumed call continues, the run's
+    conjugate-step state (:data:`torchfw.optimizers._face_cg.ALLOWED`, ``DISABLED``, ``LAST``)
+    the window's length at no stall and the run's first window's reference and smallest gaps
+    (:func:`_run_loop`).
     """
 
     __slots__ = ("w", "s", "wp", "sp", "support", "state")
@@ -673,7 +717,7 @@ class LoopState:
         self.sp = np.empty(n) if keep_previous else self.s
         self.support = np.empty(n if keep_previous else 1, dtype=np.int64)
         # The scalars of the iterate, then the corrective step's window (carried between calls).
-        self.state = np.zeros(18)
+        self.state = np.zeros(21)
 
     @classmethod
     def of_engine(cls, engine) -> LoopState:
@@ -686,7 +730,7 @@ class LoopState:
         self.state = np.array([engine.p, engine.t, engine.s_min, engine.i_min, engine.s_max,
                                engine.j_max, engine.W if keep else 0.0,
                                engine.p_prev if keep else 0.0, engine.t_prev if keep else 0.0,
-                               engine._n_support if keep else 0] + [0.0] * 8, dtype=np.float64)
+                               engine._n_support if keep else 0] + [0.0] * 11, dtype=np.float64)
         return self
 
     def value(self) -> float:

@@ -24,6 +24,8 @@ weights sum to one), so a correction reads each face atom's column twice and cos
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import torch
 
@@ -280,10 +282,12 @@ class FaceCorrection:
 
     A window starts at a check; it lasts :func:`~torchfw.optimizers._face.correction_window`
     iterations for the face at its start. At its end, if the window stalled
-    (:func:`~torchfw.optimizers._face.stalled`: its smallest gap above ``STALL`` times its
-    reference -- the gap at the start of the run or after the last correction, else the
-    previous window's smallest gap -- and out of reach of the stopping target ``target`` at
-    its rate) the step is taken (one iteration; counter ``correct``) on a face bounded by
+    (:func:`~torchfw.optimizers._face.stalled`: its smallest distance to the stopping target
+    -- :func:`~torchfw.optimizers._face.distance`, the gap over the check's ``target`` --
+    above ``STALL`` times its reference -- the distance at the start of the run or after the
+    last correction, else the previous window's smallest -- and out of reach of the target
+    at its rate; the run's first window compares gaps, see :data:`~torchfw.optimizers._face.
+    STALL`) the step is taken (one iteration; counter ``correct``) on a face bounded by
     :func:`~torchfw.optimizers._face.face_budget` for the stalled windows in a row -- or by
     conjugate gradients on a larger face (:func:`conjugate_face`, :mod:`torchfw.optimizers.
     _face_cg`) where its plan affords one and the dense face would leave violators out, until
@@ -292,10 +296,10 @@ class FaceCorrection:
     faces are their own); a problem that stopped takes no step.
     """
 
-    def __init__(self, eng, gap):
+    def __init__(self, eng):
         st = eng.storage
         self.batch = int(getattr(st, "B", 1))
-        self.windows = [_Window(eng, b, self.batch, _gap(gap, b)) for b in range(self.batch)]
+        self.windows = [_Window(eng, b, self.batch) for b in range(self.batch)]
 
     def __call__(self, eng, k: int, gap, target) -> bool:
         """Whether a step was taken at this check (the caller checks again before going on);
@@ -329,7 +333,7 @@ def _gap(gap, b: int) -> float:
 class _Window:
     """The window of one problem (:class:`FaceCorrection`)."""
 
-    def __init__(self, eng, problem: int, batch: int, gap: float):
+    def __init__(self, eng, problem: int, batch: int):
         self.problem = problem
         self.batch = batch
         self.last = self._iteration(eng)  # the plain iterations since pay for the next face
@@ -337,7 +341,10 @@ class _Window:
         # The conjugate-gradient step (_face_cg): ALLOWED until it fails once in the run,
         # LAST after it was the last correction (the windows then cost its steps).
         self.conjugate = _face_cg.ALLOWED
-        self._restart(eng, gap, gap, refused=False)
+        self._restart(eng, None, refused=False)
+        # The run's first window is measured on gaps (_face.STALL): its reference gap (None:
+        # the next check's) and its smallest; None once it ended.
+        self.opening: list | None = [None, math.inf]
 
     def _iteration(self, eng) -> int:
         return eng.iteration() if self.batch == 1 else int(eng.storage.k[self.problem])
@@ -347,16 +354,22 @@ class _Window:
             return eng.n_active()
         return int((eng.storage.w[self.problem] > 0).sum())
 
-    def _restart(self, eng, reference: float, gap: float, refused: bool) -> None:
+    def _restart(self, eng, reference: float | None, refused: bool) -> None:
+        """A new window from this check, measured against ``reference`` (a distance,
+        :func:`~torchfw.optimizers._face.distance`; None: the next check's)."""
         self.start = self._iteration(eng)
         self.admitted = _admitted(eng)
-        window = _face_cg.conjugate_window if self.conjugate == _face_cg.LAST \
-            else _face.correction_window
-        self.length = current(window)(self._n_active(eng), eng.N, self.stalls)
+        window = current(_face_cg.conjugate_window if self.conjugate == _face_cg.LAST
+                         else _face.correction_window)
+        n_face = self._n_active(eng)
+        self.length = window(n_face, eng.N, self.stalls)
+        # What a window of no stall on this face lasts: the iterations of one correction's
+        # cost (_face.stalled_scaled weighs the window's rate by its own cost).
+        self.full = window(n_face, eng.N, 0)
         if refused:
             self.length *= 2
         self.first = reference
-        self.smallest = gap
+        self.smallest = math.inf
 
     def _correct(self, eng, iterations: int) -> int:
         """The step of a stalled window: the conjugate one where :func:`~torchfw.optimizers.
@@ -385,15 +398,29 @@ class _Window:
         return kept
 
     def __call__(self, eng, gap: float, target: float) -> bool:
-        if gap < self.smallest:
-            self.smallest = gap
+        dist = current(_face.distance)(gap, target)
+        if self.first is None:
+            self.first = dist
+        if dist < self.smallest:
+            self.smallest = dist
+        opening = self.opening
+        if opening is not None:
+            if opening[0] is None:
+                opening[0] = gap
+            if gap < opening[1]:
+                opening[1] = gap
         k = self._iteration(eng)
         if k - self.start < self.length:
             return False
         # A streaming working set that grew in the window changed the problem its gap is
         # measured on (each admitted atom is a new violator): that is no crawl.
-        stalled = current(_face.stalled)(self.smallest, self.first, target) and \
-            _admitted(eng) == self.admitted
+        scale = (k - self.start) / max(self.full, 1)
+        if opening is not None:  # the run's first window: its gaps against the target
+            stalled = current(_face.stalled_scaled)(opening[1], opening[0], target, scale)
+            self.opening = None
+        else:
+            stalled = current(_face.stalled_scaled)(self.smallest, self.first, 1.0, scale)
+        stalled = stalled and _admitted(eng) == self.admitted
         done = stalled and self._correct(eng, k - self.last) > 0
         self.stalls = self.stalls + 1 if stalled else 0
         if done:
@@ -407,9 +434,11 @@ class _Window:
                 mine[self.problem] = True
                 eng.count("correct", mine)
             self.last = self._iteration(eng)
-        # The next window must halve this one's smallest gap (the gap is noisy: its value at
-        # one check would make a halving look easy), or the gap after a correction.
-        gap_now = _gap(eng.gap(), self.problem)
-        self._restart(eng, gap_now if done else self.smallest, gap_now,
-                      refused=stalled and not done)
+        # The next window must halve this one's smallest distance (the gap is noisy: its value
+        # at one check would make a halving look easy), or the distance at the check after a
+        # correction (the caller checks again).
+        smallest = self.smallest
+        self._restart(eng, None if done else smallest, refused=stalled and not done)
+        if not done:
+            self.smallest = dist
         return done

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+import numpy as np
 import torch
 from torch import Tensor
 
@@ -295,6 +296,12 @@ class HostStorage(StorageState):
             assert self.w_prev is not None and self.s_prev is not None
             self.w_prev.copy_(self.w)
             self.s_prev.copy_(self.s)
+            if self.use_numba:
+                # The face's new atoms have weight: the support list must hold them (the
+                # compiled moves and bounds read only its atoms; the plain moves give
+                # weight to their FW atom alone).
+                for i in np.flatnonzero(self._w_np > 0.0).tolist():
+                    self._note_support(i)
         self._columns.clear()
         self._refresh_scalars()
 

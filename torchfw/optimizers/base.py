@@ -434,7 +434,7 @@ class ConstrainedOptimizer:
                     if corrector is None:
                         from ._correction import FaceCorrection
 
-                        corrector = FaceCorrection(eng, gap)
+                        corrector = FaceCorrection(eng)
                     if corrector(eng, k, gap, rule.target(value)):
                         continue  # a corrective step: check again
                 n = min(check_every, rule.max_iter - k)

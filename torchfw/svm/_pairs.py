@@ -109,7 +109,7 @@ def _solve_block(P, cache, rows, shared_rows, offsets, y, y_pm, inv_c, diag, see
             wp = w
             sp = s
             support = np.empty(1, dtype=np.int64)
-        state = np.zeros(18)
+        state = np.zeros(21)
         if _start_in(P, cache, r, yp, ic, subset, w, s, max_atoms, keep_previous, wp, sp,
                      support, state) < 0:
             out[p, 5] = -1.0
