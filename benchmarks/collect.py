@@ -64,13 +64,14 @@ SECTIONS = [
      "(`--c-sweep`) gives the accuracy on the small sets against `C`, by scheme and against "
      "`tol`, over 100 splits. All on a 2-core Intel Xeon.",
      ["svm_small_xeon.md", "svc_scheme_crossover.md", "svc_rows_crossover.md",
-      "svm_small_cold_xeon.md", "svm_small_c.md"]),
+      "svm_small_cold_xeon.md", "svm_small_c.md", "svm_small_ab_xeon.md"]),
     ("Multiclass SVMs against scikit-learn",
      "torchfw `SVC()` against scikit-learn's `SVC()` and scikit-learn-intelex's at the defaults "
      "of all, on the 11 multiclass LIBSVM sets, quiet and with one core kept busy by another "
      "job (`benchmarks/svm_multiclass.py`), and one-vs-one on many classes of 2 examples: fit "
      "and predict time and memory (`benchmarks/svc_many_classes.py`).",
-     ["svm_multiclass_xeon2.md", "svm_multiclass_busy_xeon2.md", "svc_many_classes_xeon2.md"]),
+     ["svm_multiclass_xeon2.md", "svm_multiclass_busy_xeon2.md", "svc_many_classes_xeon2.md",
+      "svc_thread_rule_xeon2.md"]),
     ("Convergence where model searches go: large C, polynomial kernels, raw features",
      "LIBSVM's default grid (`tools/grid.py`'s C and gamma, 5-fold CV) with torchfw and LIBSVM "
      "side by side, the single fits that used to crawl (`benchmarks/svm_grid.py`), polynomial "
@@ -81,13 +82,17 @@ SECTIONS = [
       "svm_grid_xeon2_a9a_full.md", "svm_grid_xeon2_svmguide1_scaled.md",
       "svm_grid_slow_points_xeon2.md", "svm_grid_xeon2_raw_neighbours.md",
       "svm_grid_hinge_xeon2.md",
-      "svm_grid_hinge_table_xeon2.md", "svm_poly_xeon2.md", "face_factor_xeon2.md",
+      "svm_grid_hinge_table_xeon2.md", "svm_grid_hinge_table_main_xeon2.md",
+      "svm_grid_hinge_points_xeon2.md", "svm_grid_hinge_points_main_xeon2.md",
+      "svm_grid_hinge_a9a_points_xeon2.md", "svm_grid_hinge_a9a_points_main_xeon2.md",
+      "svm_grid_stall_xeon2.md", "svm_grid_stall_table_xeon2.md",
+      "svm_poly_xeon2.md", "svm_poly_pivot_xeon2.md", "face_factor_xeon2.md",
       "face_storages_xeon2.md"]),
     ("The first fit after install",
      "A fresh process on an empty numba cache (as right after `pip install`) against a warm "
      "one: import, the first `SVC().fit` and the demo, in wall and CPU time "
      "(`benchmarks/first_fit.py`).",
-     ["first_fit_xeon2.md"]),
+     ["first_fit_xeon2.md", "first_fit_base_xeon2.md", "demo_fits_xeon2.md"]),
     ("Probabilities: calibration against scikit-learn",
      "`SVC(probability=True)` (Platt sigmoids on 5-fold out-of-fold decision values, as "
      "LIBSVM's `-b 1`) against scikit-learn's `SVC(probability=True)` with the same `C` and "
