@@ -108,7 +108,8 @@ def isolated_examples(kernel, X: Tensor, matrix: np.ndarray | None = None) -> bo
 
 
 def neighbour_weights(kernel, X: Tensor, matrix: np.ndarray | None = None,
-                      enough: float | None = None) -> tuple[float, float] | None:
+                      enough: float | None = None,
+                      max_sq: float | None = None) -> tuple[float, float] | None:
     """Two medians over a sample of examples :math:`i`: of the nearest neighbour's kernel value,
     :math:`\\max_{j \\ne i} k(x_i, x_j)` in :math:`[0, 1]`, and of the summed kernel values of
     all other examples, :math:`n_i = \\sum_{j \\ne i} k(x_i, x_j)` (how many examples weigh in
@@ -143,12 +144,16 @@ def neighbour_weights(kernel, X: Tensor, matrix: np.ndarray | None = None,
         (:func:`_from_matrix`).
     enough : float, optional
         The neighbour sum from which the caller's answer no longer changes.
+    max_sq : float, optional
+        :math:`\\max_i \\|x_i\\|^2` of ``X`` in float64 when the caller has it
+        (:func:`torchfw.svm._kernel_range.check_kernel_range`): the matrix's rounding band
+        (:func:`_rounding_band`) then takes no pass over ``X``.
     """
     m = X.shape[0]
     if not probed(kernel, m):
         return None
     if matrix is not None:
-        answer = _from_matrix(kernel, X, matrix, _probe_rows(m).numpy(), enough)
+        answer = _from_matrix(kernel, X, matrix, _probe_rows(m).numpy(), enough, max_sq)
         if answer is not None:
             return answer
     rows = _probe_rows(m).to(X.device)
@@ -277,7 +282,8 @@ def _probe_rows(m: int) -> Tensor:
 
 
 def _from_matrix(kernel, X: Tensor, matrix: np.ndarray, rows: np.ndarray,
-                 enough: float | None = None) -> tuple[float, float] | None:
+                 enough: float | None = None,
+                 max_sq: float | None = None) -> tuple[float, float] | None:
     """:func:`neighbour_weights` read from the fit's matrix :math:`K + 1`, or None where
     rounding could make the isolated answer differ from the kernel block's.
 
@@ -296,7 +302,8 @@ def _from_matrix(kernel, X: Tensor, matrix: np.ndarray, rows: np.ndarray,
     statistic :math:`n - 1 - \\lfloor (n - 1) / 2 \\rfloor` of :math:`n`, read here from the
     matrix. An order statistic moves by at most the largest change of its values, so when it
     lies farther from :data:`ISOLATED_K` than the bound of :func:`_rounding_band` on each
-    value's difference between the two computations, both give the same answer.
+    value's difference between the two computations, both give the same answer. ``max_sq``:
+    :func:`_rounding_band`'s.
     """
     n = rows.shape[0]
     m = matrix.shape[1]
@@ -317,7 +324,7 @@ def _from_matrix(kernel, X: Tensor, matrix: np.ndarray, rows: np.ndarray,
         nearest = block.max(axis=1)
     kth = n - 1 - (n - 1) // 2
     value = float(np.partition(nearest, kth)[kth]) - 1.0  # the matrix holds K + 1
-    if abs(value - ISOLATED_K) <= _rounding_band(kernel, X, matrix.dtype):
+    if abs(value - ISOLATED_K) <= _rounding_band(kernel, X, matrix.dtype, max_sq):
         return None
     low = (n - 1) // 2
     median = float(np.partition(sums, low)[low])
@@ -328,7 +335,7 @@ def _from_matrix(kernel, X: Tensor, matrix: np.ndarray, rows: np.ndarray,
     return value, median
 
 
-def _rounding_band(kernel, X: Tensor, matrix_dtype) -> float:
+def _rounding_band(kernel, X: Tensor, matrix_dtype, max_sq: float | None = None) -> float:
     """A bound on the difference between a kernel value of the probe's block and the same
     entry of the matrix :math:`K + 1` (less 1).
 
@@ -341,16 +348,20 @@ def _rounding_band(kernel, X: Tensor, matrix_dtype) -> float:
     over. The matrix's float32 exponential (a degree-7 polynomial, relative error below
     :math:`10^{-6}`) and its storage of :math:`k + 1` add at most :math:`16` of its own
     epsilons.
+
+    ``max_sq``, :math:`\\max_i \\|x_i\\|^2` in float64 (:func:`~torchfw.svm._kernel_range.
+    max_row_norm_sq`), is computed here when not given.
     """
     d = X.shape[1]
     eps = float(torch.finfo(X.dtype).eps)
-    if X.layout == torch.sparse_csr or X.device.type != "cpu":
+    sparse_or_device = X.layout == torch.sparse_csr or X.device.type != "cpu"
+    if max_sq is None:
         from ._kernel_range import max_row_norm_sq
 
         max_sq = max_row_norm_sq(X)
-    else:  # in the features' precision, raised by far more than its rounding
-        values = X.numpy()
-        max_sq = 1.01 * float(np.einsum("ij,ij->i", values, values).max())
+    if not sparse_or_device:
+        # raised by 1 %, as when it was summed here in the features' precision: the same band
+        max_sq = 1.01 * max_sq
     return 2.0 * kernel.gamma * 2.0 * (2 * d + 4) * eps * 2.0 * max_sq + \
         16.0 * float(np.finfo(matrix_dtype).eps)
 
