@@ -108,7 +108,8 @@ def isolated_examples(kernel, X: Tensor, matrix: np.ndarray | None = None) -> bo
 
 
 def neighbour_weights(kernel, X: Tensor, matrix: np.ndarray | None = None,
-                      enough: float | None = None) -> tuple[float, float] | None:
+                      enough: float | None = None,
+                      max_sq: float | None = None) -> tuple[float, float] | None:
     """Two medians over a sample of examples :math:`i`: of the nearest neighbour's kernel value,
     :math:`\\max_{j \\ne i} k(x_i, x_j)` in :math:`[0, 1]`, and of the summed kernel values of
     all other examples, :math:`n_i = \\sum_{j \\ne i} k(x_i, x_j)` (how many examples weigh in
@@ -143,12 +144,16 @@ def neighbour_weights(kernel, X: Tensor, matrix: np.ndarray | None = None,
         (:func:`_from_matrix`).
     enough : float, optional
         The neighbour sum from which the caller's answer no longer changes.
+    max_sq : float, optional
+        :math:`\\max_i \\|x_i\\|^2` of ``X`` in float64 when the caller has it
+        (:func:`torchfw.svm._kernel_range.check_kernel_range`): the matrix's rounding band
+        (:func:`_rounding_band`) then takes no pass over ``X``.
     """
     m = X.shape[0]
     if not probed(kernel, m):
         return None
     if matrix is not None:
-        answer = _from_matrix(kernel, X, matrix, _probe_rows(m).numpy(), enough)
+        answer = _from_matrix(kernel, X, matrix, _probe_rows(m).numpy(), enough, max_sq)
         if answer is not None:
             return answer
     rows = _probe_rows(m).to(X.device)
@@ -211,8 +216,7 @@ def _medians(kernel, X: Tensor, rows: Tensor, columns: Tensor | None,
                             kernel.gamma / _BOUND_POWER, target,
                             nearest.numpy()[start:start + len(index)],
                             sums.numpy()[start:start + len(index)],
-                            np.empty(width, dtype=values.dtype),
-                            np.empty(_LANES, dtype=values.dtype))
+                            *_work(width + 1, values.dtype))
                 continue
             dist.mul_(-2.0)
             dist.add_(sq_others.to(dist.dtype).unsqueeze(0))
@@ -277,7 +281,8 @@ def _probe_rows(m: int) -> Tensor:
 
 
 def _from_matrix(kernel, X: Tensor, matrix: np.ndarray, rows: np.ndarray,
-                 enough: float | None = None) -> tuple[float, float] | None:
+                 enough: float | None = None,
+                 max_sq: float | None = None) -> tuple[float, float] | None:
     """:func:`neighbour_weights` read from the fit's matrix :math:`K + 1`, or None where
     rounding could make the isolated answer differ from the kernel block's.
 
@@ -296,7 +301,8 @@ def _from_matrix(kernel, X: Tensor, matrix: np.ndarray, rows: np.ndarray,
     statistic :math:`n - 1 - \\lfloor (n - 1) / 2 \\rfloor` of :math:`n`, read here from the
     matrix. An order statistic moves by at most the largest change of its values, so when it
     lies farther from :data:`ISOLATED_K` than the bound of :func:`_rounding_band` on each
-    value's difference between the two computations, both give the same answer.
+    value's difference between the two computations, both give the same answer. ``max_sq``:
+    :func:`_rounding_band`'s.
     """
     n = rows.shape[0]
     m = matrix.shape[1]
@@ -317,7 +323,7 @@ def _from_matrix(kernel, X: Tensor, matrix: np.ndarray, rows: np.ndarray,
         nearest = block.max(axis=1)
     kth = n - 1 - (n - 1) // 2
     value = float(np.partition(nearest, kth)[kth]) - 1.0  # the matrix holds K + 1
-    if abs(value - ISOLATED_K) <= _rounding_band(kernel, X, matrix.dtype):
+    if abs(value - ISOLATED_K) <= _rounding_band(kernel, X, matrix.dtype, max_sq):
         return None
     low = (n - 1) // 2
     median = float(np.partition(sums, low)[low])
@@ -328,7 +334,7 @@ def _from_matrix(kernel, X: Tensor, matrix: np.ndarray, rows: np.ndarray,
     return value, median
 
 
-def _rounding_band(kernel, X: Tensor, matrix_dtype) -> float:
+def _rounding_band(kernel, X: Tensor, matrix_dtype, max_sq: float | None = None) -> float:
     """A bound on the difference between a kernel value of the probe's block and the same
     entry of the matrix :math:`K + 1` (less 1).
 
@@ -341,16 +347,20 @@ def _rounding_band(kernel, X: Tensor, matrix_dtype) -> float:
     over. The matrix's float32 exponential (a degree-7 polynomial, relative error below
     :math:`10^{-6}`) and its storage of :math:`k + 1` add at most :math:`16` of its own
     epsilons.
+
+    ``max_sq``, :math:`\\max_i \\|x_i\\|^2` in float64 (:func:`~torchfw.svm._kernel_range.
+    max_row_norm_sq`), is computed here when not given.
     """
     d = X.shape[1]
     eps = float(torch.finfo(X.dtype).eps)
-    if X.layout == torch.sparse_csr or X.device.type != "cpu":
+    sparse_or_device = X.layout == torch.sparse_csr or X.device.type != "cpu"
+    if max_sq is None:
         from ._kernel_range import max_row_norm_sq
 
         max_sq = max_row_norm_sq(X)
-    else:  # in the features' precision, raised by far more than its rounding
-        values = X.numpy()
-        max_sq = 1.01 * float(np.einsum("ij,ij->i", values, values).max())
+    if not sparse_or_device:
+        # raised by 1 %, as when it was summed here in the features' precision: the same band
+        max_sq = 1.01 * max_sq
     return 2.0 * kernel.gamma * 2.0 * (2 * d + 4) * eps * 2.0 * max_sq + \
         16.0 * float(np.finfo(matrix_dtype).eps)
 
@@ -387,26 +397,28 @@ def _matrix_rows_py(matrix, bits, rows, nearest, sums):
         sums[r] = total
 
 
-def _smallest_py(values, lanes):
-    """The smallest of ``values`` (``+inf`` for none), kept in :data:`_LANES` running minima
-    (a single one is a chain of dependent comparisons, which numba's LLVM does not reorder into
-    vector lanes); exact in any order. ``lanes`` is work space."""
-    n = values.shape[0]
-    lanes[:] = np.inf
-    j = 0
-    while j + _LANES <= n:
-        for k in range(_LANES):
-            v = values[j + k]
-            lanes[k] = v if v < lanes[k] else lanes[k]
-        j += _LANES
-    best = lanes.min()
-    for q in range(j, n):
-        best = min(best, values[q])
+def _work(size: int, dtype) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`_block_rows`' work space: ``size`` values of ``dtype`` and the same memory viewed
+    as integers of their width."""
+    values = np.empty(size, dtype=dtype)
+    return values, values.view(np.int32 if values.dtype == np.float32 else np.int64)
+
+
+def _smallest_bits_py(bits, n):
+    """The smallest of the first ``n`` entries of ``bits`` (at least one), non-negative floats
+    viewed as integers of their width: their order is the floats' order, and a smallest integer
+    is found in vector lanes where a smallest float is a chain of dependent comparisons (numba's
+    LLVM reorders neither without fast-math flags; gen2000's 256 x 1,400 block: 0.10 ms in
+    eight running float minima, 0.02 ms so, wall time on a loaded machine). Exact in any
+    order."""
+    best = bits[0]
+    for j in range(1, n):
+        best = min(best, bits[j])
     return best
 
 
 def _block_rows_py(dots, sq_others, sq_rows, own, columns, scale, target, nearest, lower, d2,
-                   lanes):
+                   d2_bits):
     r"""Rows of :func:`_medians`' block from the inner products ``dots`` (``n x w``, in the
     features' precision): ``nearest[r]``, the smallest squared distance of example ``own[r]``
     to another example, and ``lower[r]``, a lower bound of its neighbour sum.
@@ -420,7 +432,11 @@ def _block_rows_py(dots, sq_others, sq_rows, own, columns, scale, target, neares
     :math:`N` = :data:`_BOUND_POWER`: :math:`\ln(1 + x) \le x`), which takes eight squarings
     instead of an exponential and is within 0.4 % of it at :math:`\gamma d^2 = 2`, the
     typical pair at ``gamma="scale"``; summed until it reaches ``target`` (a partial sum of
-    non-negative terms is a lower bound too). ``d2`` and ``lanes`` are work space.
+    non-negative terms is a lower bound too). ``d2`` (``width + 1`` values) and ``d2_bits``,
+    the same memory as integers (:func:`_work`), are work space: the squared distances are
+    non-negative (``+0`` for the clamped ones, ``+inf`` for the example itself), so their
+    smallest is taken on their bits (:func:`_smallest_bits`) and read back as a float through
+    the extra entry.
     """
     n, width = dots.shape
     for r in range(n):
@@ -437,8 +453,9 @@ def _block_rows_py(dots, sq_others, sq_rows, own, columns, scale, target, neares
             q = np.searchsorted(columns, i)
             if q < width and columns[q] == i:
                 d2[q] = np.inf
-        nearest[r] = _smallest(d2, lanes)
-        lower[r] = _bound_sum(d2, scale, target)
+        d2_bits[width] = _smallest_bits(d2_bits, width)
+        nearest[r] = d2[width]
+        lower[r] = _bound_sum(d2[:width], scale, target)
 
 
 def _bound_sum_py(d2, scale, target):
@@ -464,15 +481,13 @@ def _bound_sum_py(d2, scale, target):
     return total
 
 
-#: Running minima of :func:`_smallest`.
-_LANES = 8
 #: Terms of :func:`_bound_sum` between two looks at its target.
 _CHUNK = 128
 # Sums in any order (LLVM's vector lanes), checked against their rounding (_sums_certified,
 # _from_matrix). No NaN reaches them (finite data: check_kernel_range); infinities do (the
 # example's own column), so not LLVM's "no infinities" flag.
 _REORDER = {"nnan", "nsz", "reassoc", "contract"}
-_smallest = njit(_smallest_py, inline=True)
+_smallest_bits = njit(_smallest_bits_py, inline=True)
 _bound_sum = njit(_bound_sum_py, fastmath=_REORDER)
 _matrix_rows = njit(_matrix_rows_py, fastmath=_REORDER)
 _block_rows = njit(_block_rows_py)  # no fastmath: the squared distances' bits are the tensors'

@@ -134,14 +134,19 @@ def kernel_dtype(model, X: Tensor, C_examples) -> torch.dtype:
     return torch.float64 if needs_float64(model, X, c_max) else torch.float32
 
 
-def check_kernel_range(model, X: Tensor, dtype: torch.dtype) -> None:
+def check_kernel_range(model, X: Tensor, dtype: torch.dtype) -> float | None:
     """Raise ValueError if the kernel of the SVC ``model`` (``kernel``, the resolved ``gamma``,
     ``degree``, ``coef0``) may overflow ``dtype`` on ``X``; precomputed and callable kernels
     pass (their values are checked as given). See the module docstring for the bounds.
+
+    Returns the largest squared row norm :math:`\\max_i \\|x_i\\|^2` it computed
+    (:func:`max_row_norm_sq`), or None for a kernel it does not check: the isolation probe
+    bounds its rounding with the same number (:func:`torchfw.svm._isolation.neighbour_weights`'
+    ``max_sq``) instead of another pass over ``X``.
     """
     kernel = model.kernel
     if not isinstance(kernel, str) or kernel not in ("rbf", "linear", "poly", "sigmoid"):
-        return
+        return None
     gamma, degree, coef0 = model._gamma, model.degree, model.coef0
     fmax = torch.finfo(dtype).max / _MARGIN
     name = str(dtype).replace("torch.", "")
@@ -168,6 +173,7 @@ def check_kernel_range(model, X: Tensor, dtype: torch.dtype) -> None:
                              f"(gamma * max ||x||^2 + |coef0|)^degree = ({base:.3g})^{degree} "
                              f"is beyond {name}'s range ({torch.finfo(dtype).max:.3g}); lower "
                              f"the degree or gamma, or {advice}")
+    return s
 
 
 def finite_margins(A: np.ndarray, results) -> np.ndarray:

@@ -378,7 +378,8 @@ class SVC(SklearnSVCMixin, BaseEstimator):
         kdtype = (self.dtype or torch.float32) if self.loss == "hinge" else \
             _kernel_range.kernel_dtype(self, X, C_examples)
         X = X.to(kdtype)
-        _kernel_range.check_kernel_range(self, X, kdtype)  # NaN kernels: one-class models
+        # NaN kernels: one-class models; its largest squared row norm serves the probe below
+        max_sq = _kernel_range.check_kernel_range(self, X, kdtype)
         self.class_weight_ = _class_weights(self.class_weight, y_encoded, classes)
         hinge = self.loss == "hinge"
         self.multi_class_ = resolve_scheme(self.multi_class, X.shape[0], len(classes),
@@ -407,7 +408,7 @@ class SVC(SklearnSVCMixin, BaseEstimator):
             # it has one (built here: it does not depend on tol)
             shared = _svc_fit.shared_problem(plan, X, problems, C_examples) if compiled else None
             weights = _isolation.neighbour_weights(self._kernel, X, _svc_fit.full_matrix(shared),
-                                                   enough_neighbours(X.shape[0]))
+                                                   enough_neighbours(X.shape[0]), max_sq)
             # Resolved again only where the answer moves tol (isolated examples, few
             # neighbours): mostly it leaves the size's tol, and the plan stands.
             if weights is not None and stop_tol(
