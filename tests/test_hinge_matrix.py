@@ -48,7 +48,9 @@ def _rows_read(monkeypatch, model, X, y):
 
 @pytest.mark.parametrize("kernel, params", [
     ("rbf", {"gamma": 2.0 ** -7}), ("rbf", {"gamma": 2.0 ** -13}),
-    ("poly", {"gamma": 1e-3, "degree": 2, "coef0": 1.0}), ("linear", {}),
+    ("poly", {"gamma": 1e-3, "degree": 2, "coef0": 1.0}),
+    ("poly", {"gamma": 1e-4, "degree": 5, "coef0": 1.0}),
+    ("poly", {"gamma": 1e-4, "degree": 7, "coef0": 0.5}), ("linear", {}),
     ("sigmoid", {"gamma": 1e-6, "coef0": 0.5})])
 def test_float32_rows_are_float64_values_rounded(monkeypatch, kernel, params):
     X, y = _raw_problem()

@@ -218,3 +218,44 @@ def test_an_operator_built_while_deferred_computes_the_compiled_columns(dtype):
             subset.add(member)
     for i in (8, 40):
         np.testing.assert_allclose(subsets[0].column(i), subsets[1].column(i), **tol)
+
+
+@pytest.mark.skipif(not _kernel_cpu.HAVE_NUMBA, reason="the compiled kernels need numba")
+@pytest.mark.parametrize("degree", [1, 2, 3, 4, 5, 6, 7, 11])
+def test_polynomial_integer_powers_equal_the_table(degree):
+    # The compiled paths take t ** degree by multiplications (a loop written out for degrees 1
+    # to 5, squaring beyond): every degree on the columns (compiled and NumPy forms, float64
+    # and float32), the matrix's rows, the row cache and the hinge loss's float64 matrix.
+    from torchfw.svm import _matrix
+    from torchfw.svm.kernels import SVMDualOperator
+
+    kernel = make_kernel("poly", gamma=0.4, degree=degree, coef0=0.5)
+    X, _ = _data(8, n=30, d=4)
+    m = X.shape[0]
+    table = _table(kernel, X, X)
+    for dtype, tol in ((np.float64, 1e-12), (np.float32, 3e-6)):
+        Xd = X.astype(dtype)
+        y = np.where(np.arange(m) % 3 == 0, -1.0, 1.0).astype(dtype)
+        sq = (Xd.astype(np.float64) ** 2).sum(1).astype(dtype)
+        xfm = np.ascontiguousarray(Xd.T)
+        kvals = _table(kernel, Xd.astype(np.float64), Xd.astype(np.float64))
+        for i in (0, 7, 29):
+            nzf = np.arange(X.shape[1], dtype=np.int64)
+            expected = y.astype(np.float64) * float(y[i]) * (kvals[:, i] + 1.0)
+            for compiled in (True, False):
+                out = np.empty(m, dtype=dtype)
+                _kernel_cpu.column_into(kernel.code, xfm, nzf, Xd[i], sq, float(sq[i]),
+                                        kernel.gamma, kernel.coef0, degree, y, float(y[i]),
+                                        0.0, -1, np.empty(m, dtype=dtype),
+                                        np.empty(m, dtype=np.int32), out, compiled=compiled)
+                np.testing.assert_allclose(out.astype(np.float64), expected, rtol=tol,
+                                           atol=tol * np.abs(expected).max())
+    op = SVMDualOperator(torch.from_numpy(X), torch.ones(m, dtype=torch.float64), kernel, 1.0,
+                         dtype=torch.float64)
+    P = _matrix.plain_kernel_matrix(op, threads=1)
+    np.testing.assert_allclose(P, table + 1.0, rtol=1e-12, atol=1e-12 * np.abs(table).max())
+    src = _matrix.cached_source(op, 4)
+    for r in (3, 0, 29, 3):  # computed on a miss by the row code: the matrix's bits
+        assert np.array_equal(_matrix.source_row(src[0], src[1], r), P[r])
+    np.testing.assert_allclose(_kernel_cpu._int_power_py(1.1, degree), 1.1 ** degree,
+                               rtol=1e-15)

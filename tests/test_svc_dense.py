@@ -204,10 +204,11 @@ def test_every_iteration_matches_the_host_engine(solver):
     assert start.gap() == ref.gap
 
 
-@pytest.mark.parametrize("kernel", ["rbf", "linear", "poly", "sigmoid"])
+@pytest.mark.parametrize("kernel, degree", [("rbf", 3), ("linear", 3), ("poly", 2), ("poly", 3),
+                                            ("poly", 5), ("poly", 7), ("sigmoid", 3)])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
 @pytest.mark.parametrize("sparse", [False, True])
-def test_matrix_rows_are_the_lazy_columns(kernel, dtype, sparse):
+def test_matrix_rows_are_the_lazy_columns(kernel, degree, dtype, sparse):
     rng = np.random.default_rng(5)
     X = rng.normal(size=(40, 7))
     X[rng.random(X.shape) < 0.3] = 0
@@ -218,9 +219,9 @@ def test_matrix_rows_are_the_lazy_columns(kernel, dtype, sparse):
         Xt = Xt.to_sparse_csr()
     y = torch.tensor(np.where(rng.random(40) < 0.5, 1.0, -1.0))
     C = torch.tensor(rng.uniform(0.5, 2.0, size=40))
-    op = SVMDualOperator(Xt, y, make_kernel(kernel, 0.3, 3, 0.5), C, dtype=dtype)
+    op = SVMDualOperator(Xt, y, make_kernel(kernel, 0.3, degree, 0.5), C, dtype=dtype)
     ones = torch.ones(40, dtype=torch.float64)
-    plain = SVMDualOperator(Xt, ones, make_kernel(kernel, 0.3, 3, 0.5), C, dtype=dtype)
+    plain = SVMDualOperator(Xt, ones, make_kernel(kernel, 0.3, degree, 0.5), C, dtype=dtype)
     P = D.plain_kernel_matrix(plain)
     before = P.copy()
     src = D.full_source(P)
@@ -245,7 +246,7 @@ def test_matrix_rows_are_the_lazy_columns(kernel, dtype, sparse):
     # A one-vs-one pair: rows and columns of its examples only, as an operator over them.
     rows = np.flatnonzero(rng.random(40) < 0.5)
     sub = SVMDualOperator(Xt.to_dense()[rows].to_sparse_csr() if sparse else Xt[rows], y[rows],
-                          make_kernel(kernel, 0.3, 3, 0.5), C[rows], dtype=dtype)
+                          make_kernel(kernel, 0.3, degree, 0.5), C[rows], dtype=dtype)
     pair_buf = np.empty(rows.size, dtype=P.dtype)
     for a in range(rows.size):
         row = D.signed_row(*src, rows, sub._y_np, sub._inv_c_np, a, pair_buf)

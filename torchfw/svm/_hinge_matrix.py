@@ -86,9 +86,9 @@ def _exact_rows_py(code, xfm, crow, col, val, sparse, sq, gamma, coef0, degree, 
         elif code == 1:
             for r in range(scratch.shape[0]):
                 row[r] = math.exp(scratch[r])
-        elif code == 2:  # poly
+        elif code == 2:  # poly: an integer power by squaring, no libm pow per entry
             for r in range(scratch.shape[0]):
-                row[r] = scratch[r] ** degree
+                row[r] = _power(scratch[r], degree)
         elif code == 3:  # sigmoid
             for r in range(scratch.shape[0]):
                 row[r] = math.tanh(scratch[r])
@@ -97,7 +97,7 @@ def _exact_rows_py(code, xfm, crow, col, val, sparse, sq, gamma, coef0, degree, 
                 row[r] = scratch[r]
 
 
-_dots64, _argument = M._example_row_dots, C.kernel_argument
+_dots64, _argument, _power = M._example_row_dots, C.kernel_argument, C._int_power
 _exp_rows = _njit(_exp_rows_py, inline=True)
 _exact_rows = _njit(_exact_rows_py)
 
@@ -122,7 +122,7 @@ def exact_kernel_matrix(plan, X):
     sparse, crow, col, val = M._csr_arrays(op)
     code = int(op.kernel.code)
     gamma, coef0 = float(op.kernel.gamma), float(op.kernel.coef0)
-    degree = float(op.kernel.degree)
+    degree = int(op.kernel.degree)
     sq = op._sq_np
 
     def block(bounds):  # rows lo:hi, with this thread's own scratch vectors

@@ -154,7 +154,7 @@ def plain_kernel_matrix(op, threads: int | None = None) -> np.ndarray:
     ones = np.ones(m, dtype=dtype)
     code = op.kernel.code
     gamma, coef0 = float(op.kernel.gamma), float(op.kernel.coef0)
-    degree = float(op.kernel.degree)
+    degree = int(op.kernel.degree)  # an integer power: no libm pow per entry
     rbf_f32 = code == C.RBF and dtype == np.float32
     sq = op._sq_np
 
@@ -260,7 +260,7 @@ def _compute_row(cache, r, out):
     else:  # not the float64 RBF, whose exponential is NumPy's (row_source_ok)
         _example_row_dots(xfm, crow, col, val, sparse, r, out, nzf, nzv)
         _argument(code, out, sq, np.float64(sq[r]), params[1], params[2], out)
-        _finish(code, out, params[3], ones, 1.0, 0.0, -1, out)
+        _finish(code, out, np.int64(params[3]), ones, 1.0, 0.0, -1, out)
 
 
 def _touch(meta, row):
