@@ -86,7 +86,7 @@ SECTIONS = [
       "svm_grid_hinge_points_xeon2.md", "svm_grid_hinge_points_main_xeon2.md",
       "svm_grid_hinge_a9a_points_xeon2.md", "svm_grid_hinge_a9a_points_main_xeon2.md",
       "svm_grid_stall_xeon2.md", "svm_grid_stall_table_xeon2.md",
-      "svm_poly_xeon2.md", "svm_poly_pivot_xeon2.md", "face_factor_xeon2.md",
+      "svm_poly_xeon2.md", "svm_poly_pivot_xeon2.md", "svm_poly_powint_xeon2.md", "face_factor_xeon2.md",
       "face_storages_xeon2.md"]),
     ("The first fit after install",
      "A fresh process on an empty numba cache (as right after `pip install`) against a warm "
