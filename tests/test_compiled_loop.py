@@ -266,13 +266,17 @@ def test_the_loop_decides_the_stall_as_the_host_window(variant, source):
 
 @needs_numba
 def test_the_stall_comparison_can_fail(monkeypatch):
-    # Host windows that measure gaps instead of distances to the relative target take their
-    # corrections at other checks than the loop's: the comparison above catches it.
+    # Host windows that measure distances to the relative target alone, not gaps against it
+    # (the calls with a target of their own), take their corrections at other checks than
+    # the loop's: the comparison above catches it.
     from torchfw.optimizers import _face
 
     got = _loop_run("fw", "svm-cache", True, rtol=STALL_RTOL)
-    assert _corrections(got)[1] >= 2
-    monkeypatch.setattr(_face, "distance", lambda gap, target: gap)
+    assert _corrections(got)[1] >= 1
+    stalled = _face.stalled_scaled
+    monkeypatch.setattr(_face, "stalled_scaled",
+                        lambda g, g0, target, scale: target == 1.0 and stalled(g, g0, target,
+                                                                               scale))
     ref = _host_run("fw", "svm-rows", True, rtol=STALL_RTOL)
     assert _corrections(got) != _corrections(ref)
 

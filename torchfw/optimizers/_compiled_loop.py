@@ -154,7 +154,8 @@ def _run_loop(variant, src, bufs, diag, ct, has_ct, constant, w, s, wp, sp, supp
     stalls = 0
     # (A pass over the weights: only when the step may be taken -- the dense engine's blocks
     # of a few hundred atoms call the loop every check.)
-    win_len = _correction_window(_n_positive(w), n, 0) if correct else 0
+    win_face = _n_positive(w) if correct else 0
+    win_len = _correction_window(win_face, n, 0) if correct else 0
     # What the plain iterations of a window of no stall on that face cost, in corrections
     # (_face.stalled_scaled: a shortened window's rate counts for its own cost).
     win_full = win_len
@@ -163,10 +164,11 @@ def _run_loop(variant, src, bufs, diag, ct, has_ct, constant, w, s, wp, sp, supp
     conjugate = _CG_ALLOWED
     win_first = -1.0
     win_min = math.inf
-    # The run's first window is measured on gaps (_face.STALL): the gap at its start and
-    # its smallest; a negative reference once it ended.
+    # Every window is also measured on gaps (_face.STALL): the gap it must halve (negative:
+    # the next check's) and its smallest; the run's first window (opening) on gaps alone.
     gap_first = p - s_min
     gap_min = gap_first
+    opening = 1
     if state.shape[0] >= 17 and state[10] > 0.0:
         # A resumed call (run_chunked): the window goes on where the last call left it, its
         # iterations counted from this call's first, so that a chunked run is the one call's,
@@ -180,11 +182,13 @@ def _run_loop(variant, src, bufs, diag, ct, has_ct, constant, w, s, wp, sp, supp
         if state.shape[0] >= 18:
             conjugate = int(state[17])
         win_full = int(state[18]) if state.shape[0] >= 19 else win_len
-        if state.shape[0] >= 21:
+        if state.shape[0] >= 23:
             gap_first = state[19]
             gap_min = state[20]
+            win_face = int(state[21])
+            opening = int(state[22])
         else:
-            gap_first = -1.0
+            opening = 0
     while True:
         value = 0.5 * (p + t) + constant
         gap = p - s_min
@@ -217,16 +221,22 @@ def _run_loop(variant, src, bufs, diag, ct, has_ct, constant, w, s, wp, sp, supp
                 win_first = dist
             if dist < win_min:
                 win_min = dist
-            if gap_first >= 0.0 and gap < gap_min:
+            if gap_first < 0.0:
+                gap_first = gap
+            if gap < gap_min:
                 gap_min = gap
             if k - win_start >= win_len:
                 corrected = False
                 scale = (k - win_start) / max(win_full, 1)
-                if gap_first >= 0.0:  # the run's first window: its gaps against the target
+                if opening:  # the run's first window: its gaps against the target
                     stalled = _stalled_scaled(gap_min, gap_first, target, scale)
-                    gap_first = -1.0
+                    opening = 0
                 else:
-                    stalled = _stalled_scaled(win_min, win_first, 1.0, scale)
+                    # Stalled on gaps, or on distances where the face did not fill in
+                    # (_face.filling: the target falls with the value, not the crawl).
+                    stalled = _stalled_scaled(gap_min, gap_first, target, 1.0) or (
+                        _stalled_scaled(win_min, win_first, 1.0, scale)
+                        and not _filling(_n_positive(w), win_face))
                 if stalled:
                     k_dense = _face_budget(n, k - last_correction, stalls)
                     kept = -1
@@ -268,6 +278,7 @@ def _run_loop(variant, src, bufs, diag, ct, has_ct, constant, w, s, wp, sp, supp
                     stalls = 0
                 win_start = k
                 n_face = _n_positive(w)
+                win_face = n_face
                 if conjugate == _CG_LAST:
                     win_len = _conjugate_window(n_face, n, stalls)
                     win_full = _conjugate_window(n_face, n, 0)
@@ -282,9 +293,13 @@ def _run_loop(variant, src, bufs, diag, ct, has_ct, constant, w, s, wp, sp, supp
                 if corrected:
                     win_first = -1.0
                     win_min = math.inf
+                    gap_first = -1.0
+                    gap_min = math.inf
                     continue
                 win_first = win_min
                 win_min = dist
+                gap_first = gap_min
+                gap_min = gap
         block = max_iter - k
         if check_every < block:
             block = check_every
@@ -416,9 +431,11 @@ def _run_loop(variant, src, bufs, diag, ct, has_ct, constant, w, s, wp, sp, supp
         state[17] = conjugate
     if state.shape[0] >= 19:
         state[18] = win_full
-    if state.shape[0] >= 21:
+    if state.shape[0] >= 23:
         state[19] = gap_first
         state[20] = gap_min
+        state[21] = win_face
+        state[22] = opening
     return k, status, n_hist
 
 
@@ -667,6 +684,7 @@ _correction_window = _face.correction_window
 _axpy = _face.axpy
 _stalled_scaled = _face.stalled_scaled
 _distance = _face.distance
+_filling = _face.filling
 _face_budget = _face.face_budget
 _face_atoms = _face.face_atoms
 _violators = _face.violators
@@ -704,8 +722,8 @@ class LoopState:
     (PARTAN); ``state`` ``[p, t, s_min, i_min, s_max, j_max, W, p_prev, t_prev, n_support]``,
     then the corrective step's window that a resumed call continues, the run's
     conjugate-step state (:data:`torchfw.optimizers._face_cg.ALLOWED`, ``DISABLED``, ``LAST``)
-    the window's length at no stall and the run's first window's reference and smallest gaps
-    (:func:`_run_loop`).
+    the window's length at no stall, the window's reference and smallest gaps, the face's
+    atoms at its start and whether it is the run's first (:func:`_run_loop`).
     """
 
     __slots__ = ("w", "s", "wp", "sp", "support", "state")
@@ -717,7 +735,7 @@ class LoopState:
         self.sp = np.empty(n) if keep_previous else self.s
         self.support = np.empty(n if keep_previous else 1, dtype=np.int64)
         # The scalars of the iterate, then the corrective step's window (carried between calls).
-        self.state = np.zeros(21)
+        self.state = np.zeros(23)
 
     @classmethod
     def of_engine(cls, engine) -> LoopState:
@@ -730,7 +748,7 @@ class LoopState:
         self.state = np.array([engine.p, engine.t, engine.s_min, engine.i_min, engine.s_max,
                                engine.j_max, engine.W if keep else 0.0,
                                engine.p_prev if keep else 0.0, engine.t_prev if keep else 0.0,
-                               engine._n_support if keep else 0] + [0.0] * 11, dtype=np.float64)
+                               engine._n_support if keep else 0] + [0.0] * 13, dtype=np.float64)
         return self
 
     def value(self) -> float:

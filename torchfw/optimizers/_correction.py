@@ -342,9 +342,10 @@ class _Window:
         # LAST after it was the last correction (the windows then cost its steps).
         self.conjugate = _face_cg.ALLOWED
         self._restart(eng, None, refused=False)
-        # The run's first window is measured on gaps (_face.STALL): its reference gap (None:
-        # the next check's) and its smallest; None once it ended.
-        self.opening: list | None = [None, math.inf]
+        # Every window is also measured on gaps (_face.STALL): its reference gap (None: the
+        # next check's) and its smallest; the run's first window (opening) on gaps alone.
+        self.gaps: list = [None, math.inf]
+        self.opening = True
 
     def _iteration(self, eng) -> int:
         return eng.iteration() if self.batch == 1 else int(eng.storage.k[self.problem])
@@ -366,6 +367,7 @@ class _Window:
         # What a window of no stall on this face lasts: the iterations of one correction's
         # cost (_face.stalled_scaled weighs the window's rate by its own cost).
         self.full = window(n_face, eng.N, 0)
+        self.face = n_face  # a face that fills in over the window is no crawl (_face.filling)
         if refused:
             self.length *= 2
         self.first = reference
@@ -403,23 +405,27 @@ class _Window:
             self.first = dist
         if dist < self.smallest:
             self.smallest = dist
-        opening = self.opening
-        if opening is not None:
-            if opening[0] is None:
-                opening[0] = gap
-            if gap < opening[1]:
-                opening[1] = gap
+        gaps = self.gaps
+        if gaps[0] is None:
+            gaps[0] = gap
+        if gap < gaps[1]:
+            gaps[1] = gap
         k = self._iteration(eng)
         if k - self.start < self.length:
             return False
         # A streaming working set that grew in the window changed the problem its gap is
         # measured on (each admitted atom is a new violator): that is no crawl.
         scale = (k - self.start) / max(self.full, 1)
-        if opening is not None:  # the run's first window: its gaps against the target
-            stalled = current(_face.stalled_scaled)(opening[1], opening[0], target, scale)
-            self.opening = None
+        stalled_scaled = current(_face.stalled_scaled)
+        if self.opening:  # the run's first window: its gaps against the target
+            stalled = stalled_scaled(gaps[1], gaps[0], target, scale)
+            self.opening = False
         else:
-            stalled = current(_face.stalled_scaled)(self.smallest, self.first, 1.0, scale)
+            # Stalled on gaps, or on distances where the face did not fill in (_face.filling:
+            # the target falls with the value, not the crawl).
+            stalled = stalled_scaled(gaps[1], gaps[0], target, 1.0) or (
+                stalled_scaled(self.smallest, self.first, 1.0, scale)
+                and not current(_face.filling)(self._n_active(eng), self.face))
         stalled = stalled and _admitted(eng) == self.admitted
         done = stalled and self._correct(eng, k - self.last) > 0
         self.stalls = self.stalls + 1 if stalled else 0
@@ -439,6 +445,7 @@ class _Window:
         # correction (the caller checks again).
         smallest = self.smallest
         self._restart(eng, None if done else smallest, refused=stalled and not done)
+        self.gaps = [None, math.inf] if done else [gaps[1], gap]
         if not done:
             self.smallest = dist
         return done
