@@ -29,6 +29,11 @@ commands:
         train a kernel SVM by Frank-Wolfe (svm-train's options; see `train --help`)
   predict [options] test_file model_file [output_file]
         predict with a model saved by `train` or by LIBSVM's svm-train
+  svm-train [options] training_set_file [model_file]
+        LIBSVM's svm-train itself: its model (the L1-SVM), its C, gamma and epsilon defaults
+        and its model file; the `torchfw-svm-train` script (for tools/grid.py's -svmtrain)
+  svm-predict [options] test_file model_file output_file
+        LIBSVM's svm-predict (`torchfw-svm-predict`)
   demo  train every solver on generated data and compare with scikit-learn
   warmup  compile the CPU kernels of the common fits into numba's cache now (right after an
         install the first fits run uncompiled while a background process does this)
@@ -76,6 +81,32 @@ torchfw's own options:
   --format {torchfw,libsvm} : model file format (default torchfw)
 """.replace("{solvers}", ", ".join(
     f"{name} (default)" if name == "swap" else name for name in solver_names("svc")))
+
+SVM_TRAIN_HELP = """\
+usage: torchfw-svm-train [options] training_set_file [model_file]
+       (or python -m torchfw svm-train ...)
+
+LIBSVM's svm-train, trained by torchfw: `train` with LIBSVM's own model and defaults, so that
+scripts and tools written for svm-train (tools/grid.py's -svmtrain, easy.py) run unchanged:
+  the model is LIBSVM's L1-SVM (--loss hinge): -c is LIBSVM's C (default 1) and -e its
+  stopping tolerance (default 0.001); -g defaults to 1/num_features (LIBSVM's, not 'scale');
+  the model file is a LIBSVM model file (--format libsvm), readable by LIBSVM's svm-predict;
+  -v n prints "Cross Validation Accuracy = x%" as svm-train does.
+Every option of `train` is accepted and a given option wins over these defaults; see
+`python -m torchfw train --help` for the list.
+"""
+
+SVM_PREDICT_HELP = """\
+usage: torchfw-svm-predict [options] test_file model_file output_file
+       (or python -m torchfw svm-predict ...)
+
+LIBSVM's svm-predict: `predict` with the output file required, as svm-predict has it.
+Reads LIBSVM model files and torchfw's own; see `python -m torchfw predict --help`.
+"""
+
+#: The options that make `train` svm-train: LIBSVM's model, its gamma and its model file.
+#: Prepended to the user's arguments, so any option the user gives wins (the last one counts).
+SVM_TRAIN_DEFAULTS = ("--loss", "hinge", "-g", "auto", "--format", "libsvm")
 
 PREDICT_HELP = """\
 usage: python -m torchfw predict [options] test_file model_file [output_file]
@@ -211,11 +242,11 @@ def _check_classification_labels(y: np.ndarray, path: str) -> None:
                        "class labels")
 
 
-def train(argv: list[str]) -> int:
+def train(argv: list[str], help_text: str = TRAIN_HELP) -> int:
     takes_value = {"-s", "-t", "-d", "-g", "-r", "-c", "-n", "-p", "-m", "-e", "-h", "-b",
                    "-v", "--solver", "--device", "--max-iter", "--seed", "--format", "--loss"}
     opts, files, weights = _parse_options(argv, takes_value, {"-q", "--last-iterate"}, (1, 2),
-                                          TRAIN_HELP)
+                                          help_text)
     svm_type = opts.get("-s", "0")
     if svm_type in _NOT_C_SVC:
         raise CLIError(f"-s {svm_type} ({_NOT_C_SVC[svm_type]}) is not available: torchfw "
@@ -382,9 +413,8 @@ def _label_text(label) -> str:
     return f"{float(label):.17g}"
 
 
-def predict(argv: list[str]) -> int:
-    opts, files, weights = _parse_options(argv, {"-b", "--device"}, {"-q"}, (2, 3),
-                                          PREDICT_HELP)
+def predict(argv: list[str], help_text: str = PREDICT_HELP, n_files: tuple = (2, 3)) -> int:
+    opts, files, weights = _parse_options(argv, {"-b", "--device"}, {"-q"}, n_files, help_text)
     if weights:
         raise CLIError("predict takes no -w option", 2)
     probability = opts.get("-b", "0")
@@ -429,6 +459,34 @@ def predict(argv: list[str]) -> int:
             lines = [_label_text(label) for label in pred]
         atomic_write(files[2], "".join(line + "\n" for line in lines))
     return 0
+
+
+def svm_train(argv: list[str]) -> int:
+    """LIBSVM's ``svm-train``: :func:`train` with LIBSVM's model and defaults.
+
+    Tools that call ``svm-train`` by path and read its output (LIBSVM's ``tools/grid.py`` with
+    ``-svmtrain``, ``easy.py``) pass ``-c`` and ``-g`` in LIBSVM's meaning and parse the
+    ``Cross Validation Accuracy = x%`` line. ``train``'s defaults are the L2-SVM's (``-c`` is the
+    seed papers' C, gamma ``scale``), so such a search would compare another model at other
+    parameters; here the model is LIBSVM's L1-SVM (``loss="hinge"``), gamma defaults to
+    ``1/num_features`` and the model file is LIBSVM's. Any option the user gives wins.
+    """
+    return train([*SVM_TRAIN_DEFAULTS, *argv], help_text=SVM_TRAIN_HELP)
+
+
+def svm_predict(argv: list[str]) -> int:
+    """LIBSVM's ``svm-predict``: :func:`predict`, with the output file required as there."""
+    return predict(argv, help_text=SVM_PREDICT_HELP, n_files=(3, 3))
+
+
+def svm_train_script() -> int:
+    """The ``torchfw-svm-train`` console script (an executable path for ``grid.py -svmtrain``)."""
+    return main(["svm-train", *sys.argv[1:]])
+
+
+def svm_predict_script() -> int:
+    """The ``torchfw-svm-predict`` console script."""
+    return main(["svm-predict", *sys.argv[1:]])
 
 
 def demo(argv: list[str]) -> int:
@@ -486,7 +544,8 @@ def _warmup(argv: list[str]) -> int:
 def main(argv: list[str] | None = None) -> int:
     """Entry point of ``python -m torchfw`` and the ``torchfw`` script; returns the exit status."""
     argv = list(sys.argv[1:] if argv is None else argv)
-    commands = {"train": train, "predict": predict, "demo": demo, "warmup": _warmup}
+    commands = {"train": train, "predict": predict, "svm-train": svm_train,
+                "svm-predict": svm_predict, "demo": demo, "warmup": _warmup}
     if argv and argv[0] == "--version":
         from . import __version__
 
