@@ -170,6 +170,25 @@ def test_channels_last_ksparse_weight_takes_the_per_tensor_path():
     torch.testing.assert_close(conv.weight.detach(), twin, rtol=1e-12, atol=1e-14)
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_ksparse_vertex_entries_without_direction_take_plus_r(dtype):
+    # K = 4 but only two entries have a direction: the vertex puts -r sign(d_i) on those and,
+    # as KSparsePolytope does, +r on the two zero entries among the K largest. Both dtypes:
+    # the signed values are selected between two constants of the tensor's dtype.
+    p = nn.Parameter(torch.tensor([0.1, -0.2, 0.05, 0.0, 0.3, -0.1], dtype=dtype))
+    twin = p.detach().clone()
+    g = torch.tensor([0.0, 2.0, 0.0, -1.0, 0.0, 0.0], dtype=dtype)
+    opt = StochasticFrankWolfe([p], lmo=KSparsePolytope(4, 0.5), lr=0.3, momentum=0.0,
+                               rescale=None)
+    p.grad = g.clone()
+    opt.step()
+    frank_wolfe_update(twin, g, opt.param_groups[0], {})
+    torch.testing.assert_close(p.detach(), twin, rtol=0, atol=1e-7 if dtype == torch.float32
+                               else 1e-15)
+    moved = (p.detach() - 0.7 * torch.tensor([0.1, -0.2, 0.05, 0.0, 0.3, -0.1], dtype=dtype))
+    assert int((moved.abs() > 0.1).sum()) == 4  # four entries of magnitude 0.3 * 0.5 added
+
+
 @pytest.mark.parametrize("scale", [1e-30, 1e20])
 def test_l2_float32_directions_whose_squares_under_or_overflow(scale):
     # ||d|| of float32 entries 1e-30 (or 1e20) is 0 (or inf) when squared in float32; the

@@ -503,12 +503,19 @@ def _l2_update_host(params: list[Tensor], ds: list[Tensor], radii: Tensor,
     return _rows(out) if gaps else None
 
 
+@functools.lru_cache(maxsize=256)
+def _signed_pair(value: float, dtype: torch.dtype, device: torch.device) -> tuple[Tensor, Tensor]:
+    # ``-value`` and ``value`` as 0-d tensors of the dtype, built once per value: a select
+    # between two Python numbers wraps them at every call, which costs more than the select
+    # itself on the K entries of a small tensor
+    return (torch.tensor(-value, dtype=dtype, device=device),
+            torch.tensor(value, dtype=dtype, device=device))
+
+
 def _signed(val: Tensor, value: float) -> Tensor:
     """``-value`` where ``val > 0``, ``+value`` elsewhere, in ``val``'s dtype."""
-    if val.dtype == torch.get_default_dtype():
-        # two Python numbers give the default dtype: one kernel fewer than a fill and a mask
-        return torch.where(val > 0, -value, value)
-    return torch.full_like(val, value).masked_fill_(val > 0, -value)
+    neg, pos = _signed_pair(value, val.dtype, val.device)
+    return torch.where(val > 0, neg, pos)
 
 
 def ksparse_update(params: list[Tensor], ds: list[Tensor], radii: Tensor,

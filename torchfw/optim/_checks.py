@@ -72,11 +72,11 @@ def _check_hyperparameters(group: dict, at_step: bool = False) -> None:
         )
     if not isinstance(group["per_row"], bool):
         raise TypeError(f"per_row must be True or False, got {group['per_row']!r}")
-    if not isinstance(group.get("maximize", False), bool):
+    if not isinstance(group["maximize"], bool):
         raise TypeError(f"maximize must be True or False, got {group['maximize']!r}")
     if group.get("foreach") not in (None, True, False):
         raise TypeError(f"foreach must be None, True or False, got {group['foreach']!r}")
-    if not isinstance(group.get("track_gap", False), bool):
+    if not isinstance(group["track_gap"], bool):
         raise TypeError(f"track_gap must be True or False, got {group['track_gap']!r}")
 
 

@@ -73,7 +73,7 @@ def linf_traced(params: list[Tensor], ds: list[Tensor], radii: Sequence[float],
         v = torch.where(d == 0, p, v)
         # |d_i| < inf is false for inf and NaN alike (inductor's sign() of a NaN is 0, so the
         # vertex alone would not show it)
-        v = torch.where(d.abs() < torch.inf, v, torch.nan)
+        v = torch.where(d.abs() < float("inf"), v, float("nan"))
         if gaps:
             out.append(_gap(d, p - v))
         p.lerp_(v, gamma)
