@@ -81,7 +81,7 @@ SECTIONS = [
      ["svm_grid_table_xeon2.md", "svm_grid_xeon2.md", "svm_grid_xeon2_a9a.md",
       "svm_grid_xeon2_a9a_full.md", "svm_grid_xeon2_svmguide1_scaled.md",
       "svm_grid_slow_points_xeon2.md", "svm_grid_xeon2_raw_neighbours.md",
-      "svm_grid_hinge_xeon2.md",
+      "svm_grid_hinge_full_xeon2.md",
       "svm_grid_hinge_table_xeon2.md", "svm_grid_hinge_table_main_xeon2.md",
       "svm_grid_hinge_points_xeon2.md", "svm_grid_hinge_points_main_xeon2.md",
       "svm_grid_hinge_a9a_points_xeon2.md", "svm_grid_hinge_a9a_points_main_xeon2.md",
