@@ -202,7 +202,7 @@ def _medians(kernel, X: Tensor, rows: Tensor, columns: Tensor | None,
     width = others.shape[0]
     # each row's bound is summed until it shows its sum at least enough (_sums_certified)
     target = 0.0 if enough is None else 1.01 * enough / _certified_fraction(width, X.dtype)
-    if fast and X.layout != torch.sparse_csr:
+    if fast and enough is not None and X.layout != torch.sparse_csr:
         with few_threads(X, device=X.device):
             answer = _medians_dense(kernel, X, rows, columns, others, target)
         if _sums_certified(answer[1], enough, width, X.dtype):
