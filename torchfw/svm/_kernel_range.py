@@ -32,7 +32,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-__all__ = ["check_kernel_range", "finite_margins", "finite_scores", "kernel_dtype",
+__all__ = ["check_kernel_range", "checked_norms", "finite_margins", "finite_scores", "kernel_dtype",
            "max_row_norm_sq", "needs_float64"]
 
 _MARGIN = 16.0
@@ -87,7 +87,7 @@ def _log_kernel_max(model, s: float) -> float | None:
     return None
 
 
-def needs_float64(model, X: Tensor, c_max: float) -> bool:
+def needs_float64(model, X: Tensor, c_max: float, max_sq: float | None = None) -> bool:
     r"""Whether the fit needs float64 kernel values: float32 holds them but rounds the dual's
     :math:`1/C` away.
 
@@ -112,9 +112,11 @@ def needs_float64(model, X: Tensor, c_max: float) -> bool:
     ``dtype=torch.float64`` for whoever means it); a fit does not silently double its memory.
 
     A precomputed or callable kernel is never switched (its values are given, not bounded).
+    ``max_sq``: :math:`s` when the caller has it (:func:`max_row_norm_sq` of ``X``).
     """
     # rbf and sigmoid are bounded by 1 whatever the data: no pass over X for them.
-    s = max_row_norm_sq(X) if model.kernel in ("linear", "poly") else 0.0
+    s = 0.0 if model.kernel not in ("linear", "poly") else \
+        max_row_norm_sq(X) if max_sq is None else max_sq
     log_k = _log_kernel_max(model, s)
     if log_k is None or not c_max > 0 or not math.isfinite(c_max):
         return False
@@ -124,17 +126,31 @@ def needs_float64(model, X: Tensor, c_max: float) -> bool:
     return 1.0 / c_max < RESOLVE_ULPS * _ulp(top, torch.float32)
 
 
-def kernel_dtype(model, X: Tensor, C_examples) -> torch.dtype:
+def kernel_dtype(model, X: Tensor, C_examples, max_sq: float | None = None) -> torch.dtype:
     """The dtype of the fit's kernel values: the model's ``dtype`` when given, else float32,
     or float64 where float32 would round the dual's :math:`1/C` away (:func:`needs_float64`;
-    ``C_examples`` the per-example C, a tensor or one number)."""
+    ``C_examples`` the per-example C, a tensor or one number; ``max_sq`` as there)."""
     if model.dtype is not None:
         return model.dtype
     c_max = float(C_examples.max()) if isinstance(C_examples, Tensor) else float(C_examples)
-    return torch.float64 if needs_float64(model, X, c_max) else torch.float32
+    return torch.float64 if needs_float64(model, X, c_max, max_sq) else torch.float32
 
 
-def check_kernel_range(model, X: Tensor, dtype: torch.dtype) -> float | None:
+def checked_norms(model, X: Tensor) -> float | None:
+    """:func:`max_row_norm_sq` of ``X`` where :func:`check_kernel_range` reads it (the four
+    kernels given by name), else None: computed once for it and :func:`kernel_dtype`.
+
+    The number is the same for ``X`` and for ``X`` widened to float64 (exactly), the only
+    conversion a fit makes between the two calls: the row norms are summed in float64 from
+    the same values."""
+    kernel = model.kernel
+    if not isinstance(kernel, str) or kernel not in ("rbf", "linear", "poly", "sigmoid"):
+        return None
+    return max_row_norm_sq(X)
+
+
+def check_kernel_range(model, X: Tensor, dtype: torch.dtype,
+                       max_sq: float | None = None) -> float | None:
     """Raise ValueError if the kernel of the SVC ``model`` (``kernel``, the resolved ``gamma``,
     ``degree``, ``coef0``) may overflow ``dtype`` on ``X``; precomputed and callable kernels
     pass (their values are checked as given). See the module docstring for the bounds.
@@ -142,7 +158,8 @@ def check_kernel_range(model, X: Tensor, dtype: torch.dtype) -> float | None:
     Returns the largest squared row norm :math:`\\max_i \\|x_i\\|^2` it computed
     (:func:`max_row_norm_sq`), or None for a kernel it does not check: the isolation probe
     bounds its rounding with the same number (:func:`torchfw.svm._isolation.neighbour_weights`'
-    ``max_sq``) instead of another pass over ``X``.
+    ``max_sq``) instead of another pass over ``X``. ``max_sq``: that number when the caller
+    has it (:func:`checked_norms`).
     """
     kernel = model.kernel
     if not isinstance(kernel, str) or kernel not in ("rbf", "linear", "poly", "sigmoid"):
@@ -157,7 +174,7 @@ def check_kernel_range(model, X: Tensor, dtype: torch.dtype) -> float | None:
                          f"{torch.finfo(dtype).max:.3g}): the {kernel} kernel's values would "
                          f"be inf or NaN; take a smaller gamma"
                          + (" or dtype=torch.float64" if dtype != torch.float64 else ""))
-    s = max_row_norm_sq(X)
+    s = max_row_norm_sq(X) if max_sq is None else max_sq
     reach = 4.0 * s if kernel == "rbf" else s
     if not reach <= fmax:
         what = "squared distances" if kernel == "rbf" else "inner products"

@@ -136,6 +136,43 @@ def _rows_finish(code, degree, ones, out, lo, hi):
         _finish(code, out[i], degree, ones, 1.0, 0.0, -1, out[i])
 
 
+def _upper_argument_rows(code, degree, xfm, crow, col, val, sparse, sq, gamma, coef0, ones, out,
+                         nzf, nzv, lo, hi):
+    """Rows ``lo:hi`` of ``K + 1`` (every kernel but the RBF one) from their diagonal entry on:
+    the entries :func:`_rows_argument` and :func:`_rows_finish` compute there, by the same
+    operations (the rest by symmetry, :func:`_upper_mirror_argument`)."""
+    for i in range(lo, hi):
+        row = out[i, i:]
+        _example_row_dots_from(xfm, crow, col, val, sparse, i, i, row, nzf, nzv)
+        _argument(code, row, sq[i:], np.float64(sq[i]), gamma, coef0, row)
+        _finish(code, row, degree, ones[i:], 1.0, 0.0, -1, row)
+
+
+def _upper_mirror_argument(code, degree, xfm, crow, col, val, sparse, sq, gamma, coef0, ones,
+                           out, nzf, nzv, lo, hi):
+    """Rows ``lo:hi`` of ``K + 1`` (every kernel but the RBF one) from their diagonal entry on
+    (:func:`_upper_argument_rows`), and their entries right of the diagonal copied into the
+    lower triangle band by band of :data:`MIRROR_BAND` rows, as
+    :func:`_upper_mirror_rbf_f32` does for the float32 RBF kernel.
+
+    Taken at every size: 2-core Xeon, one thread, CPU us, every row against the triangle and
+    its copy (poly unless named): breast cancer (398 x 30, float64, degree 5) 1,164 -> 737,
+    float32 853 -> 564; iris (105 x 4, float64) 53 -> 49; wine (124 x 13) 73 -> 70; 150 x 1
+    (float32) 89 -> 75; 60 x 3 30 -> 29; 1,000 x 4 2,061 -> 1,576; linear 300 x 2 209 -> 180;
+    sigmoid 300 x 12 1,821 -> 1,006; sparse 400 x 100 at 3 % nonzero 441 -> 340.
+    """
+    m = out.shape[0]
+    for bb in range(lo, hi, MIRROR_BAND):
+        be = min(bb + MIRROR_BAND, hi)
+        _upper_arg_rows(code, degree, xfm, crow, col, val, sparse, sq, gamma, coef0, ones, out,
+                        nzf, nzv, bb, be)
+        for j in range(bb + 1, m):
+            top = be if be < j else j
+            row = out[j]
+            for i in range(bb, top):
+                row[i] = out[i, j]
+
+
 def plain_kernel_matrix(op, threads: int | None = None) -> np.ndarray:
     r"""The ``(m, m)`` matrix :math:`K + 1` of an :class:`~torchfw.svm.kernels.SVMDualOperator`
     or its :class:`~torchfw.svm._plain_rows.PlainRows`.
@@ -161,7 +198,10 @@ def plain_kernel_matrix(op, threads: int | None = None) -> np.ndarray:
     # The default kernel on examples of SYMMETRIC_FROM nonzeros or more: the upper triangle,
     # each band of rows copied into the lower one as it is made (below, the copy costs what
     # the dots save).
-    symmetric = rbf_f32 and (val.shape[0] / max(m, 1) if sparse else d) >= SYMMETRIC_FROM
+    # The linear, polynomial and sigmoid kernels (either dtype): always the triangle, whose
+    # outer function runs on half the entries too (:func:`_upper_mirror_argument`).
+    symmetric = (val.shape[0] / max(m, 1) if sparse else d) >= SYMMETRIC_FROM if rbf_f32 \
+        else code != C.RBF
 
     def block(bounds):  # rows lo:hi, with this thread's own scratch vectors
         lo, hi = bounds
@@ -173,6 +213,10 @@ def plain_kernel_matrix(op, threads: int | None = None) -> np.ndarray:
             rows = upper_mirror_rbf_f32 if symmetric else rows_rbf_f32
             rows(xfm, crow, col, val, sparse, sq, gamma, ones, out, scratch, bits, nzf, nzv,
                  lo, hi)
+            return
+        if symmetric:  # the other kernels but the float64 RBF's (NumPy's exp on whole rows)
+            upper_mirror_argument(code, degree, xfm, crow, col, val, sparse, sq, gamma, coef0,
+                                  ones, out, nzf, nzv, lo, hi)
             return
         rows_argument(code, xfm, crow, col, val, sparse, sq, gamma, coef0, out, nzf, nzv,
                       lo, hi)
@@ -507,6 +551,9 @@ upper_rbf_f32 = _njit(_upper_rbf_f32)
 _upper_rows = upper_rbf_f32  # the callee, by global name
 upper_mirror_rbf_f32 = _njit(_upper_mirror_rbf_f32)
 rows_argument = _njit(_rows_argument)
+upper_argument_rows = _njit(_upper_argument_rows)
+_upper_arg_rows = upper_argument_rows  # the callee, by global name
+upper_mirror_argument = _njit(_upper_mirror_argument)
 rows_finish = _njit(_rows_finish)
 _row_compute = _njit(_compute_row)
 _touch_row = _njit(_touch, inline=True)

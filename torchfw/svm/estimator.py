@@ -375,11 +375,12 @@ class SVC(SklearnSVCMixin, BaseEstimator):
         C_examples = self._example_C(y_encoded, len(classes), sample_weight)
         # float64 where the L2-SVM's 1/C needs it; the hinge dual has no 1/C term, and float32
         # kernel values are LIBSVM's own precision (its cache holds floats)
+        norms = _kernel_range.checked_norms(self, X)  # one pass for both checks below
         kdtype = (self.dtype or torch.float32) if self.loss == "hinge" else \
-            _kernel_range.kernel_dtype(self, X, C_examples)
+            _kernel_range.kernel_dtype(self, X, C_examples, norms)
         X = X.to(kdtype)
         # NaN kernels: one-class models; its largest squared row norm serves the probe below
-        max_sq = _kernel_range.check_kernel_range(self, X, kdtype)
+        max_sq = _kernel_range.check_kernel_range(self, X, kdtype, norms)
         self.class_weight_ = _class_weights(self.class_weight, y_encoded, classes)
         hinge = self.loss == "hinge"
         self.multi_class_ = resolve_scheme(self.multi_class, X.shape[0], len(classes),
