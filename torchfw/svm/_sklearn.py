@@ -281,8 +281,9 @@ class SklearnSVCMixin:
             A = torch.cat([a.values if isinstance(a, OverRows) else a[torch.from_numpy(p.rows)]
                            for a, p in zip(alphas, problems, strict=True)]).cpu().numpy()
         self._check_margins(A, rho, results)
-        cls = np.where(y > 0, first[pair], second[pair])  # the class of each entry's example
-        other = np.where(y > 0, second[pair], first[pair])
+        in_first, in_second = first[pair], second[pair]
+        cls = np.where(y > 0, in_first, in_second)  # the class of each entry's example
+        other = in_first + in_second - cls  # the pair's other class
         example_of = np.full(m, -1, dtype=np.int64)
         example_of[rows] = cls
         is_sv = np.zeros(m, dtype=bool)
@@ -295,10 +296,12 @@ class SklearnSVCMixin:
         column = np.full(m, -1, dtype=np.int64)
         column[support] = np.arange(support.shape[0])
         signed = A * y
-        keep = column[rows] >= 0
+        # the support vectors' entries only (the row and column of each, on them alone)
+        at = column[rows]
+        keep = np.flatnonzero(at >= 0)
+        other, cls = other[keep], cls[keep]
         packed = np.zeros((max(k - 1, 1), support.shape[0]))
-        packed[np.where(other > cls, other - 1, other)[keep], column[rows[keep]]] = \
-            signed[keep] / rho[pair[keep]]
+        packed[other - (other > cls), at[keep]] = signed[keep] / rho[pair[keep]]
         bias = np.bincount(pair, weights=signed, minlength=len(problems)) / rho
         return support, sv_class, packed, bias
 
