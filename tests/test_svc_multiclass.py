@@ -64,6 +64,37 @@ def test_problems_cover_pairs_in_libsvm_order():
     assert len(ovr) == 3 and ovr[2].rows is None and ovr[2].y.tolist() == [1, -1, -1, -1, 1, -1, -1]
 
 
+def test_one_vs_rest_problems_keep_their_labels_and_classes():
+    """One-vs-rest's problems keep the (k, m) labels their rows view and each example's class
+    (RestProblems): the model built from them equals the one built from the rows alone (the
+    labels stacked again, the classes read back from them), to the bit and in layout."""
+    from torchfw.svm._multiclass import BinaryProblem, RestProblems
+
+    rng = np.random.default_rng(3)
+    k, m = 5, 90
+    y = rng.integers(0, k, m)
+    problems = binary_problems(y, k, "ovr")
+    assert isinstance(problems, RestProblems) and isinstance(problems, list)
+    np.testing.assert_array_equal(problems.labels, np.stack([p.y for p in problems]))
+    assert all(np.shares_memory(p.y, problems.labels) for p in problems)
+    np.testing.assert_array_equal(problems.classes, y)
+    model = tf.SVC(multi_class="ovr")
+    model.classes_ = np.arange(k)
+    model.multi_class_ = "ovr"
+    alphas = [torch.from_numpy(np.where(rng.random(m) < 0.3, rng.random(m), 0.0))
+              for _ in range(k)]
+    rho = 0.5 + rng.random(k)
+    got = model._problem_rows(problems, alphas, None, rho, m)
+    plain = [BinaryProblem(None, p.y.copy()) for p in problems]
+    expected = model._problem_rows(plain, alphas, None, rho, m)
+    for a, b in zip(got, expected, strict=True):
+        np.testing.assert_array_equal(a, b)
+        assert a.dtype == b.dtype and a.flags.f_contiguous == b.flags.f_contiguous
+    support, sv_class = got[0], got[1]
+    np.testing.assert_array_equal(sv_class, y[support])  # each support vector's own class
+    assert (np.diff(sv_class) >= 0).all()  # class by class
+
+
 @pytest.mark.parametrize("k", [3, 4, 6, 7])
 def test_masked_pairs_equal_the_all_pairs_construction(k):
     """Up to PAIR_MASK_ENTRIES the pairs come from one boolean matrix: the arrays of the

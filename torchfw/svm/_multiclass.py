@@ -31,8 +31,8 @@ from torch import Tensor
 from ..utils.data import take_rows
 from ..utils.jit import compiled_kernels, njit
 
-__all__ = ["BinaryProblem", "PairProblems", "OverRows", "binary_problems", "class_pairs",
-           "pair_classes", "pair_sizes",
+__all__ = ["BinaryProblem", "PairProblems", "RestProblems", "OverRows", "binary_problems",
+           "class_pairs", "pair_classes", "pair_sizes",
            "ovo_votes", "ovo_vote", "ovo_to_ovr", "ovo_pair_values", "PairVotes",
            "squash_confidence", "restrict", "scatter",
            "resolve_scheme", "MULTI_CLASS", "OVO_FROM", "OVO_FEW_CLASSES", "OVO_FEW_FROM"]
@@ -138,7 +138,7 @@ def binary_problems(y_encoded: np.ndarray, n_classes: int,
         # one (k, m) array, a row a problem: one NumPy pass instead of two per class
         labels = np.where(np.arange(n_classes)[:, None] == np.asarray(y_encoded)[None, :],
                           1.0, -1.0)
-        return [BinaryProblem(None, row) for row in labels]
+        return RestProblems(labels, y_encoded)
     if n_classes * (n_classes - 1) // 2 * y_encoded.shape[0] <= PAIR_MASK_ENTRIES:
         return _masked_pairs(y_encoded, n_classes)
     # All pairs at once (1,000 classes: 499,500 pairs; a NumPy step per pair took seconds):
@@ -181,6 +181,19 @@ def _masked_pairs(y_encoded: np.ndarray, n_classes: int) -> PairProblems:
     sizes = counts[first] + counts[second]
     labels = np.where(y_encoded[rows] == first[pair], 1.0, -1.0)
     return PairProblems(rows, labels, np.concatenate([[0], np.cumsum(sizes)]))
+
+
+class RestProblems(list):
+    """The one-vs-rest problems, a :class:`BinaryProblem` per class over all examples, that
+    also keep what the model is built from
+    (:meth:`~torchfw.svm._sklearn.SklearnSVCMixin._problem_rows`): their labels as the one
+    ``(k, m)`` array their rows view (``labels``) and each example's class (``classes``), not
+    stacked or read back from the rows again. A list, as every caller of
+    :func:`binary_problems` reads it."""
+
+    def __init__(self, labels: np.ndarray, classes: np.ndarray):
+        super().__init__(BinaryProblem(None, row) for row in labels)
+        self.labels, self.classes = labels, np.asarray(classes, dtype=np.int64)
 
 
 class PairProblems(Sequence):

@@ -14,6 +14,7 @@ labels, column cache, tensor copies and checks of a user's arguments: on a fit o
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
@@ -22,7 +23,6 @@ import torch
 from . import _kernel_cpu
 from .kernels import (
     SVMDualOperator,
-    _exact_in_uint8,
     _row_norms_sq,
     check_cache_slots,
     inverse_c,
@@ -76,6 +76,19 @@ class PlainRows:
         return self
 
 
+def _exact_in_uint8_np(values: np.ndarray) -> bool:
+    """:func:`~torchfw.svm.kernels._exact_in_uint8` of a contiguous host array, with numba:
+    the same test (the first value, then the compiled scan) without a tensor's reshape and
+    conversion, a few microseconds of a fit of 160 examples."""
+    flat = values.reshape(-1)
+    if flat.shape[0] == 0:
+        return False
+    first = float(flat[0])
+    if not (0.0 <= first <= 255.0 and first == math.floor(first)):
+        return False  # real-valued data fail at their first value, without the compiled scan
+    return bool(_kernel_cpu.all_in_uint8(flat))
+
+
 def plain_rows(X: torch.Tensor, kernel, C, dtype: torch.dtype,
                cache_size: float) -> PlainRows | None:
     """:class:`PlainRows` of the examples ``X`` (validated: 2-d, finite, on their device) for
@@ -107,7 +120,7 @@ def plain_rows(X: torch.Tensor, kernel, C, dtype: torch.dtype,
     self.X = X.to(dtype).contiguous()
     values = self.X.numpy()
     xfm = np.ascontiguousarray(values.T)  # (d, m): each feature contiguous over examples
-    if _exact_in_uint8(torch.from_numpy(xfm)):
+    if _exact_in_uint8_np(xfm):
         xfm = xfm.astype(np.uint8)  # exactly (integers in [0, 255]), as the operator stores it
     self._xfm_np = xfm
     self._sq_np = _row_norms_sq(self.X).to(dtype).contiguous().numpy()
