@@ -28,8 +28,8 @@ from ._moves import pair_curvature, second_order_gain, toward_curvature
 __all__ = ["HAVE_NUMBA", "update", "update_arrays", "select", "select_arrays",
            "active_argmin", "extrapolation_bounds",
            "extrapolation_bounds_on", "shift_update_on",
-           "second_order_partner", "torch_update", "torch_active_argmin",
-           "torch_second_order_partner"]
+           "second_order_partner", "second_order_best", "torch_update", "torch_active_argmin",
+           "torch_second_order_partner", "torch_second_order_best"]
 
 
 
@@ -365,12 +365,15 @@ def _extrapolation_bounds_on_py(w, w_prev, lam, i, support, n_support):
     return lo, hi
 
 
-def _second_order_partner_py(w, s, h, diag, ct, has_ct, i, si, dii):
-    """SWAP-2o away atom: argmax over active j with s_j > s_i of the second-order gain
-    (:func:`torchfw.optimizers._moves.second_order_gain`, (s_j - s_i)^2 / q_ij).
+def _second_order_best_py(w, s, h, diag, ct, has_ct, i, si, dii):
+    """SWAP-2o away atom and its gain: argmax over active j with s_j > s_i of the second-order
+    gain (:func:`torchfw.optimizers._moves.second_order_gain`, (s_j - s_i)^2 / q_ij), as
+    ``(j, gain)``.
 
     ``q_ij = Q_ii + Q_jj - 2 Q_ij`` with ``Q_ij = h_j - ct_j`` (``h`` is the vertex gradient of i).
-    Returns -1 when no active atom qualifies.
+    Returns ``(-1, -1.0)`` when no active atom qualifies. The gain is returned so that a caller
+    comparing partners across places (the sharded storage, across ranks) reads the very number
+    the search compared, instead of writing its expression again.
     """
     best = -1
     best_gain = -1.0
@@ -381,7 +384,13 @@ def _second_order_partner_py(w, s, h, diag, ct, has_ct, i, si, dii):
             if gain > best_gain:
                 best_gain = gain
                 best = r
-    return best
+    return best, best_gain
+
+
+def _second_order_partner_py(w, s, h, diag, ct, has_ct, i, si, dii):
+    """SWAP-2o away atom (:func:`_second_order_best_py`'s ``j``); -1 when no active atom
+    qualifies."""
+    return _second_order_best_kernel(w, s, h, diag, ct, has_ct, i, si, dii)[0]
 
 
 def _exact_step(slope, curvature, gamma_max):
@@ -419,6 +428,7 @@ select = _njit(_select_py, interpreted_form=select_arrays)
 active_argmin = _njit(_active_argmin_py)
 extrapolation_bounds = _njit(_extrapolation_bounds_py)
 extrapolation_bounds_on = _njit(_extrapolation_bounds_on_py)
+second_order_best = _njit(_second_order_best_py)
 second_order_partner = _njit(_second_order_partner_py)
 # These kernels call helpers through their global names: compiled ones when numba is there.
 _tighten_kernel = _njit(_tighten) if _NUMBA else _tighten
@@ -434,6 +444,7 @@ _away_max_kernel = _njit(_away_step_max) if _NUMBA else _away_step_max
 _toward_curvature_kernel = _njit(toward_curvature) if _NUMBA else toward_curvature
 _pair_curvature_kernel = _njit(pair_curvature) if _NUMBA else pair_curvature
 _second_order_gain = _njit(second_order_gain) if _NUMBA else second_order_gain
+_second_order_best_kernel = second_order_best if _NUMBA else _second_order_best_py
 
 
 # --------------------------------------------------------------------------------------------
@@ -493,8 +504,9 @@ def torch_active_argmin(w, s):
     return best, masked.gather(0, best), active.sum()
 
 
-def torch_second_order_partner(w, s, h, diag, ct, i, si, dii):
-    """Tensor version of :func:`second_order_partner` (returns -1 when nothing qualifies)."""
+def torch_second_order_best(w, s, h, diag, ct, i, si, dii):
+    """Tensor version of :func:`second_order_best`: ``(j, gain)`` as 0-d tensors, ``j = -1``
+    (and the gain -1) when nothing qualifies."""
     qij = h.to(s.dtype) - ct if ct is not None else h.to(s.dtype)
     q = (dii + diag - 2.0 * qij).clamp_min(1e-300)
     diff = s - si
@@ -502,7 +514,14 @@ def torch_second_order_partner(w, s, h, diag, ct, i, si, dii):
     ok = (w > 0) & (diff > 0) & (index != i)
     gain = torch.where(ok, diff * diff / q, torch.full_like(s, -1.0))
     best = torch.argmax(gain)
-    return torch.where(ok.any(), best, torch.full_like(best, -1))
+    found = ok.any()
+    return (torch.where(found, best, torch.full_like(best, -1)),
+            torch.where(found, gain[best], torch.full_like(gain[best], -1.0)))
+
+
+def torch_second_order_partner(w, s, h, diag, ct, i, si, dii):
+    """Tensor version of :func:`second_order_partner` (returns -1 when nothing qualifies)."""
+    return torch_second_order_best(w, s, h, diag, ct, i, si, dii)[0]
 
 
 def as_numpy(t: torch.Tensor) -> np.ndarray:
