@@ -165,7 +165,7 @@ def test_second_order_gain_is_written_once():
 
     assert _python_function(K._second_order_gain) is _moves.second_order_gain
     partner = ast.unparse(ast.parse(Path(K.__file__).read_text()))
-    partner = partner[partner.index("def _second_order_best_py"):]
+    partner = partner[partner.index("def _second_order_partner_py"):]
     partner = partner[:partner.index("\ndef _exact_step")]
     assert "_second_order_gain(" in partner
     sharded_source = ast.unparse(ast.parse(Path(sharded.__file__).read_text()))
