@@ -218,10 +218,22 @@ def test_the_row_storage_solve_is_the_loop_and_restores_exactly():
     engine = QuadraticEngine(RowStorage(src, diag, start, row_dtype=bufs.dtype))
     snap = engine.snapshot()
     w0 = start.w.copy()
-    n_iter, status, hist, counts = engine.solve(
+    run = engine.solve(
         L.AWAY, StoppingRule(tol=TOL, rtol=0.0, max_iter=MAX_ITER), check_every=CHECK_EVERY)
+    n_iter, status, hist, counts = run
     assert n_iter == engine.iteration() == expected[0][-1]
     assert hist[:, 0].tolist() == expected[0] and hist[:, 2].tolist() == expected[2]
+    assert hist.base is None  # the checks alone, not the buffers sized for the budget
+    # The run's Result: the engine's final value, gap and weights, the checks as its history.
+    result = run.result(start, 0.5, {"engine": "compiled"})
+    assert (result.n_iter, result.value, result.gap) == (n_iter, engine.value(), engine.gap())
+    assert result.converged == (status == L.CONVERGED)
+    assert result.history.iteration == expected[0] and result.history.gap == expected[2]
+    assert result.history.steps[-1] == expected[4] and result.history.time[-1] == 0.5
+    assert result.best_gap == min(expected[2])
+    np.testing.assert_array_equal(result.weights.numpy(), start.w)
+    with pytest.raises(ValueError, match="non-finite"):
+        run._replace(status=L.NONFINITE).result(start, 0.5, {})
     np.testing.assert_array_equal(start.w, expected[3][-1])
     assert engine.step_counts() == expected[4]
     assert engine.gap() == start.gap() and engine.value() == start.value()
@@ -236,6 +248,24 @@ def test_the_row_storage_solve_is_the_loop_and_restores_exactly():
     with pytest.raises(ValueError, match="time_limit"):
         engine.solve(L.AWAY, StoppingRule(tol=TOL, rtol=0.0, max_iter=5, time_limit=1.0),
                      check_every=CHECK_EVERY)
+    # A storage without a compiled whole solve is driven by an optimizer's run loop instead.
+    with pytest.raises(TypeError, match="HostStorage runs no whole compiled solve"):
+        host.solve(L.AWAY, StoppingRule(tol=TOL, rtol=0.0, max_iter=5),
+                   check_every=CHECK_EVERY)
+
+
+def test_every_caller_of_the_loop_sizes_its_checks_alike():
+    # The history rows of a call: a check per block, one per corrective window, the first
+    # and the last (run_chunked and SVC's compiled blocks both size theirs by it).
+    from torchfw.optimizers import _face
+    from torchfw.optimizers._rows import first_chunk, first_pause
+
+    assert L.checks_for(1000, 10) == 100 + 1000 // _face.MIN_WINDOW + 3
+    assert L.checks_for(10**12, 1) == L.MAX_CHECKS
+    assert L.first_pause(2000, 7) == 1995 and L.first_pause(3, 10) == 10
+    assert first_pause(5000, 10) == first_chunk(5000) // 10 * 10
+    if L.checks_for_compiled is not None:
+        assert L.checks_for_compiled(1000, 10) == L.checks_for(1000, 10)
 
 
 #: A relative target that moves with the value over the runs above (SVM duals at C = 1e4:

@@ -332,11 +332,13 @@ def test_svc_switches_to_the_sampled_storage():
 def test_svc_anytime_model_is_the_better_of_iterate_and_subset(monkeypatch):
     from torchfw.svm import _large as _svc_large
 
-    monkeypatch.setattr(_svc_large, "WARM_SUBSET", 300)
+    from torchfw.svm._plan import fit_planned
+
     monkeypatch.setattr(_svc_large, "VALIDATION", 1000)
     X, y = _blobs(2500, noise=1.5)
     with pytest.warns(Warning):  # stopped on max_iter: a ConvergenceWarning
-        model = tf.SVC(sample_size=50, max_iter=3, random_state=0).fit(X, y)
+        model = fit_planned(tf.SVC(sample_size=50, max_iter=3, random_state=0), X, y,
+                            warm_subset=300)
     info = model.result_.info
     val = info["validation"]
     assert val["examples"] == 1000

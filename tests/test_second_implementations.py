@@ -157,17 +157,21 @@ def test_compiled_loop_formulas_are_the_shared_ones():
 
 def test_second_order_gain_is_written_once():
     """SWAP-2o's partner score is :func:`torchfw.optimizers._moves.second_order_gain`: the
-    compiled partner search calls it compiled, the sharded storage (which compares its ranks'
-    best partners by it) calls it on host floats; the bits agree, NaN and tiny curvatures
-    included."""
+    compiled partner search calls it compiled and returns the gain it compared, which the
+    sharded storage compares its ranks' best partners by (it writes no gain of its own); the
+    bits agree, NaN and tiny curvatures included."""
     from torchfw.distributed import engine as sharded
     from torchfw.optimizers import _moves
 
     assert _python_function(K._second_order_gain) is _moves.second_order_gain
     partner = ast.unparse(ast.parse(Path(K.__file__).read_text()))
     partner = partner[partner.index("def _second_order_partner_py"):]
-    partner = partner[:partner.index("\ndef ")]
-    for source in (partner, ast.unparse(ast.parse(Path(sharded.__file__).read_text()))):
+    partner = partner[:partner.index("\ndef _exact_step")]
+    assert "_second_order_gain(" in partner
+    sharded_source = ast.unparse(ast.parse(Path(sharded.__file__).read_text()))
+    assert "second_order_best(" in sharded_source and "second_order_gain(" not in \
+        sharded_source and "pair_curvature(" not in sharded_source, "the gain written again"
+    for source in (partner, sharded_source):
         assert "diff * diff" not in source and "1e-300" not in source, "the gain written again"
     rng = np.random.default_rng(3)
     diffs = list(rng.normal(size=100)) + [0.0, 1e-200, math.inf]
@@ -185,6 +189,13 @@ def test_second_order_gain_is_written_once():
                  for r in (2, 3)]
         assert K.second_order_partner(w, s, h, diag, s, False, 0, 1.0, 2.0) == \
             (2 if gains[0] >= gains[1] else 3)
+        # ... and returns the gain it compared, bit for bit (what the ranks compare).
+        j, gain = K.second_order_best(w, s, h, diag, s, False, 0, 1.0, 2.0)
+        assert _bits(gain) == _bits(max(gains)) and j == (2 if gains[0] >= gains[1] else 3)
+        tj, tgain = K.torch_second_order_best(*(torch.from_numpy(v) for v in (w, s, h, diag)),
+                                              None, 0, 1.0, 2.0)
+        assert int(tj) == j and _bits(float(tgain)) == _bits(gain)
+        assert K.second_order_best(w, s, h, diag, s, False, 0, 9.0, 2.0) == (-1, -1.0)
 
 
 # ---------------------------------------------------------------------------------------------

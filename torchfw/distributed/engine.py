@@ -18,7 +18,7 @@ from torch import Tensor
 from ..optimizers import _kernels as K
 from ..optimizers._engine import QuadraticEngine
 from ..optimizers._face_space import FaceSpace
-from ..optimizers._moves import Coefficients, pair_curvature, second_order_gain
+from ..optimizers._moves import Coefficients
 from ..optimizers._selection import select_host
 from ..optimizers._state import StorageState
 from ..optimizers._vectors import feasible_interval, update_vectors
@@ -395,19 +395,18 @@ class ShardedStorage(StorageState):
         h = self.vertex_gradient(i)
         n = self.n_local
         li = i - self.offset if self.op.owns(i) else -1
+        # The shared kernel's partner and the gain it compared (one expression,
+        # torchfw.optimizers._moves.second_order_gain): ranks compare like with like.
         if self.use_numba:
             w, s, diag = self._w_np[:n], self._s_np[:n], self.diag.numpy()[:n]
-            j = int(K.second_order_partner(w, s, h[:n], diag, s, False, li, si, dii))
-            hj = float(h[j]) if j >= 0 else 0.0
+            j, gain = K.second_order_best(w, s, h[:n], diag, s, False, li, si, dii)
         else:
             w, s, diag = self.w[:n], self.s[:n], self.diag[:n]
-            j = int(K.torch_second_order_partner(w, s, h[:n], diag, None, li, si, dii))
-            hj = float(h[j]) if j >= 0 else 0.0
+            j, gain = K.torch_second_order_best(w, s, h[:n], diag, None, li, si, dii)
+        j = int(j)
         record = np.zeros(1 + _REC)
         if j >= 0:
-            # The kernel's own score of its partner, so ranks compare like with like.
-            record[0] = second_order_gain(
-                float(s[j]) - si, pair_curvature(dii, float(self.op._diag_host[j]), hj))
+            record[0] = float(gain)
             self._write_candidate(record[1:], j, float(s[j]))
         else:
             record[0] = -_INF

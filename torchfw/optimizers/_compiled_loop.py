@@ -51,7 +51,7 @@ from ._moves import ZERO_TOL, cross_after_scalars, partan_scalars
 __all__ = ["VARIANTS", "COUNTERS", "FW", "AWAY", "PAIRWISE", "SWAP", "SWAP2", "PARTAN",
            "CONVERGED", "MAX_ITER", "NONFINITE", "PAUSED", "NEVER", "vertex_row", "run_loop",
            "correct", "store_state", "LoopState", "SolveCancelled", "run_chunked",
-           "MAX_CHECKS"]
+           "MAX_CHECKS", "checks_for", "checks_for_compiled", "first_pause"]
 
 #: Variant codes of the loop.
 FW, AWAY, PAIRWISE, SWAP, SWAP2, PARTAN = 0, 1, 2, 3, 4, 5
@@ -69,6 +69,23 @@ NEVER = math.nan
 #: Most checks one call records (the first ones and the last): a budget of many millions of
 #: iterations does not size the history by it.
 MAX_CHECKS = 100_000
+
+
+def checks_for(iterations: int, check_every: int) -> int:
+    """Rows of history one call of the loop records in at most ``iterations`` iterations: a
+    check per ``check_every`` iterations, one more after each corrective step (at most one per
+    window of :data:`torchfw.optimizers._face.MIN_WINDOW`), the first and the last, at most
+    :data:`MAX_CHECKS`. Every caller of the loop sizes its history by it (:func:`run_chunked`;
+    SVC's compiled blocks of problems, :mod:`torchfw.svm._pairs`, through
+    :data:`checks_for_compiled`)."""
+    return min(iterations // check_every + iterations // _face.MIN_WINDOW + 3, MAX_CHECKS)
+
+
+def first_pause(first_chunk: int, check_every: int) -> int:
+    """The iteration at which a chunked run's first call pauses (:func:`run_chunked`):
+    ``first_chunk`` rounded down to a multiple of ``check_every``, at least one block, so
+    that the checks fall where one call makes them."""
+    return max(check_every, first_chunk // check_every * check_every)
 
 
 def vertex_row(src, i, buf):
@@ -712,6 +729,8 @@ correct = _correct
 store_state = _store
 #: :func:`_run_loop`, compiled (None without numba).
 run_loop = _njit(_run_loop)
+#: :func:`checks_for`, compiled for loops' callers in compiled code (None without numba).
+checks_for_compiled = _njit(checks_for)
 
 
 class LoopState:
@@ -785,7 +804,7 @@ def run_chunked(variant: int, src, bufs: np.ndarray, diag: np.ndarray, ct: np.nd
     hists: list[np.ndarray] = []
     hist_counts_list: list[np.ndarray] = []
     done = 0
-    chunk = max(check_every, first_chunk // check_every * check_every)
+    chunk = first_pause(first_chunk, check_every)
     while True:
         if stop is not None and stop.is_set():
             raise SolveCancelled
@@ -794,8 +813,7 @@ def run_chunked(variant: int, src, bufs: np.ndarray, diag: np.ndarray, ct: np.nd
         # check_every), and the budget stays the whole run's.
         this = max_iter - done if chunk_seconds is None else min(max_iter - done, chunk)
         pause_at = max_iter - done if chunk_seconds is None else chunk
-        # A check per block, one more after each corrective step (at most one per window).
-        n_checks = min(this // check_every + this // _face.MIN_WINDOW + 3, MAX_CHECKS)
+        n_checks = checks_for(this, check_every)
         hist = np.empty((n_checks, 3), dtype=np.float64)
         hist_counts = np.empty((n_checks, len(COUNTERS)), dtype=np.int64)
         t0 = time.perf_counter()

@@ -185,6 +185,30 @@ class QuadraticEngine:
         return partan_move(f_t + st.constant, slope, curvature, noise, lo, hi, lam, i,
                            self.ops)
 
+    # -- the whole solve in compiled code -------------------------------------------------------
+
+    def solve(self, variant: int, rule, *, check_every: int, stop=None, correct: bool = True):
+        r"""The whole solve of ``variant`` under the :class:`~torchfw.optimizers.StoppingRule`
+        ``rule``, where the storage runs one in compiled code: the row-source storage
+        (:meth:`~torchfw.optimizers._rows.RowStorage.solve`, the one compiled loop, its checks
+        every ``check_every`` iterations, the active-set corrective step with ``correct``,
+        ``stop`` read between chunks). SVC's compiled path is this call
+        (:func:`torchfw.svm._dense.solve`).
+
+        Returns the storage's :class:`~torchfw.optimizers._rows.LoopRun`.
+
+        Raises
+        ------
+        TypeError
+            For a storage that runs its iterations through the moves only (the run loop of
+            :class:`~torchfw.optimizers.ConstrainedOptimizer` drives those).
+        """
+        whole = getattr(self.storage, "solve", None)
+        if whole is None:
+            raise TypeError(f"{type(self.storage).__name__} runs no whole compiled solve: run "
+                            f"its iterations through an optimizer's minimize")
+        return whole(variant, rule, check_every=check_every, stop=stop, correct=correct)
+
     # -- update --------------------------------------------------------------------------------
 
     def apply(self, co: Coefficients, tick: bool = True) -> None:

@@ -24,15 +24,24 @@ Python moves run on it, and it runs the compiled loop on the same state in two w
   -- in chunks of about :data:`CHUNK_SECONDS` (:func:`~torchfw.optimizers._compiled_loop.
   run_chunked`), between which a Ctrl-C or a ``stop`` event is honoured. The compiled code
   releases the GIL, so solves of independent problems run on threads (SVC's one-vs-rest).
+  The engine drives it (:meth:`QuadraticEngine.solve <torchfw.optimizers._engine.
+  QuadraticEngine.solve>`); it returns a :class:`LoopRun` -- the iterations, the status and
+  the checks -- whose :meth:`LoopRun.result` is the run's :class:`~torchfw.result.Result`, its
+  history read from the checks on first use (:class:`ChecksHistory`).
+
+SVC's compiled path is this storage over the SVM's signed kernel rows (:mod:`torchfw.svm.
+_dense`): its loop, stopping test, checks and results are the ones written here.
 """
 
 from __future__ import annotations
 
-from typing import Any
+import math
+from typing import Any, NamedTuple
 
 import numpy as np
 import torch
 
+from ..result import History, Result, Status
 from ..utils.jit import HAVE_NUMBA
 from ..utils.jit import njit as _njit  # None without numba
 from . import _compiled_loop as L
@@ -43,7 +52,8 @@ from ._state import EngineState
 from ._stopping import StoppingRule
 from ._vectors import feasible_interval, update_vectors
 
-__all__ = ["RowStorage", "CHUNK_SECONDS", "FIRST_CHUNK", "FIRST_CHUNK_WORK", "first_chunk"]
+__all__ = ["RowStorage", "LoopRun", "ChecksHistory", "CHUNK_SECONDS", "FIRST_CHUNK",
+           "FIRST_CHUNK_WORK", "first_chunk", "first_pause"]
 
 #: Seconds one compiled call of :meth:`RowStorage.solve` runs before it returns to Python: the
 #: loop runs in chunks of iterations sized to about this long, each resuming exactly where the
@@ -66,6 +76,81 @@ def first_chunk(n: int) -> int:
     """The iterations of :meth:`RowStorage.solve`'s first chunk on ``n`` atoms (before the
     rounding to ``check_every``)."""
     return min(FIRST_CHUNK, FIRST_CHUNK_WORK // max(1, n))
+
+
+def first_pause(n: int, check_every: int) -> int:
+    """The iteration at which :meth:`RowStorage.solve`'s first chunk on ``n`` atoms pauses
+    (:func:`first_chunk` rounded to ``check_every``,
+    :func:`~torchfw.optimizers._compiled_loop.first_pause`): a caller that runs only the first
+    chunk of many problems in one compiled call (SVC's blocks, :mod:`torchfw.svm._pairs`)
+    stops each where the storage's solve would pause."""
+    return L.first_pause(first_chunk(n), check_every)
+
+
+class ChecksHistory(History):
+    """A :class:`~torchfw.result.History` kept as a compiled run's check arrays and turned
+    into its lists on first read: most callers never read it, and the lists cost as much as
+    the solve on small problems (9 us a problem, against ~20 us for each of an SVC's solves
+    on iris).
+
+    The compiled loop has no clock: the last check carries the run's total time.
+    """
+
+    def __init__(self, hist, hist_counts, elapsed):  # the fields come on first read
+        self.__dict__["_checks"] = (hist, hist_counts, elapsed)
+
+    def __getattr__(self, name):
+        checks = self.__dict__.pop("_checks", None)
+        if checks is None:
+            raise AttributeError(name)
+        hist, hist_counts, elapsed = checks
+        n = hist.shape[0]
+        times = [math.nan] * n
+        times[-1] = elapsed
+        iteration, value, gap = hist.T.tolist()
+        # The counts only grow: a counter that is 0 at the last check is 0 at every check.
+        used = [(k, counter) for k, counter in enumerate(L.COUNTERS) if hist_counts[-1, k]]
+        steps = [{counter: row[k] for k, counter in used if row[k]}
+                 for row in hist_counts.tolist()]
+        self.__dict__.update(iteration=[int(i) for i in iteration], value=value, gap=gap,
+                             time=times, steps=steps)
+        return getattr(self, name)
+
+
+class LoopRun(NamedTuple):
+    """What a whole compiled solve returns (:meth:`RowStorage.solve`): ``n_iter`` iterations,
+    the loop's ``status`` code (:mod:`~torchfw.optimizers._compiled_loop`), and the checks:
+    ``history`` rows ``[k, value, gap]`` and ``counts`` the step counters at each check
+    (``(n, 8)``, :data:`~torchfw.optimizers._compiled_loop.COUNTERS`). Unpacks as the tuple
+    ``(n_iter, status, history, counts)``."""
+
+    n_iter: int
+    status: int
+    history: np.ndarray
+    counts: np.ndarray
+
+    def result(self, start: L.LoopState, seconds: float, info: dict,
+               constant: float = 0.0) -> Result:
+        r"""The run's :class:`~torchfw.result.Result` from its final iterate ``start`` (the
+        storage's state): value :math:`(p + t)/2` plus ``constant``, gap :math:`p - \min s`,
+        the weights (``x``, and a copy as ``weights``), ``CONVERGED`` or ``MAX_ITER``, the
+        checks as a :class:`ChecksHistory` (``seconds``: the run's time), the smallest gap
+        of the checks and the final one, and ``info``.
+
+        A run that ended on a non-finite check has no result to give (the caller restores the
+        last finite iterate): ValueError.
+        """
+        if self.status == L.NONFINITE:
+            raise ValueError("a compiled run that reached non-finite values has no result: "
+                             "restore a finite iterate first")
+        value, gap = start.value() + constant, start.gap()
+        w = torch.from_numpy(start.w)
+        return Result(x=w, value=value, gap=gap, n_iter=self.n_iter,
+                      status=Status.CONVERGED if self.status == L.CONVERGED
+                      else Status.MAX_ITER,
+                      history=ChecksHistory(self.history, self.counts, seconds),
+                      weights=w.clone(), best_gap=min(float(self.history[:, 2].min()), gap),
+                      info=info)
 
 
 def _row_at_py(src, i, buf):
@@ -392,8 +477,9 @@ class RowStorage(EngineState):
         :class:`~torchfw.optimizers._compiled_loop.SolveCancelled`. The iterates, checks and
         stopping iteration are those of one call, bit for bit.
 
-        Returns ``(n_iter, status_code, history array (n, 3), counts per check (n, 8))``
-        (status codes and counters of :mod:`~torchfw.optimizers._compiled_loop`).
+        Returns a :class:`LoopRun` ``(n_iter, status_code, history array (n, 3), counts per
+        check (n, 8))`` (status codes and counters of :mod:`~torchfw.optimizers._compiled_loop`),
+        its arrays the checks alone (the buffers sized for the budget are let go).
 
         Raises
         ------
@@ -411,4 +497,7 @@ class RowStorage(EngineState):
         self.k += n_iter
         if hist_counts.shape[0]:
             self._add_counts(hist_counts[-1])
-        return n_iter, status, hist, hist_counts
+        # One chunk's checks are views of buffers sized for the budget; several, a new array.
+        if hist.base is not None:
+            hist, hist_counts = hist.copy(), hist_counts.copy()
+        return LoopRun(n_iter, status, hist, hist_counts)

@@ -155,7 +155,9 @@ def solve(variant: int, src: tuple, rows: np.ndarray, y: np.ndarray, inv_c: np.n
     which ``stop`` is read and a Ctrl-C honoured; ``correct``: the active-set corrective step
     where plain steps stall).
 
-    Returns ``(n_iter, status_code, history array (n, 3), counts per check (n, 8))``.
+    Returns the engine's :class:`~torchfw.optimizers._rows.LoopRun` ``(n_iter, status_code,
+    history array (n, 3), counts per check (n, 8))``, whose ``result`` is the solve's
+    :class:`~torchfw.result.Result`.
     """
     engine = QuadraticEngine(storage(src, rows, y, inv_c, diag, start))
     return engine.solve(variant, StoppingRule(tol=tol, rtol=rtol, max_iter=max_iter),

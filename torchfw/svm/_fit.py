@@ -24,7 +24,6 @@ from __future__ import annotations
 import collections
 import contextlib
 import functools
-import math
 import threading
 import time
 
@@ -32,10 +31,9 @@ import numpy as np
 import torch
 
 from ..optimizers import _kernels as K
-from ..result import History
 from ..utils.threads import one_thread, parallel_map, workers
 from ._binary import fit_binary
-from ._dense import _CONVERGED, _NONFINITE, COUNTERS, VARIANTS, Start, solve
+from ._dense import _CONVERGED, _NONFINITE, VARIANTS, Start, solve
 from ._matrix import (
     ROWS_FROM,
     cache_slots,
@@ -280,31 +278,22 @@ def _operator_start(plan: FitPlan, X, sub, job, variant) -> Start:
 
 def _solve_job(src, variant, rule, job, start):
     """:func:`solve` of a job from ``start`` under the stopping ``rule`` ``(tol, rtol,
-    check_every)``; its history arrays copied (the buffers sized for ``max_iter`` are let
-    go)."""
+    check_every)``: the engine's :class:`~torchfw.optimizers._rows.LoopRun`."""
     tol, rtol, check_every = rule
-    n_iter, status, hist, hist_counts = solve(
-        variant, src, job.rows, job.y, job.inv_c, job.diag, start, max_iter=job.max_iter,
-        tol=tol, rtol=rtol, check_every=check_every, stop=job.stop)
-    return n_iter, status, hist.copy(), hist_counts.copy()
+    return solve(variant, src, job.rows, job.y, job.inv_c, job.diag, start,
+                 max_iter=job.max_iter, tol=tol, rtol=rtol, check_every=check_every,
+                 stop=job.stop)
 
 
 def _result(plan: FitPlan, start, outcome, elapsed, matrix_info):
-    """The dual vector and :class:`~torchfw.result.Result` of a finite compiled solve; warns
+    """The dual vector and :class:`~torchfw.result.Result` of a finite compiled solve (the
+    engine's, :meth:`~torchfw.optimizers._rows.LoopRun.result`); warns
     (:meth:`~torchfw.svm._plan.FitPlan.warn_unconverged`) when it stopped at ``max_iter``."""
-    from ..result import Result, Status
-
-    n_iter, status, hist, hist_counts = outcome
-    value, gap = start.value(), start.gap()
-    w = torch.from_numpy(start.w)
-    result = Result(x=w, value=value, gap=gap, n_iter=n_iter,
-                    status=Status.CONVERGED if status == _CONVERGED else Status.MAX_ITER,
-                    history=_ChecksHistory(hist, hist_counts, elapsed),
-                    weights=w.clone(), best_gap=min(float(hist[:, 2].min()), gap),
-                    info={"engine": "compiled whole solve", "execution": "dense",
-                          **matrix_info})
-    if result.status == Status.MAX_ITER:
-        plan.warn_unconverged(result.status, n_iter, gap, value, stacklevel=5)
+    result = outcome.result(start, elapsed, {"engine": "compiled whole solve",
+                                             "execution": "dense", **matrix_info})
+    if outcome.status != _CONVERGED:
+        plan.warn_unconverged(result.status, result.n_iter, result.gap, result.value,
+                              stacklevel=5)
     return result.x, result
 
 
@@ -426,35 +415,6 @@ def _matrix_info(src) -> dict:
     from ._matrix import cache_stats
 
     return {"matrix_bytes": int(src[0].nbytes), **cache_stats(src)}
-
-
-class _ChecksHistory(History):
-    """A :class:`~torchfw.result.History` kept as a compiled solve's check arrays and turned
-    into its lists on first read: most fits never read it, and the lists cost as much as the
-    solve on small problems (9 us a problem, against ~20 us for each of iris' solves).
-
-    The compiled loop has no clock: the last check carries the solve's total time.
-    """
-
-    def __init__(self, hist, hist_counts, elapsed):  # the fields come on first read
-        self.__dict__["_checks"] = (hist, hist_counts, elapsed)
-
-    def __getattr__(self, name):
-        checks = self.__dict__.pop("_checks", None)
-        if checks is None:
-            raise AttributeError(name)
-        hist, hist_counts, elapsed = checks
-        n = hist.shape[0]
-        times = [math.nan] * n
-        times[-1] = elapsed
-        iteration, value, gap = hist.T.tolist()
-        # The counts only grow: a counter that is 0 at the last check is 0 at every check.
-        used = [(k, counter) for k, counter in enumerate(COUNTERS) if hist_counts[-1, k]]
-        steps = [{counter: row[k] for k, counter in used if row[k]}
-                 for row in hist_counts.tolist()]
-        self.__dict__.update(iteration=[int(i) for i in iteration], value=value, gap=gap,
-                             time=times, steps=steps)
-        return getattr(self, name)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -6,7 +6,8 @@ randomized Frank-Wolfe of :mod:`torchfw.optimizers._sampled`: an iteration costs
 :math:`O(|\mathcal S|\,|I|\,d)` kernel work whatever ``m`` is, and the state is ``O(|I|)``.
 
 **Warm start and anytime model.** The run starts from the solution of the problem restricted
-to a random, class-stratified subset of :data:`WARM_SUBSET` examples (the seeds start from a
+to a random, class-stratified subset of the plan's ``warm_subset`` examples
+(:data:`~torchfw.svm._plan.WARM_SUBSET`) (the seeds start from a
 subset solution too, of ``n_init`` = 20 examples; a larger one costs a fraction of a second and
 gives the randomized iterations a sensible active set from the start). Under ``time_limit`` or
 ``max_iter`` the returned model must stay usable: the iterate and the subset model are both
@@ -38,8 +39,6 @@ if TYPE_CHECKING:  # the sampled storage loads with a fit that samples (most nev
 
 __all__ = ["fit_binary_sampled"]
 
-#: Size of the warm-start subset.
-WARM_SUBSET = 3000
 #: Held-out training examples scoring the iterate against the subset model.
 VALIDATION = 4000
 
@@ -94,7 +93,7 @@ def _fit_binary_sampled(plan: FitPlan, X: Tensor, y_pm: np.ndarray, C_examples, 
         support = torch.nonzero(alpha0 > 0).squeeze(1).to(X.device)
         weights = alpha0.to(X.device)[support]
     else:
-        size = min(m, max(int(plan.n_init), WARM_SUBSET))
+        size = min(m, max(int(plan.n_init), int(plan.warm_subset)))
         subset = torch.from_numpy(_subset(y_pm, size, rng)).to(X.device)
         op = SVMDualOperator(take_rows(X, subset), y_t[subset], plan.kernel,
                              C if isinstance(C, float) else C[subset], dtype=plan.dtype,

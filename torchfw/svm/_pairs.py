@@ -43,7 +43,7 @@ import torch
 
 from .. import exceptions
 from ..optimizers import _compiled_loop as _loop
-from ..optimizers import _face, _rows
+from ..optimizers import _rows
 from ..utils.jit import compiled_kernels, njit
 from ..utils.threads import parallel_map, workers
 from . import _dense as _svc_dense
@@ -116,10 +116,9 @@ def _solve_block(P, cache, rows, shared_rows, offsets, y, y_pm, inv_c, diag, see
             continue
         this = budgets[p]
         pause_at = chunks[p]
-        # the checks of the first chunk (as torchfw.optimizers._compiled_loop.run_chunked
-        # counts them): a problem still running at pause_at is left to the one-by-one path
-        within = min(this, pause_at)
-        n_checks = min(within // check_every + within // _MIN_WINDOW + 3, _MAX_CHECKS)
+        # the checks of the first chunk (sized as every caller of the loop sizes them): a
+        # problem still running at pause_at is left to the one-by-one path
+        n_checks = _checks_for(min(this, pause_at), check_every)
         hist = np.empty((n_checks, 3))
         hist_counts = np.empty((n_checks, n_counters), dtype=np.int64)
         counts = np.zeros(n_counters, dtype=np.int64)
@@ -148,7 +147,7 @@ def _solve_block(P, cache, rows, shared_rows, offsets, y, y_pm, inv_c, diag, see
 
 
 # The callees and constants, by global name (numba resolves them when it compiles the block).
-_MIN_WINDOW, _MAX_CHECKS = _face.MIN_WINDOW, _loop.MAX_CHECKS
+_checks_for = _loop.checks_for_compiled
 _CONVERGED, _MAX_ITER = _loop.CONVERGED, _loop.MAX_ITER
 _subset_in = _svc_start._subset_compiled
 _start_in = _svc_start.start
@@ -156,10 +155,9 @@ _solve_in = _loop.run_loop
 _solve_block_compiled = njit(_solve_block) if _subset_in is not None else None
 
 
-def _first_chunk(n: int, check_every: int) -> int:
-    """The iterations of :func:`torchfw.svm._dense.solve`'s first chunk on ``n`` examples."""
-    first = _rows.first_chunk(n)
-    return max(check_every, first // check_every * check_every)
+#: The iterations of :func:`torchfw.svm._dense.solve`'s first chunk on ``n`` examples
+#: (the row-source storage's, :func:`torchfw.optimizers._rows.first_pause`).
+_first_chunk = _rows.first_pause
 
 
 class BlockSolves:

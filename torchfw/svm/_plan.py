@@ -45,7 +45,7 @@ from ..utils.progress import bar_shown
 
 __all__ = ["FitPlan", "resolve_plan", "fit_planned", "feature_dtype", "PROBABILITY_TOL", "SMALL_M",
            "SMALL_TOL", "TOL", "ISOLATED_TOL", "ITERATIONS_PER_EXAMPLE", "NO_LIMIT", "CHECK_EVERY",
-           "STREAMING", "LARGE_M", "SAMPLED_SOLVERS", "BATCHED_SOLVERS"]
+           "STREAMING", "LARGE_M", "WARM_SUBSET", "SAMPLED_SOLVERS", "BATCHED_SOLVERS"]
 
 #: The largest ``tol`` of the fits behind ``probability=True``: Platt's sigmoids need decision
 #: values nearer the optimum than accuracy does (one-vs-one digits, C=10, gamma=0.05: test
@@ -82,6 +82,10 @@ CHECK_EVERY = 10
 #: (:mod:`torchfw.svm._large`) by default: see the crossover measured by
 #: ``benchmarks/svm_large.py --crossover``, in docs/svc.md. The plan's ``large_m``.
 LARGE_M = 200_000
+#: Examples of the subset whose solution starts a sampled solve (:mod:`torchfw.svm._large`;
+#: at least ``n_init``). The plan's ``warm_subset``: 0 starts from the ``n_init`` subset alone,
+#: seed 002's own start (``benchmarks/svm_large.py --table4``).
+WARM_SUBSET = 3000
 #: Solvers that have a sampled form.
 SAMPLED_SOLVERS = ("fw", "away", "pairwise", "swap", "swap2", "partan")
 #: The streaming solvers (seed 001): one epoch by default, no relative stopping rule.
@@ -168,6 +172,9 @@ class FitPlan:
         Candidates of the randomized LMO.
     large_m : int
         Examples from which a binary problem takes the sampled storage (:data:`LARGE_M`).
+    warm_subset : int
+        Examples of the subset solved to start a sampled solve (:data:`WARM_SUBSET`; at least
+        ``n_init`` are taken).
     time_limit : float or None
         Wall-clock budget per binary problem.
     n_init : int
@@ -207,6 +214,7 @@ class FitPlan:
     check_every: int | None = None
     sample_size: int | None = None
     large_m: int = LARGE_M
+    warm_subset: int = WARM_SUBSET
     time_limit: float | None = None
     verbose: bool = False
     progress: bool = False
@@ -338,6 +346,7 @@ def fit_planned(model, X, y, sample_weight=None, **overrides):
     For tests and benchmarks that need a path or rule the parameters do not select, e.g.
     ``fit_planned(SVC(), X, y, batched=True)`` (the batched one-vs-rest engine on the CPU),
     ``gap_tol=1e-4, rtol=0.0`` (stop on the absolute gap), ``large_m=1000`` (the sampled
-    storage from 1,000 examples). Returns ``model``, fitted as :meth:`SVC.fit` fits it.
+    storage from 1,000 examples), ``warm_subset=0`` (a sampled solve started from the
+    ``n_init`` subset alone). Returns ``model``, fitted as :meth:`SVC.fit` fits it.
     """
     return fit_atomically(model, type(model)._fit_input, X, y, sample_weight, overrides)
