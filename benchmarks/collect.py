@@ -64,7 +64,8 @@ SECTIONS = [
      "(`--c-sweep`) gives the accuracy on the small sets against `C`, by scheme and against "
      "`tol`, over 100 splits. All on a 2-core Intel Xeon.",
      ["svm_small_xeon.md", "svc_scheme_crossover.md", "svc_rows_crossover.md",
-      "svm_small_cold_xeon.md", "svm_small_c.md", "svm_small_ab_xeon.md"]),
+      "svm_small_cold_xeon.md", "svm_small_c.md", "svm_small_ab_xeon.md",
+      "svc_small_fit_cost_xeon2.md"]),
     ("Multiclass SVMs against scikit-learn",
      "torchfw `SVC()` against scikit-learn's `SVC()` and scikit-learn-intelex's at the defaults "
      "of all, on the 11 multiclass LIBSVM sets, quiet and with one core kept busy by another "
