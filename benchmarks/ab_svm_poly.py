@@ -24,7 +24,6 @@ import argparse
 import json
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -34,6 +33,8 @@ import numpy as np
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
+sys.path.insert(0, str(HERE))
+from ab_svm_small import run_worker  # noqa: E402
 POINTS = ("iris:raw:3:scale", "iris:raw:3:0.1", "wine:scaled:3:0.1", "breast_cancer:scaled:5:1")
 
 
@@ -80,13 +81,8 @@ def worker(points: list[str], repeats: int, dump: str) -> None:
 
 
 def _run(tree: str, points, repeats: int, dump: str) -> dict:
-    out = subprocess.run([sys.executable, __file__, "--worker", "--repeats", str(repeats),
-                          "--dump", dump, "--points", *points], cwd=tree, check=True,
-                         env={**os.environ, "PYTHONPATH": tree}, capture_output=True, text=True)
-    result = json.loads(out.stdout.strip().splitlines()[-1])
-    if not result["file"].startswith(str(Path(tree).resolve())):
-        raise RuntimeError(f"{tree}: torchfw imported from {result['file']}")
-    return result
+    return run_worker(__file__, tree, ["--repeats", str(repeats), "--dump", dump,
+                                       "--points", *points])
 
 
 def main(argv=None) -> None:

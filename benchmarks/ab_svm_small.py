@@ -77,14 +77,20 @@ def worker(sets: list[str], repeats: int, dump: str) -> None:
     print(json.dumps(out))
 
 
-def _run(tree: str, sets, repeats: int, dump: str) -> dict:
-    out = subprocess.run([sys.executable, __file__, "--worker", "--repeats", str(repeats),
-                          "--dump", dump, "--sets", *sets], cwd=tree, check=True,
+def run_worker(script: str, tree: str, args: list[str]) -> dict:
+    """Run ``script --worker *args`` in a fresh process on the source tree ``tree`` and return
+    the JSON of its last line; refuse a worker that imported torchfw from elsewhere."""
+    out = subprocess.run([sys.executable, script, "--worker", *args], cwd=tree, check=True,
                          env={**os.environ, "PYTHONPATH": tree}, capture_output=True, text=True)
     result = json.loads(out.stdout.strip().splitlines()[-1])
     if not result["file"].startswith(str(Path(tree).resolve())):
         raise RuntimeError(f"{tree}: torchfw imported from {result['file']}")
     return result
+
+
+def _run(tree: str, sets, repeats: int, dump: str) -> dict:
+    return run_worker(__file__, tree, ["--repeats", str(repeats), "--dump", dump,
+                                       "--sets", *sets])
 
 
 def main(argv=None) -> None:

@@ -20,15 +20,17 @@ from torchfw.utils import threads as _threads
 pytestmark = pytest.mark.skipif(not D.K.HAVE_NUMBA, reason="the compiled path needs numba")
 
 
-def _op(m, d, sparse, seed=0):
+def _op(m, d, sparse, seed=0, kernel=None, dtype=torch.float32):
+    """The operator of an m x d problem with some zero features (``sparse``: as CSR); the RBF
+    kernel of width 0.02 unless ``kernel`` is given."""
     rng = np.random.default_rng(seed)
     X = rng.normal(size=(m, d)) * rng.uniform(0.1, 3.0, size=d)
     X[rng.random(X.shape) < 0.4] = 0
     Xt = torch.tensor(X)
     if sparse:
         Xt = Xt.to_sparse_csr()
-    return SVMDualOperator(Xt, torch.ones(m, dtype=torch.float64), make_kernel("rbf", 0.02),
-                           1.0, dtype=torch.float32)
+    return SVMDualOperator(Xt, torch.ones(m, dtype=torch.float64),
+                           kernel or make_kernel("rbf", 0.02), 1.0, dtype=dtype)
 
 
 def _rows(op):
@@ -73,14 +75,7 @@ def test_dense_examples_of_few_features_take_the_triangle(monkeypatch):
 
 
 def _other_op(kernel, m, d, sparse, dtype, seed=0):
-    rng = np.random.default_rng(seed)
-    X = rng.normal(size=(m, d)) * rng.uniform(0.1, 3.0, size=d)
-    X[rng.random(X.shape) < 0.4] = 0
-    Xt = torch.tensor(X)
-    if sparse:
-        Xt = Xt.to_sparse_csr()
-    return SVMDualOperator(Xt, torch.ones(m, dtype=torch.float64),
-                           make_kernel(kernel, 0.3, degree=5, coef0=0.5), 1.0, dtype=dtype)
+    return _op(m, d, sparse, seed, make_kernel(kernel, 0.3, degree=5, coef0=0.5), dtype)
 
 
 @pytest.mark.parametrize("kernel", ["poly", "linear", "sigmoid"])
