@@ -28,7 +28,8 @@ SECTIONS = [
      "against a reference SFW step; the first fit after install: each row's goal and whether "
      "it holds (`benchmarks/anchors.py`, which calls the scripts of the sections below; "
      "`--quick` runs fewer repeats and sets).",
-     ["anchors_lasso_ww_xeon2.md", "anchors_svc_sfw_xeon2.md", "anchors_quick_xeon2.md"]),
+     ["anchors_lasso_ww_xeon2.md", "anchors_svc_sfw_xeon2.md", "anchors_first_fit_xeon2.md",
+      "anchors_quick_xeon2.md"]),
     ("Core Frank-Wolfe variants",
      "Iterations and time to a duality gap of 1e-6 on quadratics over the simplex "
      "(`benchmarks/core_variants.py`).",
