@@ -14,8 +14,9 @@ K-sparse polytope (``-r sign(d_i)`` on the K largest ``|d_i|``). It is a ``torch
 subclass, as the authors' implementation is, so both pay the same per-step bookkeeping of
 ``torch.optim``. Every parameter gets its own
 set, sized from its layer's initialization (:func:`torchfw.optim.constraints_for`, mode
-``"initialization"``), which is how such networks are constrained, so a model has one group
-per parameter. ``torch.optim.SGD`` (momentum 0.9) and ``Adam`` take the same gradients.
+``"initialization"``), which is how such networks are constrained; torchfw holds them in one
+parameter group (``one_group=True``: a list of sets, one per parameter), as the reference
+optimizer holds its parameters in one group and their sets in a list. ``torch.optim.SGD`` (momentum 0.9) and ``Adam`` take the same gradients.
 
 Models: an MLP 64-128-10 and a small CNN for scikit-learn's 8x8 digits, and an MLP
 256-512-512-10. Gradients are fixed random tensors (the step's time does not depend on where
@@ -126,7 +127,8 @@ def build(kind: str, model: nn.Module):
     from torchfw.optim import StochasticFrankWolfe, constraints_for
 
     extra = {"k_frac": K_FRAC} if kind == "ksparse" else {}
-    groups = constraints_for(model, kind, value=VALUE, **extra)
+    # one group with a set per parameter, as the reference code uses its constraints
+    groups = constraints_for(model, kind, value=VALUE, one_group=True, **extra)
     opt = StochasticFrankWolfe(groups, lr=LR, momentum=MOMENTUM, rescale="diameter")
     opt.make_feasible()
     return opt
@@ -135,8 +137,9 @@ def build(kind: str, model: nn.Module):
 def ref_sets(opt) -> list:
     out = []
     for group in opt.param_groups:
-        lmo = group["lmo"]
-        for p in group["params"]:
+        lmos = group["lmo"] if isinstance(group["lmo"], list) else \
+            [group["lmo"]] * len(group["params"])
+        for p, lmo in zip(group["params"], lmos, strict=True):
             kind = {"LinfBall": "linf", "L2Ball": "l2", "KSparsePolytope": "ksparse"}[
                 type(lmo).__name__]
             n = p.numel()
@@ -322,7 +325,8 @@ def main(argv=None) -> int:
               + (f" ({meta['gpu']})" if "gpu" in meta else "")
               + f", {meta['threads']} threads; load average at end: "
               + ", ".join(f"{x:.2f}" for x in meta["load_average_end"]) + ".", "",
-              f"Sets per parameter from `constraints_for(model, set, value={VALUE})` "
+              f"Sets per parameter from `constraints_for(model, set, value={VALUE}, "
+              f"one_group=True)` "
               f"(K-sparse: `k_frac={K_FRAC}`), lr {LR}, momentum {MOMENTUM}, "
               f"`rescale=\"diameter\"`. Milliseconds per step, median of {args.rounds} rounds "
               f"of {args.inner} steps, interleaved"

@@ -141,12 +141,14 @@ def step_size(group: dict, lmo: LMO, pv: Tensor, dv: Tensor, diff: Tensor):
 
 
 def frank_wolfe_update(p: Tensor, d: Tensor, group: dict, state: dict,
-                       gap: bool = True) -> None:
+                       gap: bool = True, lmo: LMO | None = None) -> None:
     r"""One Frank-Wolfe step of ``p`` along direction ``d``; stores the gap in ``state``.
 
     With ``gap`` true, ``state["fw_gap"]`` receives :math:`\langle d_t, \theta_t - v_t\rangle`,
     one value per row (0 for a row without direction, NaN for a row with a non-finite
     direction); with ``gap`` false the reduction is skipped and ``state`` is left as it is.
+    ``lmo`` is the parameter's set, when its group holds one set per parameter (default: the
+    group's ``lmo``).
 
     A declared second implementation (:mod:`torchfw.utils.twins`) of the core's
     :class:`~torchfw.FrankWolfe` step: the vertex :math:`v = \operatorname{lmo}(d)`, the move
@@ -158,7 +160,9 @@ def frank_wolfe_update(p: Tensor, d: Tensor, group: dict, state: dict,
     ``FrankWolfe(lmo, OpenLoop())`` on the same deterministic objective (the parity test in
     ``tests/test_second_implementations.py``).
     """
-    lmo: LMO = group["lmo"]
+    if lmo is None:
+        lmo = group["lmo"]  # one set for the group
+    assert lmo is not None
     shape = view_shape(p, group["per_row"])
     pv, copied = as_rows(p, shape)
     dv = d.reshape(shape)

@@ -139,7 +139,8 @@ def expected_init_norms(model: nn.Module, *, samples: int = 100, seed: int = 0) 
 def constraints_for(model: nn.Module, set: str = "l2", value: float = 1.0,  # noqa: A002
                     mode: str = "initialization", *, p: float | None = None,
                     k: int | None = None, k_frac: float | None = None, samples: int = 100,
-                    seed: int = 0, unconstrained: Iterable[type] = ()) -> list[dict]:
+                    seed: int = 0, unconstrained: Iterable[type] = (),
+                    one_group: bool = False) -> list[dict]:
     r"""Parameter groups that constrain every parameter of ``model`` to its own set.
 
     The groups go straight into :class:`~torchfw.optim.StochasticFrankWolfe`: one group per
@@ -174,12 +175,20 @@ def constraints_for(model: nn.Module, set: str = "l2", value: float = 1.0,  # no
     unconstrained : iterable of module types, default ()
         Layers whose parameters get ``lmo=None`` groups (momentum SGD), e.g.
         ``(nn.BatchNorm2d, nn.LayerNorm)``.
+    one_group : bool, default False
+        Return one group holding every parameter and the list of their sets (``None`` for
+        the unconstrained ones), as the reference code's ``create_lp_constraints`` is used
+        with one optimizer group. The sets and the steps are the same; the layers then
+        share the group's hyperparameters (one ``lr`` for all, as a scheduler sets it), and
+        a compiled step has one group to verify at each call instead of one per parameter
+        (on small models a few percent of the step).
 
     Returns
     -------
     list of dict
         ``{"params": [(name, param)], "lmo": LMO or None}`` per parameter, in the order of
-        ``model.named_parameters()``.
+        ``model.named_parameters()``; with ``one_group=True``, the single group
+        ``{"params": [(name, param), ...], "lmo": [LMO or None, ...]}``.
 
     Examples
     --------
@@ -219,6 +228,8 @@ def constraints_for(model: nn.Module, set: str = "l2", value: float = 1.0,  # no
     skip = tuple(unconstrained)
     if not all(isinstance(t, type) for t in skip):
         raise TypeError("unconstrained must be module types, e.g. (nn.BatchNorm2d,)")
+    if not isinstance(one_group, bool):
+        raise TypeError(f"one_group must be True or False, got {one_group!r}")
     init = expected_init_norms(model, samples=samples, seed=seed) \
         if mode == "initialization" else {}
     owners = _owners(model)
@@ -244,4 +255,6 @@ def constraints_for(model: nn.Module, set: str = "l2", value: float = 1.0,  # no
                 2.0 * float(value) * (init[name] if init[name] > 0 else 1.0)
             radius = diameter / unit_diameter
         groups.append({"params": [(name, param)], "lmo": _with_radius(unit, radius)})
+    if one_group and groups:
+        return [{"params": [g["params"][0] for g in groups], "lmo": [g["lmo"] for g in groups]}]
     return groups

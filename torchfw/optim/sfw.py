@@ -123,6 +123,15 @@ def _params_of(params) -> list[Tensor]:
     raise TypeError(f"expected a Module, a tensor or an iterable of tensors, got {type(params)}")
 
 
+def _sets_of(group: dict) -> list:
+    """The set of each parameter of a group: its ``lmo``, or its sequence of sets, one per
+    parameter."""
+    lmo = group["lmo"]
+    if isinstance(lmo, (list, tuple)):
+        return list(lmo)
+    return [lmo] * len(group["params"])
+
+
 @torch.no_grad()
 def _project_into(p: Tensor, lmo: LMO, per_row: bool, atol: float) -> int:
     shape = view_shape(p, per_row)
@@ -203,7 +212,13 @@ class StochasticFrankWolfe(torch.optim.Optimizer):
         explicitly) makes the group *unconstrained*: it takes a plain momentum-SGD step
         :math:`\theta \leftarrow \theta - \eta d_t` with the same averaged direction (this equals
         ``torch.optim.SGD(momentum=mu, dampening=mu)``). Use it for parameters that should not be
-        constrained (e.g. normalization layers) in a model whose other layers are.
+        constrained (e.g. normalization layers) in a model whose other layers are. In a group,
+        ``lmo`` may also be a list of sets (LMOs or ``None``), one per parameter of the group
+        in the order of its ``params``: each parameter then has its own set under the
+        group's hyperparameters, as :func:`constraints_for` with ``one_group=True`` builds
+        them (the reference code's one group with one constraint per parameter). The steps
+        are those of one group per parameter; a compiled step has fewer groups to verify at
+        each call.
     lr : float or Tensor, default 0.1
         Learning rate :math:`\eta \ge 0`, read from the group at every step (LR schedulers work).
         A one-element tensor is accepted (its value is checked when the group is added).
@@ -309,6 +324,9 @@ class StochasticFrankWolfe(torch.optim.Optimizer):
                         foreach=foreach, track_gap=track_gap)
         # Fail on bad constructor values even when every group overrides them.
         _check_hyperparameters(defaults)
+        if isinstance(lmo, (list, tuple)):
+            raise TypeError("a sequence of sets, one per parameter, belongs in a parameter "
+                            "group: {'params': [...], 'lmo': [set, ...]}")
         if not isinstance(lmo, _Missing):
             _check_oracle(lmo)
         self._plan: tuple | None = None  # (key, buckets) of the last step: see _step_plan
@@ -341,14 +359,25 @@ class StochasticFrankWolfe(torch.optim.Optimizer):
     def _check_group(self, group: dict) -> None:
         if isinstance(group["lmo"], _Missing):  # pragma: no cover - add_param_group catches it
             raise ValueError("parameter group has no 'lmo'")
-        _check_oracle(group["lmo"])
+        lmo = group["lmo"]
+        if isinstance(lmo, (list, tuple)):
+            if len(lmo) != len(group["params"]):
+                raise ValueError(
+                    f"a sequence of sets needs one set per parameter of its group, in the "
+                    f"order of the group's params: got {len(lmo)} sets for "
+                    f"{len(group['params'])} parameters"
+                )
+            for each in lmo:
+                _check_oracle(each)
+        else:
+            _check_oracle(lmo)
         _check_hyperparameters(group)
-        if group["lmo"] is None:
-            return
         names = group.get("param_names")
-        for i, p in enumerate(group["params"]):
+        for i, (p, each) in enumerate(zip(group["params"], _sets_of(group), strict=True)):
+            if each is None:
+                continue
             label = f"parameter {names[i]!r}" if names else f"parameter {i} of its group"
-            _check_param_fits(group["lmo"], p, group["per_row"], label)
+            _check_param_fits(each, p, group["per_row"], label)
 
     def __setstate__(self, state: dict) -> None:
         super().__setstate__(state)
@@ -380,8 +409,16 @@ class StochasticFrankWolfe(torch.optim.Optimizer):
         if closure is not None:
             with torch.enable_grad():
                 loss = closure()
-        plan = self._step_plan()
         compiling = torch.compiler.is_compiling()
+        if compiling:
+            # read param_groups before _init_group: the compiler marks the parameters static
+            # there (and _init_group's mapping of the state would otherwise take them as
+            # inputs of the graph)
+            groups = self.param_groups
+            if not self._init_group():
+                for group in groups:
+                    _check_hyperparameters(group, at_step=True)  # raises the eager error
+        plan = self._step_plan()
         counters: list[Tensor] = []
         first = False
         for bucket in plan:
@@ -399,7 +436,8 @@ class StochasticFrankWolfe(torch.optim.Optimizer):
                 sgd_update(params[i], ds[i], bucket["groups"][i]["lr"])
             for i in bucket["generic"]:
                 group = bucket["groups"][i]
-                frank_wolfe_update(params[i], ds[i], group, states[i], group["track_gap"])
+                frank_wolfe_update(params[i], ds[i], group, states[i], group["track_gap"],
+                                   lmo=bucket["lmos"][i])
             for kind, track, idx, radii, gammas, ks, flats, host, radius, steps in bucket["fast"]:
                 ps = [params[i] for i in idx]
                 pds = [ds[i] for i in idx]
@@ -441,6 +479,56 @@ class StochasticFrankWolfe(torch.optim.Optimizer):
             # step would see new counters and build the plan again)
             self._plan = (self._plan_key(), plan)
         return loss
+
+    def _init_group(self) -> bool:
+        r"""Check the hyperparameters and create the state of the parameters that step for the
+        first time, in a compiled step; False if a hyperparameter is wrong (nothing created).
+
+        ``torch.compile`` runs an optimizer's ``_init_group`` eagerly when it traces the step,
+        as for ``torch.optim``'s own optimizers, and then treats every tensor of
+        ``self.state`` as a static address: the compiled step checks each one by identity
+        instead of by dtype, shape and strides and does not load it from ``self.state`` at
+        every call (on the small models of ``benchmarks/sfw_step.py``, about a tenth of the
+        step). So a compiled step creates here, and not in the traced code, the momentum
+        buffer :math:`d_0 = g_0` (:math:`g_0 = \pm\nabla L + \lambda \theta_0`, as
+        :func:`~torchfw.optim._batched.directions` forms it) and the step counter (one shared
+        by the parameters that start together) of each parameter that has a gradient and no
+        state. The traced step then averages the buffer with the same :math:`g_0`, which
+        leaves it :math:`g_0` for finite entries, as the eager first step does (an infinite
+        entry becomes NaN in the buffer, where the eager step keeps it infinite: the weights
+        it moves turn NaN either way).
+
+        The hyperparameters are checked here too (when traced: the compiled step is
+        specialized on their values, so that a new value traces the step again): a check
+        in the traced code would add the check's own functions and constants to what the
+        compiled step verifies at every call. When one is wrong, the traced step runs the
+        check itself, which raises the eager step's error.
+
+        Runs only when traced: the eager step creates its state itself (:meth:`_first_steps`).
+        """
+        for group in self.param_groups:
+            try:
+                _check_hyperparameters(group, at_step=True)
+            except (TypeError, ValueError):
+                return False
+        fresh: Tensor | None = None
+        for group in self.param_groups:
+            momentum, decay = group["momentum"], group["weight_decay"]
+            for p in group["params"]:
+                if p.grad is None:
+                    continue
+                state = self.state[p]
+                if momentum != 0 and "momentum_buffer" not in state:
+                    g = -p.grad if group["maximize"] else p.grad
+                    if decay != 0:
+                        g = torch.add(g, p, alpha=decay)
+                    state["momentum_buffer"] = \
+                        g.detach().clone(memory_format=torch.preserve_format)
+                if "step" not in state:
+                    if fresh is None:
+                        fresh = torch.zeros((), dtype=torch.float32)
+                    state["step"] = fresh
+        return True
 
     def _count_traced(self, plan: list[dict]) -> None:
         """Add 1 to the step count of every parameter that stepped, in a compiled step.
@@ -487,13 +575,14 @@ class StochasticFrankWolfe(torch.optim.Optimizer):
         shared: dict[float, Tensor] = {}
         counters: list[Tensor] = []
         fresh: Tensor | None = None
-        for p, state, group in zip(params, states, bucket["groups"], strict=True):
+        for p, state, group, lmo in zip(params, states, bucket["groups"], bucket["lmos"],
+                                        strict=True):
             step = state.get("step")
             if step is None:
-                if group["lmo"] is not None and not compiling:
+                if lmo is not None and not compiling:
                     # The check reads a boolean on the host, which would break a compiled
                     # graph; compiled steps skip it.
-                    self._warn_if_infeasible(group["lmo"], p, group)
+                    self._warn_if_infeasible(lmo, p, group)
                 if compiling:
                     # the parameters of a bucket that start together share one counter
                     if fresh is None:
@@ -521,10 +610,7 @@ class StochasticFrankWolfe(torch.optim.Optimizer):
         """
         compiling = torch.compiler.is_compiling()
         key: list = []
-        if compiling:
-            for group in self.param_groups:
-                _check_hyperparameters(group, at_step=True)  # runs once, when traced
-        else:
+        if not compiling:
             key = self._plan_key()
             if self._plan is not None and self._plan[0] == key:
                 return self._plan[1]
@@ -534,19 +620,19 @@ class StochasticFrankWolfe(torch.optim.Optimizer):
         for group in self.param_groups:
             hyper = (group["momentum"], group["weight_decay"], group["maximize"])
             track = group["track_gap"]
-            for p in group["params"]:
+            for p, lmo in zip(group["params"], _sets_of(group), strict=True):
                 if p.grad is None:
                     continue
                 if not track and not compiling:
                     # a gap left from steps that tracked it would read as this step's
                     self.state.get(p, {}).pop("fw_gap", None)
                 bucket = buckets.setdefault((p.device, p.dtype) + hyper, {
-                    "hyper": hyper, "params": [], "groups": [], "diameters": [], "sgd": [],
-                    "generic": [], "fast": {}, "first": True})
+                    "hyper": hyper, "params": [], "groups": [], "lmos": [], "diameters": [],
+                    "sgd": [], "generic": [], "fast": {}, "first": True})
                 i = len(bucket["params"])
                 bucket["params"].append(p)
                 bucket["groups"].append(group)
-                lmo = group["lmo"]
+                bucket["lmos"].append(lmo)
                 kind = None if lmo is None else fast_kind(lmo, group)
                 if kind == "ksparse" and not p.is_contiguous():
                     kind = None
@@ -563,7 +649,7 @@ class StochasticFrankWolfe(torch.optim.Optimizer):
             for (kind, track), idx in bucket["fast"].items():
                 like = bucket["params"][idx[0]]
                 groups = [bucket["groups"][i] for i in idx]
-                radius = [float(g["lmo"].radius) for g in groups]
+                radius = [float(bucket["lmos"][i].radius) for i in idx]
                 tensor_lr = any(isinstance(g["lr"], Tensor) for g in groups)
                 steps = None if tensor_lr else [gamma_of(g, bucket["diameters"][i], like)
                                                 for g, i in zip(groups, idx, strict=True)]
@@ -573,7 +659,7 @@ class StochasticFrankWolfe(torch.optim.Optimizer):
                 gammas = as_vector(steps, like) if vectors and steps is not None else None
                 # K of K-sparse sets only: asking another set for it is one more guard per
                 # group in a compiled step
-                ks = [g["lmo"].k for g in groups] if kind == "ksparse" else []
+                ks = [bucket["lmos"][i].k for i in idx] if kind == "ksparse" else []
                 # 1-d views of the parameters and the directions, for the gaps' dot products
                 flats = None if compiling else (FlatViews(), FlatViews())
                 # the host's copies of the constants, for the eager CPU step of L-inf balls
@@ -603,12 +689,14 @@ class StochasticFrankWolfe(torch.optim.Optimizer):
         for group in self.param_groups:
             lmo = group["lmo"]
             lr = group["lr"]
-            radius = getattr(lmo, "radius", None)
             key.append((id(lr) if isinstance(lr, Tensor) else lr, group["momentum"],
                         group["weight_decay"], group["rescale"], group["per_row"],
-                        group["maximize"], group["foreach"], group["track_gap"], id(lmo),
-                        id(radius) if isinstance(radius, Tensor) else radius,
-                        getattr(lmo, "k", None)))
+                        group["maximize"], group["foreach"], group["track_gap"], id(lmo)))
+            # each set's identity, radius and K (one set, or one per parameter)
+            for each in (lmo if isinstance(lmo, (list, tuple)) else (lmo,)):
+                radius = getattr(each, "radius", None)
+                key.append((id(each), id(radius) if isinstance(radius, Tensor) else radius,
+                            getattr(each, "k", None)))
             # the counters too: a compiled step may have given some parameters new ones
             key += [(p.grad is not None, p.dtype, p.device,
                      id(state.get("step")) if (state := self.state.get(p)) else None)
@@ -650,11 +738,9 @@ class StochasticFrankWolfe(torch.optim.Optimizer):
         """
         count = 0
         for group in self.param_groups:
-            if group["lmo"] is None:
-                continue
-            for p in group["params"]:
-                if p.requires_grad or include_frozen:
-                    count += _project_into(p, group["lmo"], group["per_row"], atol)
+            for p, lmo in zip(group["params"], _sets_of(group), strict=True):
+                if lmo is not None and (p.requires_grad or include_frozen):
+                    count += _project_into(p, lmo, group["per_row"], atol)
         return count
 
     def fw_gaps(self, *, per_row: bool = False, named: bool = False) -> dict:
@@ -685,7 +771,8 @@ class StochasticFrankWolfe(torch.optim.Optimizer):
             If there are constrained groups and none has ``track_gap=True``: no step computed
             a gap, and an empty or stale answer would read as one.
         """
-        constrained = [group for group in self.param_groups if group["lmo"] is not None]
+        constrained = [group for group in self.param_groups
+                       if any(lmo is not None for lmo in _sets_of(group))]
         if constrained and not any(group["track_gap"] for group in constrained):
             raise RuntimeError(
                 "Frank-Wolfe gaps are not tracked: build the optimizer with track_gap=True "
@@ -731,7 +818,9 @@ class StochasticFrankWolfe(torch.optim.Optimizer):
         state_dict = super().state_dict()
         # pack_group built fresh dicts: replacing the entry leaves the live groups untouched.
         for group in state_dict["param_groups"]:
-            group["lmo"] = lmo_to_state(group["lmo"])
+            lmo = group["lmo"]
+            group["lmo"] = [lmo_to_state(each) for each in lmo] \
+                if isinstance(lmo, (list, tuple)) else lmo_to_state(lmo)
         return state_dict
 
     def _check_buffers(self, state_dict: dict) -> None:
@@ -784,7 +873,9 @@ class StochasticFrankWolfe(torch.optim.Optimizer):
                 # before the option existed keeps this optimizer's choice.
                 saved["track_gap"] = current["track_gap"]
             _fill_defaults(saved)
-            saved["lmo"] = lmo_from_state(saved["lmo"], device=device)
+            lmo = saved["lmo"]
+            saved["lmo"] = [lmo_from_state(each, device=device) for each in lmo] \
+                if isinstance(lmo, (list, tuple)) else lmo_from_state(lmo, device=device)
             if current is not None and len(current["params"]) == len(saved["params"]):
                 # Check before loading, so that a state dict that does not fit leaves the
                 # optimizer as it was (a mismatch in group sizes is torch's error to raise).
