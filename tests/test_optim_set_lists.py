@@ -178,3 +178,44 @@ def test_compiled_first_step_starts_the_buffer_at_the_first_direction(maximize):
         assert torch.equal(x, y)
     for x, y in zip(wa, wb, strict=True):
         torch.testing.assert_close(x, y, rtol=1e-5, atol=1e-6)
+
+
+def _graphs_of(opt, model, steps, skip_after=None):
+    """Compiled graphs traced over ``steps`` steps (eager backend); the second Linear has no
+    gradient after ``skip_after`` steps."""
+    from torch._dynamo.utils import counters
+
+    torch._dynamo.reset()
+    counters.clear()
+    run = torch.compile(opt.step, backend="eager")
+    gen = torch.Generator().manual_seed(2)
+    for k in range(steps):
+        opt.zero_grad()
+        x = torch.randn(4, 6, generator=gen)
+        out = model[0](x).sum()
+        if skip_after is None or k < skip_after:
+            out = out + model[3](torch.randn(4, 5, generator=gen)).sum()
+        out.backward()
+        run()
+    return counters["stats"]["unique_graphs"]
+
+
+def test_compiled_steps_keep_their_state_tensors():
+    """The state tensors are static addresses of a compiled step (checked by identity): gaps
+    of the per-tensor update are written in place, and a counter splits only when a skipped
+    parameter shares it, so the steps after the first ones trace no new graph."""
+    model = _model()
+    opt = _one_group(model, track_gap=True)  # the L1 ball takes the per-tensor update
+    opt.make_feasible()
+    # the first step, then the steady step with the gaps it created (a new gap tensor at
+    # every step would trace one graph per step)
+    assert _graphs_of(opt, model, 6) == 2
+    assert float(opt.fw_gap()) >= 0
+
+    model = _model()
+    opt = _one_group(model)
+    opt.make_feasible()
+    # all parameters step, then the second Linear stops: its counters split once
+    assert _graphs_of(opt, model, 8, skip_after=2) == 3
+    counts = [float(opt.state[p]["step"]) for p in model.parameters() if p in opt.state]
+    assert counts == [8.0, 8.0, 2.0, 2.0]

@@ -123,6 +123,21 @@ def _params_of(params) -> list[Tensor]:
     raise TypeError(f"expected a Module, a tensor or an iterable of tensors, got {type(params)}")
 
 
+def _keep_gap(state: dict, gap: Tensor) -> None:
+    """Store a compiled step's gap in the state, in place where a gap of its shape exists.
+
+    A compiled step then mutates its inputs instead of handing new tensors back to be stored
+    in Python dicts; and the state tensors are static addresses of the compiled step (checked
+    by identity, :meth:`StochasticFrankWolfe._init_group`), so a new tensor at every step
+    would trace the step again at every step.
+    """
+    old = state.get("fw_gap")
+    if old is not None and old.shape == gap.shape and old.dtype == gap.dtype:
+        old.copy_(gap)
+    else:
+        state["fw_gap"] = gap
+
+
 def _sets_of(group: dict) -> list:
     """The set of each parameter of a group: its ``lmo``, or its sequence of sets, one per
     parameter."""
@@ -436,8 +451,14 @@ class StochasticFrankWolfe(torch.optim.Optimizer):
                 sgd_update(params[i], ds[i], bucket["groups"][i]["lr"])
             for i in bucket["generic"]:
                 group = bucket["groups"][i]
-                frank_wolfe_update(params[i], ds[i], group, states[i], group["track_gap"],
-                                   lmo=bucket["lmos"][i])
+                if compiling and group["track_gap"]:
+                    out: dict = {}
+                    frank_wolfe_update(params[i], ds[i], group, out, True,
+                                       lmo=bucket["lmos"][i])
+                    _keep_gap(states[i], out["fw_gap"])
+                else:
+                    frank_wolfe_update(params[i], ds[i], group, states[i], group["track_gap"],
+                                       lmo=bucket["lmos"][i])
             for kind, track, idx, radii, gammas, ks, flats, host, radius, steps in bucket["fast"]:
                 ps = [params[i] for i in idx]
                 pds = [ds[i] for i in idx]
@@ -458,14 +479,8 @@ class StochasticFrankWolfe(torch.optim.Optimizer):
                 if gaps is None:
                     continue
                 if compiling:
-                    # In place where the gap exists: a compiled step then mutates its inputs
-                    # instead of handing new tensors back to be stored in Python dicts.
                     for i, gap in zip(idx, gaps, strict=True):
-                        old = states[i].get("fw_gap")
-                        if old is not None and old.shape == gap.shape and old.dtype == gap.dtype:
-                            old.copy_(gap)
-                        else:
-                            states[i]["fw_gap"] = gap
+                        _keep_gap(states[i], gap)
                 else:
                     for i, gap in zip(idx, gaps, strict=True):
                         states[i]["fw_gap"] = gap
@@ -549,12 +564,21 @@ class StochasticFrankWolfe(torch.optim.Optimizer):
                 distinct.append(state["step"])
         if not distinct:
             return
-        if all(p.grad is not None for group in self.param_groups for p in group["params"]):
-            torch._foreach_add_(distinct, 1.0)
+        # counters that a skipped parameter holds too must split: the stepping parameters
+        # take new ones (count + 1); the others take the add in place (a new tensor at every
+        # step would trace the step again at every step: the state tensors are static
+        # addresses of a compiled step, checked by identity)
+        skipped = [state["step"] for group in self.param_groups for p in group["params"]
+                   if p.grad is None and "step" in (state := self.state.get(p, {}))]
+        shared = [c for c in distinct if any(c is s for s in skipped)]
+        own = [c for c in distinct if not any(c is s for s in skipped)]
+        if own:
+            torch._foreach_add_(own, 1.0)
+        if not shared:
             return
-        raised = torch._foreach_add(distinct, 1.0)
+        raised = torch._foreach_add(shared, 1.0)
         for state in states:
-            for old, new in zip(distinct, raised, strict=True):
+            for old, new in zip(shared, raised, strict=True):
                 if state["step"] is old:
                     state["step"] = new
                     break
