@@ -280,6 +280,11 @@ class StochasticFrankWolfe(torch.optim.Optimizer):
     add per step instead of one per parameter, in eager and compiled steps); read it, do not
     modify it in place. A step that skips some parameters gives the stepping ones new
     counters when they shared one with a skipped parameter, so each count stays its own.
+    Under ``torch.compile`` the state of parameters that step for the first time is created
+    in ``_init_group``, which the compiler runs eagerly when it traces the step (as for
+    ``torch.optim``'s own optimizers), and the state tensors are then static addresses of
+    the compiled step: change them in place, or load a state dict (a new tensor in the state
+    traces the step again).
 
     *Checkpoints.* :meth:`state_dict` stores each group's oracle as plain data
     (:func:`lmo_to_state`), so ``torch.save(opt.state_dict(), f)`` then
