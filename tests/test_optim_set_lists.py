@@ -219,3 +219,20 @@ def test_compiled_steps_keep_their_state_tensors():
     assert _graphs_of(opt, model, 8, skip_after=2) == 3
     counts = [float(opt.state[p]["step"]) for p in model.parameters() if p in opt.state]
     assert counts == [8.0, 8.0, 2.0, 2.0]
+
+
+def test_compiled_step_refuses_a_wrong_hyperparameter_as_the_eager_step_does():
+    """The compiled step checks the hyperparameters in _init_group, and when one is wrong
+    the step raises the eager step's error (not the compiler's), without stepping."""
+    torch._dynamo.reset()
+    p = nn.Parameter(torch.zeros(3))
+    opt = StochasticFrankWolfe([p], lmo=LinfBall(1.0), lr=0.1)
+    run = torch.compile(opt.step, backend="eager")
+    p.grad = torch.ones(3)
+    run()
+    run()
+    before = p.detach().clone()
+    opt.param_groups[0]["lr"] = -1.0
+    with pytest.raises(ValueError, match="lr must be a number >= 0.0"):
+        run()
+    assert torch.equal(p.detach(), before) and float(opt.state[p]["step"]) == 2.0

@@ -438,7 +438,7 @@ class StochasticFrankWolfe(torch.optim.Optimizer):
             if not self._init_group():
                 for group in groups:
                     _check_hyperparameters(group, at_step=True)  # raises the eager error
-        plan = self._step_plan()
+        plan = self._step_plan(compiling)
         counters: list[Tensor] = []
         first = False
         for bucket in plan:
@@ -449,7 +449,7 @@ class StochasticFrankWolfe(torch.optim.Optimizer):
                 raise RuntimeError("StochasticFrankWolfe does not support sparse gradients")
             if bucket["first"]:
                 first = True
-                self._first_steps(bucket, params, states)
+                self._first_steps(bucket, params, states, compiling)
             counters += bucket["counters"]
             ds = directions(params, grads, states, *bucket["hyper"])
             for i in bucket["sgd"]:
@@ -588,7 +588,8 @@ class StochasticFrankWolfe(torch.optim.Optimizer):
                     state["step"] = new
                     break
 
-    def _first_steps(self, bucket: dict, params: list[Tensor], states: list[dict]) -> None:
+    def _first_steps(self, bucket: dict, params: list[Tensor], states: list[dict],
+                     compiling: bool) -> None:
         """Step counters of a new plan's bucket, and the feasibility warning of first steps.
 
         ``state["step"]`` is a float32 CPU tensor, as in ``torch.optim`` (compiled steps then
@@ -600,7 +601,6 @@ class StochasticFrankWolfe(torch.optim.Optimizer):
         specialize the graph on it): they keep the counters they find, give the parameters of a
         bucket that start there one new counter, and count with :meth:`_count_traced`.
         """
-        compiling = torch.compiler.is_compiling()
         shared: dict[float, Tensor] = {}
         counters: list[Tensor] = []
         fresh: Tensor | None = None
@@ -629,15 +629,16 @@ class StochasticFrankWolfe(torch.optim.Optimizer):
         if not compiling:
             bucket["first"] = False
 
-    def _step_plan(self) -> list[dict]:
+    def _step_plan(self, compiling: bool) -> list[dict]:
         """Which parameters take which update, rebuilt only when groups or gradients change.
 
         Parameters of all groups are bucketed by device, dtype and momentum settings (one
         multi-tensor momentum update per bucket); within a bucket, the sets with a closed-form
         multi-tensor update (:mod:`torchfw.optim._batched`) are gathered by kind, with their radii
-        and step sizes as vectors built once.
+        and step sizes as vectors built once. ``compiling`` is the step's own test: should the
+        compiler take this method as a frame of its own while the step runs eagerly (after a
+        graph break), the plan must still be the eager step's.
         """
-        compiling = torch.compiler.is_compiling()
         key: list = []
         if not compiling:
             key = self._plan_key()
