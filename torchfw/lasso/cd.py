@@ -180,7 +180,9 @@ class CDDesign:
             if weighted:
                 Xd *= v[:, None]
             norms2 = np.einsum("ij,ij->j", Xd, Xd)
-            indptr = np.zeros(1, dtype=np.int64)
+            # Column j has indptr[j + 1] - indptr[j] entries in both layouts: the kernels count
+            # their work so, without testing the layout in their loops.
+            indptr = np.arange(p + 1, dtype=np.int64) * n
             indices = np.zeros(1, dtype=np.int64)
             vals = np.zeros(1)
             means = np.zeros(p)

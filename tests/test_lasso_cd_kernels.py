@@ -1,0 +1,106 @@
+"""The compiled kernels of Lasso coordinate descent (torchfw.lasso._cd_kernels) against NumPy."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from torchfw.lasso._cd_kernels import _correlation_pass, _gram_block, _smallest
+from torchfw.lasso.cd import CDDesign
+
+sp = pytest.importorskip("scipy.sparse")
+
+
+def _design(sparse: bool, seed: int, weighted: bool = False) -> tuple[CDDesign, np.ndarray]:
+    """A CDDesign of a random 40 x 60 design and the centred (weighted) design it stands for."""
+    rng = np.random.default_rng(seed)
+    n, p = 40, 60
+    X = sp.random(n, p, density=0.25, random_state=seed, format="csc",
+                  data_rvs=lambda m: rng.normal(1.0, 1.0, m)).toarray()
+    y = rng.normal(size=n)
+    s = rng.uniform(0.5, 2.0, n) if weighted else None
+    Xin = sp.csc_matrix(X) if sparse else torch.from_numpy(X)
+    design = CDDesign(Xin, torch.from_numpy(y), sample_weight=s)
+    w = np.ones(n) if s is None else s * n / s.sum()
+    Xc = (X - (w @ X) / n) * np.sqrt(w)[:, None]
+    return design, Xc
+
+
+def _gram(design: CDDesign, feats, old_feats, old_G, slot):
+    return _gram_block(design.sparse, design.Xd, design.indptr, design.indices, design.vals,
+                       design.means, np.asarray(feats, dtype=np.int64), design.n_samples,
+                       np.asarray(old_feats, dtype=np.int64), old_G, slot)
+
+
+@pytest.mark.parametrize("sparse", [True, False])
+@pytest.mark.parametrize("weighted", [False, True])
+def test_gram_block_reuses_the_previous_block_and_computes_only_new_rows(sparse, weighted):
+    design, Xc = _design(sparse, seed=3, weighted=weighted)
+    p = Xc.shape[1]
+    slot = np.full(p, -1, dtype=np.int64)
+    first = [1, 4, 7, 9, 20, 33, 41, 58]
+    G1, work1 = _gram(design, first, [], np.empty((0, 0)), slot)
+    np.testing.assert_allclose(G1, Xc[:, first].T @ Xc[:, first], atol=1e-10)
+    assert (slot[first] == np.arange(len(first))).all() and (np.delete(slot, first) == -1).all()
+    # Features 1, 9, 58 leave; 2, 30, 59 join (in between the old ones): only their rows are new.
+    second = [2, 4, 7, 20, 30, 33, 41, 59]
+    G_bad = G1.copy()
+    a, b = first.index(7), first.index(20)
+    G_bad[a, b] = G_bad[b, a] = 1e6  # the pair (7, 20): kept, so copied, never recomputed
+    G2, work2 = _gram(design, second, first, G_bad, slot)
+    expected = Xc[:, second].T @ Xc[:, second]
+    keep = [second.index(j) for j in (4, 7, 20, 33, 41)]
+    assert G2[keep[1], keep[2]] == 1e6 and G2[keep[2], keep[1]] == 1e6
+    G2[keep[1], keep[2]] = G2[keep[2], keep[1]] = expected[keep[1], keep[2]]
+    np.testing.assert_allclose(G2, expected, atol=1e-10)
+    assert (G2 == G2.T).all()
+    assert 0 < work2 < work1
+    assert (slot[second] == np.arange(len(second))).all()
+    assert (np.delete(slot, second) == -1).all()
+    # The same features again: nothing to compute.
+    G3, work3 = _gram(design, second, second, G2, slot)
+    assert work3 == 0 and (G3 == G2).all()
+
+
+def test_smallest_selects_as_a_full_sort_does():
+    rng = np.random.default_rng(0)
+    for trial in range(50):
+        p = int(rng.integers(1, 300))
+        score = rng.normal(size=p)
+        score[rng.random(p) < 0.3] = np.inf  # screened
+        score[rng.random(p) < 0.1] = -1.0  # the support: tied
+        if trial % 5 == 0:
+            score = np.round(score, 1)  # many ties
+        finite = int(np.isfinite(score).sum())
+        for k in {0, 1, finite // 2, finite}:
+            got = _smallest(score, k)
+            assert (np.diff(got) > 0).all()  # increasing indices
+            assert len(got) == k and np.isfinite(score[got]).all()
+            # The k smallest values, whichever of the tied indices were taken.
+            np.testing.assert_array_equal(np.sort(score[got]), np.sort(score)[:k])
+
+
+@pytest.mark.parametrize("sparse", [True, False])
+def test_correlation_pass_defers_screened_features(sparse):
+    design, Xc = _design(sparse, seed=5)
+    n, p = Xc.shape
+    rng = np.random.default_rng(1)
+    r = rng.normal(size=n)
+    r -= r.mean()  # a residual of the centred problem: R0 = r, c = 0
+    S = float(design.v @ r)
+    screened = rng.random(p) < 0.4
+    xtr = np.full(p, np.nan)
+    deferred = np.empty(p, dtype=np.int64)
+    args = (design.sparse, design.Xd, design.indptr, design.indices, design.vals, design.means,
+            design.norms2, screened)
+    dual, n_def, work = _correlation_pass(*args, False, False, design.xty, r, S, xtr, deferred)
+    np.testing.assert_array_equal(np.sort(deferred[:n_def]), np.flatnonzero(screened))
+    np.testing.assert_allclose(xtr[~screened], (Xc.T @ r)[~screened], atol=1e-10)
+    assert dual == pytest.approx(np.abs(Xc.T @ r)[~screened].max())
+    assert work == int(np.diff(design.indptr)[~screened].sum())
+    dual, n_def, _ = _correlation_pass(*args, True, False, design.xty, r, S, xtr, deferred)
+    assert n_def == 0 and dual == pytest.approx(np.abs(Xc.T @ r).max())
+    dual, n_def, work = _correlation_pass(*args, False, True, design.xty, r, S, xtr, deferred)
+    assert n_def == 0 and work == 0
+    np.testing.assert_array_equal(xtr, design.xty)
