@@ -70,15 +70,20 @@ def test_smallest_selects_as_a_full_sort_does():
         score = rng.normal(size=p)
         score[rng.random(p) < 0.3] = np.inf  # screened
         score[rng.random(p) < 0.1] = -1.0  # the support: tied
+        if trial % 7 == 0:
+            score[rng.random(p) < 0.1] = np.nan  # a column with non-finite values
         if trial % 5 == 0:
             score = np.round(score, 1)  # many ties
         finite = int(np.isfinite(score).sum())
-        for k in {0, 1, finite // 2, finite}:
+        n_nan = int(np.isnan(score).sum())
+        for k in {0, 1, finite // 2, finite, finite + n_nan}:
             got = _smallest(score, k)
             assert (np.diff(got) > 0).all()  # increasing indices
-            assert len(got) == k and np.isfinite(score[got]).all()
-            # The k smallest values, whichever of the tied indices were taken.
-            np.testing.assert_array_equal(np.sort(score[got]), np.sort(score)[:k])
+            assert len(got) == k and not np.isinf(score[got]).any()
+            # The k smallest values (NaN last), whichever of the tied indices were taken.
+            order = np.sort(np.where(np.isnan(score), np.inf, score))[:k]
+            np.testing.assert_array_equal(np.sort(np.where(np.isnan(score[got]), np.inf,
+                                                           score[got])), order)
 
 
 @pytest.mark.parametrize("sparse", [True, False])
@@ -104,3 +109,47 @@ def test_correlation_pass_defers_screened_features(sparse):
     dual, n_def, work = _correlation_pass(*args, False, True, design.xty, r, S, xtr, deferred)
     assert n_def == 0 and work == 0
     np.testing.assert_array_equal(xtr, design.xty)
+
+
+@pytest.mark.parametrize("weighted", [False, True])
+def test_column_sums_scale_by_the_weights_and_count_bad_row_indices(weighted):
+    from torchfw.lasso._cd_kernels import _column_sums
+
+    rng = np.random.default_rng(2)
+    Z = sp.random(30, 12, density=0.3, random_state=2, format="csc")
+    v = rng.uniform(0.5, 1.5, 30) if weighted else np.ones(30)
+    y = rng.normal(size=30)
+    indices = Z.indices.astype(np.int32)
+    vals, sq, vz, zy, n_bad = _column_sums(Z.indptr.astype(np.int64), indices, Z.data, v, y,
+                                           weighted)
+    Zw = np.diag(v) @ Z.toarray()
+    assert n_bad == 0 and (vals is Z.data) == (not weighted)
+    np.testing.assert_allclose(sp.csc_matrix((vals, Z.indices, Z.indptr), Z.shape).toarray(), Zw)
+    np.testing.assert_allclose(sq, (Zw ** 2).sum(axis=0))
+    np.testing.assert_allclose(vz, v @ Zw)
+    np.testing.assert_allclose(zy, Zw.T @ y)
+    indices[[0, 5]] = [30, -1]
+    assert _column_sums(Z.indptr.astype(np.int64), indices, Z.data, v, y, weighted)[4] == 2
+
+
+def test_scipy_design_is_checked_in_the_statistics_pass():
+    from torchfw import Lasso
+
+    rng = np.random.default_rng(3)
+    X = sp.random(40, 30, density=0.3, random_state=3, format="csc")
+    y = rng.normal(size=40)
+    bad = X.copy()
+    bad.indices[4] = 40  # a row outside the matrix: rejected before any kernel reads it
+    with pytest.raises(ValueError, match=r"row indices outside \[0, 40\)"):
+        Lasso(alpha=0.01).fit(bad, y)
+    for value, match in ((np.nan, "NaN"), (np.inf, "NaN or infinite")):
+        bad = X.copy()
+        bad.data[7] = value
+        with pytest.raises(ValueError, match=match):
+            Lasso(alpha=0.01).fit(bad, y)
+        with pytest.raises(ValueError, match=match):
+            Lasso(alpha=0.01).fit(bad, y, sample_weight=rng.uniform(0.5, 2, 40))
+    huge = X.copy()
+    huge.data[7] = 1e200  # finite, its square is not: accepted as before
+    with pytest.warns(Warning):
+        Lasso(alpha=0.01, max_iter=3).fit(huge, y)

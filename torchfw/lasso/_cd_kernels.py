@@ -198,10 +198,11 @@ def _anderson_point(hist, K, m):
 def _smallest(score, k):
     """The indices of the ``k`` smallest entries of ``score``, in increasing index order.
 
-    ``k`` must not exceed the number of finite entries (``inf`` marks the excluded ones). A
+    ``inf`` marks the excluded entries: ``k`` must not exceed the number of the others. A
     selection in :math:`O(p)` (``np.partition`` for the ``k``-th value, then one pass) where a
     full sort of news20's 62,061 scores took 5 ms a round; among entries equal to the ``k``-th
-    value the lowest indices are taken.
+    value the lowest indices are taken, and NaN entries (a column with non-finite values)
+    come after every number, as in a sort.
     """
     p = score.shape[0]
     out = np.empty(k, dtype=np.int64)
@@ -213,12 +214,24 @@ def _smallest(score, k):
         if score[j] < np.inf:
             vals[m] = score[j]
             m += 1
+    t = 0
+    if k >= m:  # every number, then NaN entries
+        room = k - m
+        for j in range(p):
+            s = score[j]
+            if s < np.inf:
+                out[t] = j
+                t += 1
+            elif s != s and room > 0:
+                room -= 1
+                out[t] = j
+                t += 1
+        return out
     thr = np.partition(vals[:m], k - 1)[k - 1]
     room = k
     for j in range(p):
         if score[j] < thr:
             room -= 1
-    t = 0
     for j in range(p):
         s = score[j]
         if s < thr:
@@ -444,32 +457,53 @@ def _correlations(sparse, Xd, indptr, indices, vals, means, v, y):
     return out
 
 
-def _column_sums(indptr, indices, vals, v, y):
-    """Per column of a CSC matrix ``Z``: the sum of squares, the sum weighted by ``v`` and the
-    product with ``y`` (:math:`Z_j^\top y`), in one pass over the stored values (the design's
-    set-up reads a wide sparse matrix once, not once per statistic)."""
+def _column_sums(indptr, indices, vals, v, y, weighted):
+    """Per column of a CSC matrix ``Z`` with ``n = len(y)`` rows, in one pass over the stored
+    values (the design's set-up reads a wide sparse matrix once, not once per statistic).
+
+    With ``weighted``, the design is :math:`\\operatorname{diag}(v) Z` and its values are
+    returned scaled (a new array); otherwise ``vals`` itself, and ``v`` is taken to be ones.
+
+    Returns ``(vals, sq, vz, zy, n_bad)``: the column sums of squares, the sums weighted by
+    ``v``, the products with ``y`` (:math:`Z_j^\\top y`), and the count of row indices outside
+    ``[0, n)`` (skipped: the caller rejects the matrix when it is not 0; the compiled kernels
+    do not check bounds, so nothing else may read a matrix before this pass has). A non-finite
+    value makes its column's sum of squares non-finite.
+    """
+    n = y.shape[0]
     p = indptr.shape[0] - 1
+    out = np.empty(vals.shape[0]) if weighted else vals
     sq = np.zeros(p)
     vz = np.zeros(p)
     zy = np.zeros(p)
+    n_bad = 0
     for j in range(p):
         a = 0.0
         b = 0.0
         c = 0.0
         for k in range(indptr[j], indptr[j + 1]):
-            x = vals[k]
             i = indices[k]
+            if i < 0 or i >= n:
+                n_bad += 1
+                continue
+            x = vals[k]
+            if weighted:
+                x *= v[i]
+                out[k] = x
+                b += v[i] * x
+            else:
+                b += x
             a += x * x
-            b += v[i] * x
             c += x * y[i]
         sq[j] = a
         vz[j] = b
         zy[j] = c
-    return sq, vz, zy
+    return out, sq, vz, zy, n_bad
 
 
 def _csr_to_csc(indptr, indices, values, p):
-    """The CSC arrays of a CSR matrix with ``p`` columns (a counting sort, rows kept sorted)."""
+    """The CSC arrays of a CSR matrix with ``p`` columns (a counting sort, rows kept sorted);
+    row indices as int32 (fewer than :math:`2^{31}` rows), as SciPy stores them."""
     n = indptr.shape[0] - 1
     counts = np.zeros(p + 1, dtype=np.int64)
     for k in range(indices.shape[0]):
@@ -478,7 +512,7 @@ def _csr_to_csc(indptr, indices, values, p):
         counts[j + 1] += counts[j]
     ccol = counts.copy()
     fill = counts[:p].copy()
-    rows = np.empty(indices.shape[0], dtype=np.int64)
+    rows = np.empty(indices.shape[0], dtype=np.int32)
     out = np.empty(indices.shape[0])
     for i in range(n):
         for k in range(indptr[i], indptr[i + 1]):
