@@ -35,7 +35,10 @@ def _gram(design: CDDesign, feats, old_feats, old_G, slot):
 
 @pytest.mark.parametrize("sparse", [True, False])
 @pytest.mark.parametrize("weighted", [False, True])
-def test_gram_block_reuses_the_previous_block_and_computes_only_new_rows(sparse, weighted):
+@pytest.mark.parametrize("joining", [[2, 30, 59], [0, 2, 3, 5, 8, 11, 12, 30, 31, 44, 50, 59]])
+def test_gram_block_reuses_the_previous_block_and_computes_only_new_rows(sparse, weighted,
+                                                                         joining):
+    # A few new features (one pass over the set's columns) or many (row lists).
     design, Xc = _design(sparse, seed=3, weighted=weighted)
     p = Xc.shape[1]
     slot = np.full(p, -1, dtype=np.int64)
@@ -43,19 +46,20 @@ def test_gram_block_reuses_the_previous_block_and_computes_only_new_rows(sparse,
     G1, work1 = _gram(design, first, [], np.empty((0, 0)), slot)
     np.testing.assert_allclose(G1, Xc[:, first].T @ Xc[:, first], atol=1e-10)
     assert (slot[first] == np.arange(len(first))).all() and (np.delete(slot, first) == -1).all()
-    # Features 1, 9, 58 leave; 2, 30, 59 join (in between the old ones): only their rows are new.
-    second = [2, 4, 7, 20, 30, 33, 41, 59]
+    # Features 1, 9, 58 leave; the joining ones come in between the old ones: only their rows
+    # are computed.
+    second = sorted([4, 7, 20, 33, 41] + joining)
     G_bad = G1.copy()
     a, b = first.index(7), first.index(20)
     G_bad[a, b] = G_bad[b, a] = 1e6  # the pair (7, 20): kept, so copied, never recomputed
     G2, work2 = _gram(design, second, first, G_bad, slot)
     expected = Xc[:, second].T @ Xc[:, second]
-    keep = [second.index(j) for j in (4, 7, 20, 33, 41)]
-    assert G2[keep[1], keep[2]] == 1e6 and G2[keep[2], keep[1]] == 1e6
-    G2[keep[1], keep[2]] = G2[keep[2], keep[1]] = expected[keep[1], keep[2]]
+    a, b = second.index(7), second.index(20)
+    assert G2[a, b] == 1e6 and G2[b, a] == 1e6
+    G2[a, b] = G2[b, a] = expected[a, b]
     np.testing.assert_allclose(G2, expected, atol=1e-10)
     assert (G2 == G2.T).all()
-    assert 0 < work2 < work1
+    assert 0 < work2
     assert (slot[second] == np.arange(len(second))).all()
     assert (np.delete(slot, second) == -1).all()
     # The same features again: nothing to compute.
@@ -153,3 +157,20 @@ def test_scipy_design_is_checked_in_the_statistics_pass():
     huge.data[7] = 1e200  # finite, its square is not: accepted as before
     with pytest.warns(Warning):
         Lasso(alpha=0.01, max_iter=3).fit(huge, y)
+
+
+def test_gram_block_over_several_blocks_of_rows():
+    # More rows than a block of _gram_rows_sparse: lists built block by block.
+    rng = np.random.default_rng(7)
+    n, p = 2600, 40
+    X = sp.random(n, p, density=0.05, random_state=7, format="csc",
+                  data_rvs=lambda m: rng.normal(0.0, 1.0, m))
+    design = CDDesign(X, torch.from_numpy(rng.normal(size=n)))
+    Xc = X.toarray() - X.toarray().mean(axis=0)
+    slot = np.full(p, -1, dtype=np.int64)
+    first = list(range(0, 40, 3))
+    G1, _ = _gram(design, first, [], np.empty((0, 0)), slot)
+    np.testing.assert_allclose(G1, Xc[:, first].T @ Xc[:, first], atol=1e-9)
+    second = list(range(0, 40, 2))  # 14 new features: row lists
+    G2, _ = _gram(design, second, first, G1, slot)
+    np.testing.assert_allclose(G2, Xc[:, second].T @ Xc[:, second], atol=1e-9)

@@ -244,6 +244,129 @@ def _smallest(score, k):
     return out
 
 
+#: Up to this many new features, :func:`_gram_block` computes their rows by
+#: :func:`_gram_rows_few`.
+_FEW_NEW = 8
+
+
+def _gram_rows_sparse(indptr, indices, vals, feats, fresh, n, G):
+    """Add to ``G`` the uncentred products :math:`Z_{k_1}^\\top Z_{k_2}` of a sparse design's
+    columns ``feats`` for ``k1`` new (``fresh``) and ``k2`` old or ``k2 >= k1``; returns the
+    products computed.
+
+    Through the rows of the sub-matrix: each row lists its entries, the new features' first,
+    and every pair (new entry, later entry) of a row is one product, so the cost is the pairs
+    rather than passes over whole columns. Only the rows where a new feature is non-zero are
+    listed, a block of rows at a time (each column's entries are sorted by row, read from a
+    cursor), so the lists being filled stay in cache: filled in one piece, the lists of
+    news20's 420-feature support (3 MB) cost 1.5 ms a block of Gram products, scattered writes
+    missing the cache.
+    """
+    a = feats.shape[0]
+    mark = np.zeros(n, dtype=np.bool_)
+    for k in range(a):
+        if fresh[k]:
+            j = feats[k]
+            for e in range(indptr[j], indptr[j + 1]):
+                mark[indices[e]] = True
+    cursor = np.empty(a, dtype=np.int64)
+    for k in range(a):
+        cursor[k] = indptr[feats[k]]
+    start = np.empty(a, dtype=np.int64)
+    size = 0
+    for k in range(a):
+        size += indptr[feats[k] + 1] - indptr[feats[k]]
+    # One buffer for every block's lists: the part a block uses stays in cache.
+    cols = np.empty(size + 1, dtype=np.int64)
+    rv = np.empty(size + 1)
+    work = 0
+    block = 1024
+    counts = np.zeros(block + 1, dtype=np.int64)
+    fill = np.zeros(block, dtype=np.int64)
+    for r0 in range(0, n, block):
+        r1 = min(n, r0 + block)
+        counts[:] = 0
+        for k in range(a):
+            start[k] = cursor[k]
+            j = feats[k]
+            e = cursor[k]
+            end = indptr[j + 1]
+            while e < end and indices[e] < r1:
+                # Branch-free: whether a row is marked is a coin flip the branch predictor
+                # loses (5 times slower with a test).
+                counts[indices[e] - r0 + 1] += mark[indices[e]]
+                e += 1
+            cursor[k] = e
+        for i in range(r1 - r0):
+            counts[i + 1] += counts[i]
+            fill[i] = counts[i]
+        total = counts[r1 - r0]
+        if total == 0:
+            continue
+        # Slot `total` takes the entries of unmarked rows (branch-free, as above).
+        for phase in range(2):  # the new features' entries first in every row
+            for k in range(a):
+                if fresh[k] != (phase == 0):
+                    continue
+                for e in range(start[k], cursor[k]):
+                    i = indices[e] - r0
+                    m = mark[i + r0]
+                    pos = total + m * (fill[i] - total)
+                    cols[pos] = k
+                    rv[pos] = vals[e]
+                    fill[i] += m
+        for i in range(r1 - r0):
+            hi = counts[i + 1]
+            for e1 in range(counts[i], hi):
+                k1 = cols[e1]
+                if not fresh[k1]:
+                    break
+                x1 = rv[e1]
+                work += hi - e1
+                for e2 in range(e1, hi):
+                    G[k1, cols[e2]] += x1 * rv[e2]
+    return work
+
+
+def _gram_rows_few(indptr, indices, vals, feats, fresh, n, G):
+    """As :func:`_gram_rows_sparse` (whole rows ``k1`` for the new features ``k1``), for a few
+    new features: their columns are scattered into a dense ``n x f`` block ``B``, and one pass
+    over the columns of the set reads, per entry, the row of ``B`` it meets. The cost is one
+    pass over the set's entries, without the row lists that :func:`_gram_rows_sparse` builds
+    in that pass (1 to 2 ms on news20's support, against 0.3 ms for this pass).
+    """
+    a = feats.shape[0]
+    f = 0
+    for k in range(a):
+        if fresh[k]:
+            f += 1
+    new = np.empty(f, dtype=np.int64)
+    f = 0
+    for k in range(a):
+        if fresh[k]:
+            new[f] = k
+            f += 1
+    B = np.zeros((n, f))
+    for b in range(f):
+        j = feats[new[b]]
+        for e in range(indptr[j], indptr[j + 1]):
+            B[indices[e], b] = vals[e]
+    acc = np.empty(f)
+    work = 0
+    for k2 in range(a):
+        j = feats[k2]
+        acc[:] = 0.0
+        for e in range(indptr[j], indptr[j + 1]):
+            x = vals[e]
+            i = indices[e]
+            for b in range(f):
+                acc[b] += x * B[i, b]
+        work += (indptr[j + 1] - indptr[j]) * f
+        for b in range(f):
+            G[new[b], k2] = acc[b]
+    return work
+
+
 def _gram_block(sparse, Xd, indptr, indices, vals, means, feats, n, old_feats, old_G, slot):
     """:math:`X_{c,A}^\\top X_{c,A}` for the features ``feats``, reusing a previous block.
 
@@ -255,8 +378,9 @@ def _gram_block(sparse, Xd, indptr, indices, vals, means, feats, n, old_feats, o
     epoch). ``slot`` is updated to index the returned block. Returns ``(G, work)``, ``work``
     the products computed.
 
-    Sparse: through the rows of the sub-matrix, so a new feature's row costs the entries it
-    shares rows with rather than a pass over every column of ``A``.
+    Sparse: the products by :func:`_gram_rows_sparse`, then the centring
+    :math:`X_c^\\top X_c = Z^\\top Z - n \\bar x \\bar x^\\top` (weights included: the rows of
+    ``Z`` are scaled by :math:`v`, :math:`v^\\top v = n` and :math:`v^\\top Z = n \\bar x^\\top`).
     """
     a = feats.shape[0]
     G = np.zeros((a, a))
@@ -282,49 +406,10 @@ def _gram_block(sparse, Xd, indptr, indices, vals, means, feats, n, old_feats, o
         return G, work
     # Entry (k1, k2) with k1 new is computed in row k1 when k2 is old or k2 >= k1, then mirrored.
     if sparse:
-        # Only the rows where a new feature is non-zero hold products to compute: list the
-        # sub-matrix's entries of those rows alone (few when few features are new).
-        mark = np.zeros(n, dtype=np.bool_)
-        for k in range(a):
-            if fresh[k]:
-                j = feats[k]
-                for e in range(indptr[j], indptr[j + 1]):
-                    mark[indices[e]] = True
-        counts = np.zeros(n + 1, dtype=np.int64)
-        for k in range(a):
-            j = feats[k]
-            for e in range(indptr[j], indptr[j + 1]):
-                i = indices[e]
-                if mark[i]:
-                    counts[i + 1] += 1
-        for i in range(n):
-            counts[i + 1] += counts[i]
-        fill = counts[:n].copy()
-        cols = np.empty(counts[n], dtype=np.int64)
-        rv = np.empty(counts[n])
-        # Each listed row holds its new features first, in increasing k, then the old ones:
-        # the pairs to compute are (e1 new, e2 >= e1).
-        for phase in range(2):
-            for k in range(a):
-                if fresh[k] != (phase == 0):
-                    continue
-                j = feats[k]
-                for e in range(indptr[j], indptr[j + 1]):
-                    i = indices[e]
-                    if mark[i]:
-                        cols[fill[i]] = k
-                        rv[fill[i]] = vals[e]
-                        fill[i] += 1
-        for i in range(n):
-            hi = counts[i + 1]
-            for e1 in range(counts[i], hi):
-                k1 = cols[e1]
-                if not fresh[k1]:
-                    break
-                x1 = rv[e1]
-                work += hi - e1
-                for e2 in range(e1, hi):
-                    G[k1, cols[e2]] += x1 * rv[e2]
+        if n_new <= _FEW_NEW:
+            work += _gram_rows_few(indptr, indices, vals, feats, fresh, n, G)
+        else:
+            work += _gram_rows_sparse(indptr, indices, vals, feats, fresh, n, G)
         for k1 in range(a):
             if fresh[k1]:
                 m1 = n * means[feats[k1]]
@@ -536,6 +621,8 @@ _gap = njit(_gap, fallback=True)
 _solve_small = njit(_solve_small, fallback=True)
 _anderson_point = njit(_anderson_point, fallback=True)
 _smallest = njit(_smallest, fallback=True)
+_gram_rows_sparse = njit(_gram_rows_sparse, fallback=True)
+_gram_rows_few = njit(_gram_rows_few, fallback=True)
 _gram_block = njit(_gram_block, fallback=True)
 _gram_phase = njit(_gram_phase, fallback=True)
 _correlations = njit(_correlations, fallback=True)
