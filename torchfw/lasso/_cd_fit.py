@@ -18,7 +18,7 @@ from torch import Tensor
 from .. import exceptions
 from ..result import History, Result, Status
 from ..utils.data import as_sample_weight, as_target
-from ..utils.validation import check_finite, check_int_at_least, check_positive
+from ..utils.validation import check_int_at_least, check_positive
 from .cd import HAVE_NUMBA, CDDesign, solve_cd
 from .problem import SOLVERS, _check_choice
 
@@ -68,7 +68,9 @@ def resolve_dtype(dtype) -> torch.dtype:
 
 def _scipy_csc(X, dtype: torch.dtype):
     """A SciPy sparse ``X`` as a canonical CSC matrix of ``dtype``, checked as
-    :func:`~torchfw.utils.data.as_matrix` checks its CSR tensors."""
+    :func:`~torchfw.utils.data.as_matrix` checks its CSR tensors (the row indices and the
+    finiteness of the values by :class:`~torchfw.lasso.cd.CDDesign`, which reads them once
+    anyway)."""
     csc = X.tocsc()
     if np.iscomplexobj(csc.data):
         raise ValueError(f"Complex data not supported: X has complex dtype {csc.dtype}; pass "
@@ -85,12 +87,10 @@ def _scipy_csc(X, dtype: torch.dtype):
     if not csc.has_canonical_format:
         csc = csc.copy()
         csc.sum_duplicates()
-    if csc.indices.size and (csc.indices.min() < 0 or csc.indices.max() >= n):
-        raise ValueError(f"X: sparse matrix has row indices outside [0, {n})")
     np_dtype = np.float32 if dtype == torch.float32 else np.float64
     if csc.data.dtype != np_dtype:
         csc = csc.astype(np_dtype)
-    check_finite("X", torch.from_numpy(csc.data))
+    # Row indices in [0, n) and finite values: checked by CDDesign in its pass over the values.
     return csc
 
 

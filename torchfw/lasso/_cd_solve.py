@@ -18,9 +18,12 @@ from ._cd_kernels import (
     _anderson_point,
     _col_axpy,
     _col_dot,
+    _correlation_pass,
     _gap,
+    _gram_block,
     _gram_phase,
     _residual,
+    _smallest,
     _soft_threshold,
     _stats,
 )
@@ -62,6 +65,10 @@ def _cd_solve(sparse, Xd, indptr, indices, vals, means, v, norms2, y, xty, w, la
     converged = False
     stalled = False
     K = anderson_k
+    # The last Gram phase's block and features, reused by the next (see _gram_block).
+    gram_feats = np.empty(0, dtype=np.int64)
+    gram_G = np.empty((0, 0))
+    gram_slot = np.full(p, -1, dtype=np.int64)
     work = 0  # entries of the design read or written (a machine-independent cost)
     while True:
         # -- certificate over all features, from a fresh residual -----------------------------
@@ -73,33 +80,16 @@ def _cd_solve(sparse, Xd, indptr, indices, vals, means, v, norms2, y, xty, w, la
             for i in range(n):
                 delta += (r_now[i] - r_ref[i]) ** 2
             delta = math.sqrt(delta)
-        dual_norm = 0.0
-        n_def = 0
         # At w = 0 the residual is y_c and X_c^T y_c is already known.
         cold = rounds == 0
         for j in range(p):
             if w[j] != 0.0:
                 cold = False
                 break
-        for j in range(p):
-            if norms2[j] > 0.0:
-                if cold:
-                    xtr[j] = xty[j]
-                    a = abs(xtr[j])
-                    if a > dual_norm:
-                        dual_norm = a
-                    continue
-                if screened[j] and not refresh:
-                    deferred[n_def] = j
-                    n_def += 1
-                    continue
-                xtr[j] = _col_dot(sparse, Xd, indptr, indices, vals, j, R0) - means[j] * S
-                work += (indptr[j + 1] - indptr[j]) if sparse else n
-                a = abs(xtr[j])
-                if a > dual_norm:
-                    dual_norm = a
-            else:
-                xtr[j] = 0.0
+        dual_norm, n_def, pass_work = _correlation_pass(
+            sparse, Xd, indptr, indices, vals, means, norms2, screened, refresh, cold, xty, R0,
+            S, xtr, deferred)
+        work += pass_work
         # A screened feature needs its correlation only if it could set the dual scaling:
         # |x_j^T r| <= |x_j^T r_ref| + ||x_j|| ||r - r_ref|| (Cauchy-Schwarz) decides.
         n_fail = 0
@@ -109,7 +99,7 @@ def _cd_solve(sparse, Xd, indptr, indices, vals, means, v, norms2, y, xty, w, la
             if bound > max(lam, dual_norm):
                 n_fail += 1
                 xtr[j] = _col_dot(sparse, Xd, indptr, indices, vals, j, R0) - means[j] * S
-                work += (indptr[j + 1] - indptr[j]) if sparse else n
+                work += indptr[j + 1] - indptr[j]
                 a = abs(xtr[j])
                 if a > dual_norm:
                     dual_norm = a
@@ -168,8 +158,7 @@ def _cd_solve(sparse, Xd, indptr, indices, vals, means, v, norms2, y, xty, w, la
                 break
             stalled = True
             continue
-        ws = np.argsort(score, kind="quicksort")[:ws_size]
-        ws.sort()  # memory order of the columns
+        ws = _smallest(score, ws_size)  # in memory order of the columns
         if rounds <= trace.shape[0]:
             trace[rounds - 1, 0] = gap
             trace[rounds - 1, 1] = primal
@@ -203,7 +192,7 @@ def _cd_solve(sparse, Xd, indptr, indices, vals, means, v, norms2, y, xty, w, la
                 k = active[kk]
                 j = ws[k]
                 g = _col_dot(sparse, Xd, indptr, indices, vals, j, R0) - means[j] * S
-                work += (indptr[j + 1] - indptr[j]) if sparse else n
+                work += indptr[j + 1] - indptr[j]
                 if abs(g) > dn:
                     dn = abs(g)
                 old = w[j]
@@ -212,7 +201,7 @@ def _cd_solve(sparse, Xd, indptr, indices, vals, means, v, norms2, y, xty, w, la
                     d = new - old
                     w[j] = new
                     _col_axpy(sparse, Xd, indptr, indices, vals, j, -d, R0)
-                    work += (indptr[j + 1] - indptr[j]) if sparse else n
+                    work += indptr[j + 1] - indptr[j]
                     c += means[j] * d
                     S -= d * n * means[j]
             extrapolated = False
@@ -237,7 +226,7 @@ def _cd_solve(sparse, Xd, indptr, indices, vals, means, v, norms2, y, xty, w, la
                             l1_cur += abs(w[j])
                             if d != 0.0:
                                 _col_axpy(sparse, Xd, indptr, indices, vals, j, -d, R_acc)
-                                work += (indptr[j + 1] - indptr[j]) if sparse else n
+                                work += indptr[j + 1] - indptr[j]
                                 c_acc += means[j] * d
                                 S_acc -= d * n * means[j]
                         rr_acc, _ = _stats(R_acc, c_acc, S_acc, y)
@@ -267,7 +256,7 @@ def _cd_solve(sparse, Xd, indptr, indices, vals, means, v, norms2, y, xty, w, la
                             j = ws[k]
                             a = abs(_col_dot(sparse, Xd, indptr, indices, vals, j, R0)
                                     - means[j] * S)
-                            work += (indptr[j + 1] - indptr[j]) if sparse else n
+                            work += indptr[j + 1] - indptr[j]
                             if a > dn:
                                 dn = a
                         g_ws, _ = _gap(rr_w, ry_w, dn, l1w, lam)
@@ -286,12 +275,16 @@ def _cd_solve(sparse, Xd, indptr, indices, vals, means, v, norms2, y, xty, w, la
                         for kk in range(n_act):
                             j = ws[active[kk]]
                             feats[kk] = j
-                            col_work += (indptr[j + 1] - indptr[j]) if sparse else n
+                            col_work += indptr[j + 1] - indptr[j]
                         # A Gram sweep reads |A|^2 entries, a residual sweep 2 nnz(X_A).
                         if n_act * n_act < col_work:
+                            gram_G, gw = _gram_block(sparse, Xd, indptr, indices, vals, means,
+                                                     feats, n, gram_feats, gram_G, gram_slot)
+                            gram_feats = feats
+                            work += gw
                             e, gw = _gram_phase(sparse, Xd, indptr, indices, vals, means, y, w,
-                                                feats, R0, c, S, xty, lam, 0.5 * inner_target,
-                                                max_epochs - epochs, K)
+                                                feats, gram_G, R0, c, S, xty, lam,
+                                                0.5 * inner_target, max_epochs - epochs, K)
                             epochs += e
                             work += gw
                             c, S = _residual(sparse, Xd, indptr, indices, vals, means, v, y, w,

@@ -64,6 +64,7 @@ import torch
 from torch import Tensor
 
 from ..utils.jit import HAVE_NUMBA
+from ..utils.validation import check_finite
 from ._cd_kernels import _column_sums, _correlations, _csr_to_csc
 from ._cd_solve import _cd_solve
 
@@ -103,7 +104,9 @@ class CDDesign:
     ----------
     X : Tensor or scipy.sparse.csc_matrix
         ``(n, p)``, a dense or sparse CSR tensor (any device; the solver runs on the host), or
-        a canonical SciPy CSC matrix (checked by the caller: read as it is, without a copy).
+        a canonical SciPy CSC matrix of a numeric dtype (read as it is, without a copy; its row
+        indices and the finiteness of its values are checked here, in the pass that computes
+        the column statistics).
     y : Tensor
         ``(n,)`` float64.
     fit_intercept : bool
@@ -146,20 +149,25 @@ class CDDesign:
         self.y = np.ascontiguousarray((yn - self.y_mean) * v)
         zy = None
         if self.sparse:
-            if scipy_csc:  # a canonical SciPy CSC matrix, checked by the caller
+            if n >= 2**31:
+                raise ValueError(f"solver='cd' handles fewer than 2**31 samples, got {n}")
+            if scipy_csc:  # a canonical SciPy CSC matrix, its row indices checked below
                 indptr = np.asarray(X.indptr).astype(np.int64, copy=False)
-                indices = np.asarray(X.indices).astype(np.int64, copy=False)
+                # int32 row indices, as SciPy stores them: one compiled solver for both
+                # inputs, and a pass over the design reads a third less.
+                indices = np.asarray(X.indices).astype(np.int32, copy=False)
                 vals = np.asarray(X.data).astype(np.float64, copy=False)
-                if weighted:
-                    vals = vals * v[indices]
             else:
                 crow = X.crow_indices().cpu().numpy().astype(np.int64, copy=False)
                 col = X.col_indices().cpu().numpy().astype(np.int64, copy=False)
                 val = X.values().detach().cpu().numpy().astype(np.float64, copy=False)
-                if weighted:
-                    val = val * np.repeat(v, np.diff(crow))
                 indptr, indices, vals = _csr_to_csc(crow, col, val, p)
-            sq, vz, zy = _column_sums(indptr, indices, vals, v, self.y)
+            raw = vals
+            vals, sq, vz, zy, n_bad = _column_sums(indptr, indices, vals, v, self.y, weighted)
+            if n_bad:
+                raise ValueError(f"X: sparse matrix has row indices outside [0, {n})")
+            if not np.isfinite(sq).all():  # a NaN or an infinity, or squares overflowing
+                check_finite("X", torch.from_numpy(raw))
             # v^T Z_j / n: the (weighted) column means.
             means = vz / n if self.fit_intercept else np.zeros(p)
             norms2 = np.maximum(sq - n * means * means, 0.0)
@@ -180,8 +188,10 @@ class CDDesign:
             if weighted:
                 Xd *= v[:, None]
             norms2 = np.einsum("ij,ij->j", Xd, Xd)
-            indptr = np.zeros(1, dtype=np.int64)
-            indices = np.zeros(1, dtype=np.int64)
+            # Column j has indptr[j + 1] - indptr[j] entries in both layouts: the kernels count
+            # their work so, without testing the layout in their loops.
+            indptr = np.arange(p + 1, dtype=np.int64) * n
+            indices = np.zeros(1, dtype=np.int32)
             vals = np.zeros(1)
             means = np.zeros(p)
         self.Xd, self.indptr, self.indices, self.vals = Xd, indptr, indices, vals
