@@ -204,6 +204,46 @@ def test_every_iteration_matches_the_host_engine(solver):
     assert start.gap() == ref.gap
 
 
+@pytest.mark.parametrize("solver", SOLVERS)
+def test_a_private_matrix_signed_in_place_solves_as_the_copied_rows(solver, monkeypatch):
+    # The solve over the matrix signed in place (private=True) is the solve over rows signed
+    # as read, check by check; only a binary fit's own matrix is signed (one-vs-rest problems
+    # share theirs).
+    X, y = _data(m=80, seed=3)
+    y_pm = np.where(y == 1, 1.0, -1.0)
+    Xt = torch.tensor(X, dtype=torch.float32)
+    op = SVMDualOperator(Xt, torch.from_numpy(y_pm), make_kernel("rbf", 0.2), 0.7)
+    plain = SVMDualOperator(Xt, torch.ones(80, dtype=torch.float64), make_kernel("rbf", 0.2),
+                            0.7)
+    P = D.plain_kernel_matrix(plain)
+    no_rows = np.zeros(0, dtype=np.int64)
+    diag = P.diagonal().astype(np.float64) + op._inv_c_np  # K_ii + 1 + 1/C_i
+    variant = D.VARIANTS[solver]
+    runs = []
+    for private in (False, True):
+        src = D.full_source(P.copy())
+        start = F._start(src, no_rows, op._y_np, op._inv_c_np, y_pm, None, tf.SVC().n_init,
+                         0, keep_previous=variant == 5)
+        run = D.solve(variant, src, no_rows, op._y_np, op._inv_c_np, diag, start,
+                      max_iter=400, tol=1e-300, rtol=1e-6, check_every=1, private=private)
+        assert np.array_equal(src[0], P) != private  # signed in place only when private
+        runs.append((run, start))
+    (a, sa), (b, sb) = runs
+    assert a.n_iter == b.n_iter > 5 and a.status == b.status
+    assert np.array_equal(a.history, b.history) and np.array_equal(a.counts, b.counts)
+    for name in ("w", "s", "state"):
+        assert np.array_equal(getattr(sa, name), getattr(sb, name)), name
+    signed = []
+    monkeypatch.setattr(D, "signed_matrix",
+                        lambda *args: signed.append(1) or D._sign_matrix(*args) or args[0])
+    tf.SVC(dense=True, solver=solver).fit(X, y)
+    assert len(signed) == 1
+    X3, y3 = _data(m=90, classes=3)
+    tf.SVC(dense=True, solver=solver, multi_class="ovr").fit(X3, y3)
+    tf.SVC(dense=True, solver=solver, multi_class="ovo").fit(X3, y3)
+    assert len(signed) == 1
+
+
 @pytest.mark.parametrize("kernel, degree", [("rbf", 3), ("linear", 3), ("poly", 2), ("poly", 3),
                                             ("poly", 5), ("poly", 7), ("sigmoid", 3)])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
@@ -252,6 +292,11 @@ def test_matrix_rows_are_the_lazy_columns(kernel, degree, dtype, sparse):
         row = D.signed_row(*src, rows, sub._y_np, sub._inv_c_np, a, pair_buf)
         assert np.array_equal(row, sub.column(a).numpy()), a
     assert np.array_equal(P, before)  # reading never writes: every problem sees K + 1
+    # A binary problem that owns its matrix signs it once, in place: the same rows, read there.
+    signed = D.signed_matrix(P, op._y_np, op._inv_c_np)
+    assert signed is P
+    for i in range(40):
+        assert np.array_equal(signed[i], op.column(i).numpy()), i
 
 
 def test_row_cache_policy_is_the_column_cache():

@@ -139,6 +139,11 @@ def fit_all(plan: FitPlan, X, problems, C_examples, previous, gram=None, first=0
             diag_np if rows is None else diag_np[rows],
             # The lazy path's budget, over the problem's examples (a pair's).
             plan.budget(y.shape[0]), plan.n_init, plan.problem_seed(first + k)))
+    if gram is None and len(problems) == 1 and len(jobs) == 1 and src[1] is None and \
+            jobs[0].rows.shape[0] == 0:
+        # One binary problem on the whole matrix, built by this fit for it (a given kernel
+        # matrix excepted): read after the problem's start by its solve alone.
+        jobs[0].private = True
     # A cache of rows is written as rows arrive: its problems run one after the other (and
     # share the rows they have in common, labels aside).
     threads = 1 if src[1] is not None else \
@@ -224,17 +229,19 @@ class _Job:
 
     ``w0`` is the warm start as a float64 array, else ``subset`` the random start subset
     (drawn here, in problem order: numba's generator is per thread); ``y`` None marks a problem
-    for the lazy path.
+    for the lazy path; ``private``: the problem owns its full matrix, which its solve may sign
+    in place (:func:`_solve_job`).
     """
 
     __slots__ = ("k", "problem", "alpha0", "rows", "y", "inv_c", "diag", "max_iter", "w0",
-                 "subset", "op", "stop")
+                 "subset", "op", "stop", "private")
 
     def __init__(self, k, problem, alpha0, rows, y, inv_c, diag, max_iter, n_init, seed):
         self.k, self.problem, self.alpha0, self.rows = k, problem, alpha0, rows
         self.y, self.inv_c, self.diag, self.max_iter = y, inv_c, diag, max_iter
         self.op = None  # a problem's own operator (_fit_one_by_one)
         self.stop = None  # set when the fit is interrupted (_cancelled_on_error)
+        self.private = False
         # Nothing drawn for a problem left to the lazy path (y None): it draws its own.
         self.w0 = None if alpha0 is None or y is None else \
             alpha0.detach().to(torch.float64).numpy()
@@ -278,11 +285,13 @@ def _operator_start(plan: FitPlan, X, sub, job, variant) -> Start:
 
 def _solve_job(src, variant, rule, job, start):
     """:func:`solve` of a job from ``start`` under the stopping ``rule`` ``(tol, rtol,
-    check_every)``: the engine's :class:`~torchfw.optimizers._rows.LoopRun`."""
+    check_every)``: the engine's :class:`~torchfw.optimizers._rows.LoopRun`. A job that owns
+    its matrix (``job.private``) has its rows signed in place (:func:`torchfw.svm._dense.
+    signed_matrix`)."""
     tol, rtol, check_every = rule
     return solve(variant, src, job.rows, job.y, job.inv_c, job.diag, start,
                  max_iter=job.max_iter, tol=tol, rtol=rtol, check_every=check_every,
-                 stop=job.stop)
+                 stop=job.stop, private=job.private)
 
 
 def _result(plan: FitPlan, start, outcome, elapsed, matrix_info):
