@@ -32,6 +32,8 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from ..utils.threads import one_thread
+
 __all__ = ["check_kernel_range", "checked_norms", "finite_margins", "finite_scores", "kernel_dtype",
            "max_row_norm_sq", "needs_float64"]
 
@@ -44,11 +46,15 @@ def max_row_norm_sq(X: Tensor) -> float:
     if X.shape[0] == 0:
         return 0.0
     if X.layout == torch.sparse_csr:
-        values = X.values().double()
-        counts = X.crow_indices().diff()
-        rows = torch.repeat_interleave(torch.arange(X.shape[0], device=X.device), counts)
-        out = torch.zeros(X.shape[0], dtype=torch.float64, device=X.device)
-        return float(out.index_add_(0, rows, values * values).max())
+        # One torch thread on the CPU: a few passes over the stored values, which the intra-op
+        # pool slows down (w8a's first 10,000 rows, 120,000 values, the other core busy: 23 ms
+        # of CPU on two threads, 1.3 ms on one). The same operations: the same sums.
+        with one_thread(X.device.type == "cpu"):
+            values = X.values().double()
+            counts = X.crow_indices().diff()
+            rows = torch.repeat_interleave(torch.arange(X.shape[0], device=X.device), counts)
+            out = torch.zeros(X.shape[0], dtype=torch.float64, device=X.device)
+            return float(out.index_add_(0, rows, values * values).max())
     best = 0.0
     step = max(1, _BLOCK // max(1, X.shape[1]))
     if X.device.type == "cpu":  # in NumPy: a small X's torch steps cost more than the sums
