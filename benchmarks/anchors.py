@@ -172,7 +172,7 @@ def ww_section(quick: bool) -> tuple[list[dict], list[dict]]:
     # Compile (or load from numba's cache) the kernels first: defaults_mode times every fit.
     X, y = ww.load(ww.SETS["dna"][0])
     ww.WestonWatkinsSVC(C=1.0).fit(X[:300], y[:300])
-    rows = ww.defaults_mode(1 if quick else 3, QUICK_WW if quick else None)
+    rows = ww.defaults_mode(1 if quick else 5, QUICK_WW if quick else None)
     return rows, ww_summary(rows)
 
 

@@ -94,7 +94,16 @@ def certified(X, y, coef, alpha, fit_intercept=True) -> tuple[float, float]:
     return (primal - dual) / float(yc @ yc), primal / n
 
 
+#: Seconds of rest before each timed fit. Some tools leave their OpenMP workers spinning for a
+#: while after a fit; on a 2-core machine that spin takes a core from whichever fit comes next
+#: (news20 at 0.01 alpha_max: a torchfw fit right after scikit-learn's took 0.12-0.14 s
+#: against 0.095 s after a pause of 1 s). The pause, untimed and the same before every tool's
+#: fit, keeps one tool's idle workers off the next tool's clock.
+SETTLE_S = 1.0
+
+
 def timed(fn):
+    time.sleep(SETTLE_S)
     start = time.perf_counter()
     out = fn()
     return out, time.perf_counter() - start
