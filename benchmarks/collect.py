@@ -28,8 +28,7 @@ SECTIONS = [
      "against a reference SFW step; the first fit after install: each row's goal and whether "
      "it holds (`benchmarks/anchors.py`, which calls the scripts of the sections below; "
      "`--quick` runs fewer repeats and sets).",
-     ["anchors_lasso_ww_xeon2.md", "anchors_svc_sfw_xeon2.md", "anchors_first_fit_xeon2.md",
-      "anchors_quick_xeon2.md"]),
+     ["anchors_xeon2.md", "anchors_quick_xeon2.md"]),
     ("Core Frank-Wolfe variants",
      "Iterations and time to a duality gap of 1e-6 on quadratics over the simplex "
      "(`benchmarks/core_variants.py`).",
@@ -163,8 +162,9 @@ SECTIONS = [
     ("No slow-down against the engine's base",
      "Fresh processes of the current tree and of a base commit, interleaved, on SVC a9a and "
      "w8a, the Lasso path and Weston-Watkins: time ratios, iterations and the largest "
-     "coefficient difference (`benchmarks/ab_main.py`).",
-     ["ab_main_xeon2.md", "ab_main_svc_xeon2.md", "ab_main_svc_vs_383f533_xeon2.md"]),
+     "coefficient difference (`benchmarks/ab_main.py`); SVC's small sets of `svm_small.py` "
+     "(`benchmarks/ab_svm_small.py`).",
+     ["ab_main_xeon2.md", "ab_main_svc_xeon2.md", "ab_svm_small_xeon2.md", "ab_main_svc_vs_383f533_xeon2.md"]),
     ("Matrix completion over a nuclear-norm ball",
      "Frank-Wolfe and BPCG with the warm-started Lanczos LMO against projected gradient with a "
      "full SVD per step, time to the same held-out RMSE (`benchmarks/nuclear.py`).",
