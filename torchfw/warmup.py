@@ -46,7 +46,7 @@ def workloads() -> None:
     # Three classes (one-vs-one pairs by default).
     X3, y3 = make_classification_blobs(900, 3, random_state=0)
     SVC().fit(X3, y3).predict(X3)
-    # The optimizer's L-infinity step on layers large enough for its compiled kernel.
+    # The optimizer's L-infinity steps (move, and momentum with move) on its compiled kernels.
     import torch
 
     from .optim import StochasticFrankWolfe
@@ -54,8 +54,10 @@ def workloads() -> None:
 
     for dtype in (torch.float32, torch.float64):
         weight = torch.nn.Parameter(torch.zeros(128, 128, dtype=dtype))
-        weight.grad = torch.ones_like(weight)
-        StochasticFrankWolfe([weight], lmo=LinfBall(1.0), lr=0.1).step()
+        opt = StochasticFrankWolfe([weight], lmo=LinfBall(1.0), lr=0.1)
+        for _ in range(2):  # the first step starts the buffer, the second fuses the average
+            weight.grad = torch.ones_like(weight)
+            opt.step()
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -64,32 +64,38 @@ from ..sets.oracles import L2Ball, LinfBall
 from ..sets.polytopes import KSparsePolytope
 
 __all__ = ["directions", "fast_kind", "gamma_of", "as_vector", "linf_update", "l2_update",
-           "ksparse_update", "FlatViews"]
+           "ksparse_update", "FlatViews", "linf_momentum_host", "momentum_kernel_constants"]
 
 
 def directions(params: list[Tensor], grads: list[Tensor] | tuple[Tensor, ...], states: list[dict],
-               momentum: float, weight_decay: float, maximize: bool) -> list[Tensor]:
+               momentum: float, weight_decay: float, maximize: bool,
+               defer: Sequence[int] = ()) -> tuple[list[Tensor], list[Tensor]]:
     r"""Momentum directions :math:`d_t = (1-\mu) g_t + \mu d_{t-1}` (:math:`d_0 = g_0`) of a bucket.
 
-    All tensors share device and dtype; the buffers in ``states`` are updated in place.
+    All tensors share device and dtype; the buffers in ``states`` are updated in place. Returns
+    the directions and the gradients :math:`g_t` as the average reads them (negated for
+    ``maximize``, with the weight decay added). The tensors at the positions in ``defer``, which
+    must have a buffer, are left to :func:`linf_momentum_host`: their direction is the buffer
+    as it was, averaged there in the pass that moves the weight.
     """
     if maximize:
         grads = list(torch._foreach_neg(grads))
     if weight_decay != 0:
         grads = list(torch._foreach_add(grads, params, alpha=weight_decay))
+    grads = list(grads)
     if momentum == 0:
         for state in states:
             # A stale buffer would otherwise resurface if a schedule turns momentum back on.
             state.pop("momentum_buffer", None)
-        return list(grads)
+        return grads, grads
     out: list[Tensor] = []
     old_bufs, old_grads = [], []
-    for g, state in zip(grads, states, strict=True):
+    for i, (g, state) in enumerate(zip(grads, states, strict=True)):
         buf = state.get("momentum_buffer")
         if buf is None:
             # d_0 = g_0 (the reference implementation's start), not a zero-started average.
             buf = state["momentum_buffer"] = g.detach().clone(memory_format=torch.preserve_format)
-        else:
+        elif i not in defer:
             old_bufs.append(buf)
             old_grads.append(g)
         out.append(buf)
@@ -101,7 +107,7 @@ def directions(params: list[Tensor], grads: list[Tensor] | tuple[Tensor, ...], s
     elif old_bufs:
         # One pass: buf + (1 - mu)(g - buf) = mu buf + (1 - mu) g.
         torch._foreach_lerp_(old_bufs, old_grads, 1.0 - momentum)
-    return out
+    return out, grads
 
 
 def fast_kind(lmo: Any, group: dict) -> str | None:
@@ -405,6 +411,54 @@ def _linf_compiled(params: list[Tensor], ds: list[Tensor], kernel: tuple) -> lis
     # PyTorch update.
     increment_version(params)
     return []
+
+
+def momentum_kernel_constants(radii: list[float], gammas: list[float], momentum: float,
+                              dtype: torch.dtype) -> list[np.ndarray]:
+    """The constants of :func:`~torchfw.optim._linf_kernel.linf_momentum_step`, one array per
+    tensor (``-r``, the step size and the average's weight ``1 - mu``, in the tensor's
+    precision)."""
+    from . import _linf_kernel
+
+    return [_linf_kernel.momentum_constants(-r, g, 1.0 - momentum, _NUMPY[dtype])
+            for r, g in zip(radii, gammas, strict=True)]
+
+
+def linf_momentum_host(params: list[Tensor], bufs: list[Tensor], grads: list[Tensor],
+                       radii: list[float], gammas: list[float], momentum: float,
+                       consts: list[np.ndarray], views: _ArrayViews | None = None) -> None:
+    r"""Momentum average and L-infinity move of CPU tensors in one compiled pass per tensor.
+
+    :math:`d \leftarrow \mathrm{lerp}(d, g, 1 - \mu)`, then :math:`\theta \leftarrow
+    \mathrm{lerp}(\theta, v, \gamma)` with :math:`v = -r\,\mathrm{sign}(d)`, the
+    coordinate rules of :func:`linf_update` (a zero :math:`d_i` keeps :math:`\theta_i`, a
+    non-finite one turns it NaN) and the rounding of the eager average and kernel
+    (:func:`~torchfw.optim._linf_kernel.linf_momentum_step`). ``consts`` holds
+    :func:`momentum_kernel_constants`; ``views`` keeps NumPy views from step to step (without
+    it, views are taken for this call). Tensors that are not contiguous take the average and
+    the move of the PyTorch form.
+    """
+    from . import _linf_kernel
+
+    n = len(params)
+    ts = list(params) + list(bufs) + list(grads)
+    arrays = views(ts) if views is not None else _views_now(ts)
+    if arrays is None:
+        torch._foreach_lerp_(bufs, grads, 1.0 - momentum)
+        _linf_host(params, bufs, linf_host_constants(radii, gammas, params))
+        return
+    step = _linf_kernel.linf_momentum_step
+    for i in range(n):
+        step(arrays[i], arrays[n + i], arrays[2 * n + i], consts[i])
+    # as _linf_compiled: autograd reads the version counters of tensors changed in place
+    increment_version(params + bufs)
+
+
+def _views_now(ts: list[Tensor]) -> list[np.ndarray] | None:
+    """1-d NumPy views of contiguous tensors, taken now (None if one is not contiguous)."""
+    if not all(t.is_contiguous() for t in ts):
+        return None
+    return [t.detach().numpy().reshape(-1) for t in ts]
 
 
 def _compiled_kernels() -> bool:

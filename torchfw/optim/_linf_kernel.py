@@ -17,6 +17,13 @@ each a fused multiply-add) in the tensor's own precision. Without numba, or whil
 start defers the compiled kernels (:func:`torchfw.utils.jit.compiled_kernels`), the PyTorch
 form runs.
 
+With momentum, :func:`linf_momentum_step` takes the average
+:math:`d \leftarrow \mathrm{lerp}(d, g, 1 - \mu)` in the same pass, rounded as
+``torch._foreach_lerp_`` rounds it: per entry three reads (gradient, buffer, weight) and two
+writes (buffer, weight), the least any implementation of the step touches; the average and
+the move one after the other read the buffer twice and write it once more. (A compiled step
+gets the same one pass from inductor, :mod:`torchfw.optim._traced`.)
+
 References
 ----------
 S. Pokutta, C. Spiegel, M. Zimmer. "Deep Neural Network Training with Frank-Wolfe."
@@ -29,7 +36,7 @@ import numpy as np
 
 from ..utils.jit import njit
 
-__all__ = ["linf_step", "step_constants"]
+__all__ = ["linf_step", "step_constants", "linf_momentum_step", "momentum_constants"]
 
 
 def step_constants(neg_radius: float, gamma: float, dtype) -> np.ndarray:
@@ -64,7 +71,42 @@ def _linf_step(p, d, consts):  # pragma: no cover - compiled by numba
             p[i] = new if x - x == 0 else np.nan
 
 
+def momentum_constants(neg_radius: float, gamma: float, weight: float, dtype) -> np.ndarray:
+    """``[-r, gamma, 1 - gamma, w, 1 - w]`` in the parameter's precision: the move's constants
+    (:func:`step_constants`) and the momentum average's, ``w = 1 - mu``, rounded as
+    ``torch.lerp`` rounds a weight."""
+    avg = np.asarray(weight, dtype=dtype)
+    return np.concatenate([step_constants(neg_radius, gamma, dtype),
+                           np.array([avg, np.asarray(1, dtype=dtype) - avg], dtype=dtype)])
+
+
+def _linf_momentum_step(p, d, g, consts):  # pragma: no cover - compiled by numba
+    # d <- lerp(d, g, w), then the move of _linf_step with the new d, in one pass: each entry
+    # of the gradient, the buffer and the weight is read once and the last two written once
+    # (the two steps one after the other read the buffer twice and write it once more)
+    n = d.shape[0]
+    neg_r = consts[0]
+    weight = consts[1]
+    rest = consts[2]
+    avg = consts[3]
+    avg_rest = consts[4]
+    small_avg = abs(avg) < 0.5
+    small = abs(weight) < 0.5
+    for i in range(n):
+        b = d[i]
+        x = g[i]
+        # torch.lerp(b, x, w): b + w (x - b) for |w| < 1/2, else x - (x - b)(1 - w)
+        x = b + avg * (x - b) if small_avg else x - (x - b) * avg_rest
+        d[i] = x
+        q = p[i]
+        v = neg_r if x > 0 else -neg_r
+        new = q + weight * (v - q) if small else v - (v - q) * rest
+        new = q if x == 0 else new
+        p[i] = new if x - x == 0 else np.nan
+
+
 # Fused multiply-adds and nothing else of fast math: torch.lerp's CPU kernel computes
 # theta + gamma (v - theta) as one fused multiply-add, and so the multi-tensor form; with them
 # the kernel's weights are bit for bit the PyTorch form's.
 linf_step = njit(_linf_step, fastmath={"contract"})
+linf_momentum_step = njit(_linf_momentum_step, fastmath={"contract"})

@@ -73,7 +73,10 @@ from torch import Tensor, nn
 
 from ..sets.oracles import LMO
 from ._batched import (
+    _NUMPY,
     FlatViews,
+    _ArrayViews,
+    _compiled_kernels,
     as_vector,
     directions,
     fast_kind,
@@ -81,7 +84,9 @@ from ._batched import (
     ksparse_update,
     l2_update,
     linf_host_constants,
+    linf_momentum_host,
     linf_update,
+    momentum_kernel_constants,
 )
 from ._checks import (
     _MISSING,
@@ -104,6 +109,13 @@ from .constraints import constraints_for, expected_init_norms
 
 __all__ = ["StochasticFrankWolfe", "make_feasible", "constraints_for", "expected_init_norms",
            "lmo_to_state", "lmo_from_state"]
+
+
+def _linf_kernel_ready() -> bool:
+    """Whether the fused L-inf kernel exists (numba) and compiled kernels run now."""
+    from . import _linf_kernel
+
+    return _linf_kernel.linf_momentum_step is not None and _compiled_kernels()
 
 
 def _params_of(params) -> list[Tensor]:
@@ -451,7 +463,13 @@ class StochasticFrankWolfe(torch.optim.Optimizer):
                 first = True
                 self._first_steps(bucket, params, states, compiling)
             counters += bucket["counters"]
-            ds = directions(params, grads, states, *bucket["hyper"])
+            # tensors whose momentum average the L-inf kernel takes in its pass, once every one
+            # has a buffer (eager steps only: _kernel_split)
+            fused = bucket["fused"]
+            if fused and not (_compiled_kernels()
+                              and all("momentum_buffer" in states[i] for i in fused)):
+                fused = ()
+            ds, gs = directions(params, grads, states, *bucket["hyper"], defer=fused)
             for i in bucket["sgd"]:
                 sgd_update(params[i], ds[i], bucket["groups"][i]["lr"])
             for i in bucket["generic"]:
@@ -464,9 +482,15 @@ class StochasticFrankWolfe(torch.optim.Optimizer):
                 else:
                     frank_wolfe_update(params[i], ds[i], group, states[i], group["track_gap"],
                                        lmo=bucket["lmos"][i])
-            for kind, track, idx, radii, gammas, ks, flats, host, radius, steps in bucket["fast"]:
+            for kind, track, idx, radii, gammas, ks, flats, host, radius, steps, kernel \
+                    in bucket["fast"]:
                 ps = [params[i] for i in idx]
                 pds = [ds[i] for i in idx]
+                if kernel is not None and fused:
+                    # average and move in one pass (torchfw.optim._linf_kernel)
+                    linf_momentum_host(ps, pds, [gs[i] for i in idx], radius, steps,
+                                       bucket["hyper"][0], *kernel)
+                    continue
                 if steps is None:  # a tensor lr: gamma changes with its value
                     steps = [gamma_of(bucket["groups"][i], bucket["diameters"][i], p)
                              for i, p in zip(idx, ps, strict=True)]
@@ -676,7 +700,8 @@ class StochasticFrankWolfe(torch.optim.Optimizer):
         plan = []
         for bucket in buckets.values():
             fast = []
-            for (kind, track), idx in bucket["fast"].items():
+            fused: list[int] = []
+            for kind, track, idx, kernel in self._kernel_split(bucket, compiling):
                 like = bucket["params"][idx[0]]
                 groups = [bucket["groups"][i] for i in idx]
                 radius = [float(bucket["lmos"][i].radius) for i in idx]
@@ -696,14 +721,50 @@ class StochasticFrankWolfe(torch.optim.Optimizer):
                 # (from the Python numbers: reading the device vectors would synchronize)
                 host = None if compiling or kind != "linf" or like.device.type != "cpu" \
                     else linf_host_constants(radius, steps, [bucket["params"][i] for i in idx])
-                fast.append((kind, track, idx, radii, gammas, ks, flats, host, radius, steps))
+                if kernel:
+                    # the fused kernel's constants and the NumPy views it reads
+                    fused += idx
+                    kernel = (momentum_kernel_constants(radius, steps, bucket["hyper"][0],
+                                                        like.dtype), _ArrayViews())
+                else:
+                    kernel = None
+                fast.append((kind, track, idx, radii, gammas, ks, flats, host, radius, steps,
+                             kernel))
             bucket["fast"] = fast
+            bucket["fused"] = tuple(fused)
             plan.append(bucket)
         if not compiling:
             # A compiled step is specialized on the groups by the compiler's own guards;
             # caching there would only add state for it to guard on.
             self._plan = (key, plan)
         return plan
+
+    def _kernel_split(self, bucket: dict, compiling: bool) -> list[tuple]:
+        """The bucket's closed-form updates as ``(kind, track, positions, fused)``, the L-inf
+        tensors that one compiled pass averages and moves apart (``fused`` true).
+
+        That pass (:func:`~torchfw.optim._linf_kernel.linf_momentum_step`) takes L-infinity
+        balls with momentum, without gaps, with a float ``lr``, on contiguous float32 and
+        float64 CPU tensors, in eager steps: their move is the compiled kernel's anyway
+        (:func:`~torchfw.optim._batched.linf_update`), and the average then costs no pass of
+        its own. A compiled step keeps inductor's loop, which fuses the average with the move
+        too (:mod:`torchfw.optim._traced`): the kernel, called as an operator from the
+        compiled graph, took as long per entry, plus the call.
+        """
+        out = []
+        for (kind, track), idx in bucket["fast"].items():
+            params = bucket["params"]
+            like = params[idx[0]]
+            take: list[int] = []
+            if not compiling and kind == "linf" and not track and bucket["hyper"][0] != 0 \
+                    and like.device.type == "cpu" and like.dtype in _NUMPY \
+                    and not any(isinstance(bucket["groups"][i]["lr"], Tensor) for i in idx) \
+                    and _linf_kernel_ready():
+                take = [i for i in idx if params[i].is_contiguous()]
+            rest = [i for i in idx if i not in take]
+            out += [(kind, track, part, fuse) for part, fuse in ((take, True), (rest, False))
+                    if part]
+        return out
 
     def _plan_key(self) -> list:
         """What the step plan depends on: every hyperparameter, the sets' radii and sizes,
