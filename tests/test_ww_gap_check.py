@@ -68,3 +68,33 @@ def test_a_fit_checks_the_same_gaps_with_and_without_screened_checks():
         runs.append((np.asarray(res.history.gap), prob.W.copy(), prob._ck[0]))
     assert runs[0][2] == 1.0  # the screened checks ran
     assert np.array_equal(runs[0][0], runs[1][0]) and np.array_equal(runs[0][1], runs[1][1])
+
+
+@pytest.mark.parametrize("name", ["dna.scale", "letter.scale"])
+def test_second_check_waits_for_a_gap_near_the_target(name):
+    """``check_every="auto"`` does not calibrate its free estimate on epoch 1's check: the
+    first sweep's estimate is many times the exact gap (taken while ``W`` moves the most), and
+    scaled by that ratio it brought the second check while the gap was still 3-4 times the
+    target on dna (epoch 19 of 31-41) and letter (epoch 6 of 9), 20 times on sector. The
+    second check now comes within 2.5 times the target, and the run stops where it did
+    (the checked epochs meet the same rule; iterates are unchanged)."""
+    import lzma
+
+    from conftest import data_path
+    from sklearn.datasets import load_svmlight_file
+
+    from torchfw import WestonWatkinsSVC
+
+    with lzma.open(data_path(name + ".xz")) as f:
+        X, y = load_svmlight_file(f)
+    C = 2.0 ** -4
+    for seed in (0, 1):
+        model = WestonWatkinsSVC(C=C, random_state=seed).fit(X, y)
+        gaps = model.gap_history_
+        target = model.tol * gaps[0]
+        assert len(gaps) >= 2
+        assert gaps[1] <= 2.5 * target, (seed, gaps[:3], target)
+        assert gaps[-1] <= target
+        # the same iterates as checking after every epoch, stopped at a checked epoch
+        every = WestonWatkinsSVC(C=C, random_state=seed, check_every=1).fit(X, y)
+        assert every.n_iter_ <= model.n_iter_
