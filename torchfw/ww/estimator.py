@@ -138,8 +138,8 @@ class WestonWatkinsSVC(BaseEstimator):
         all ``n k`` scores). ``1`` is the paper's rule to the letter: stop at the *first* epoch
         whose gap is ``<= tol * gap_1``. ``"auto"`` evaluates the gap after epoch 1 and then
         only when a free estimate computed during the sweep (the hinge losses at the scores
-        each example had when visited, calibrated against the last exact gap but the first) predicts the
-        target is met (see :class:`~torchfw.optimizers.bcd.BlockCoordinateDescent`): the
+        each example had when visited, calibrated against the last exact gap but the first)
+        predicts the target is met (see :class:`~torchfw.optimizers.bcd.BlockCoordinateDescent`): the
         iterates are the same, the run may stop some epochs later (usually at the same epoch)
         with a smaller gap, at a fraction of the checking cost.
     shrinking : {"heuristic", True, False}, default "heuristic"
