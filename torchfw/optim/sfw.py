@@ -721,7 +721,7 @@ class StochasticFrankWolfe(torch.optim.Optimizer):
                 # (from the Python numbers: reading the device vectors would synchronize)
                 host = None if compiling or kind != "linf" or like.device.type != "cpu" \
                     else linf_host_constants(radius, steps, [bucket["params"][i] for i in idx])
-                if kernel:
+                if kernel and steps is not None:  # (_kernel_split leaves tensor lrs out)
                     # the fused kernel's constants and the NumPy views it reads
                     fused += idx
                     kernel = (momentum_kernel_constants(radius, steps, bucket["hyper"][0],
