@@ -161,3 +161,32 @@ def test_fused_pass_counts_an_in_place_change():
     assert weight._version > before
     with pytest.raises(RuntimeError, match="modified by an inplace operation"):
         loss.backward()
+
+
+def test_fused_pass_starts_once_the_cold_start_lets_kernels_run(monkeypatch):
+    """The plan is built while the cold start defers compiled kernels; once they run, the next
+    step fuses without the plan being rebuilt (the step decides, not the plan)."""
+    from torchfw.utils import jit
+
+    calls = []
+    real = _kernel.linf_momentum_step
+
+    def fused(p, d, g, consts):
+        calls.append(p.size)
+        return real(p, d, g, consts)
+
+    monkeypatch.setattr(_kernel, "linf_momentum_step", fused)
+    weight = nn.Parameter(torch.zeros(40, 40))
+    opt = StochasticFrankWolfe([weight], lmo=LinfBall(1.0), lr=0.1, momentum=0.9)
+    jit.set_deferred(True)
+    try:
+        for _ in range(2):
+            weight.grad = torch.ones_like(weight)
+            opt.step()
+    finally:
+        jit.set_deferred(False)
+    assert calls == []
+    plan = opt._plan
+    weight.grad = torch.ones_like(weight)
+    opt.step()
+    assert opt._plan is plan and calls == [1600]

@@ -426,7 +426,7 @@ def momentum_kernel_constants(radii: list[float], gammas: list[float], momentum:
 
 def linf_momentum_host(params: list[Tensor], bufs: list[Tensor], grads: list[Tensor],
                        radii: list[float], gammas: list[float], momentum: float,
-                       consts: list[np.ndarray], views: _ArrayViews | None = None) -> None:
+                       consts: list[np.ndarray], views: _ArrayViews) -> None:
     r"""Momentum average and L-infinity move of CPU tensors in one compiled pass per tensor.
 
     :math:`d \leftarrow \mathrm{lerp}(d, g, 1 - \mu)`, then :math:`\theta \leftarrow
@@ -434,15 +434,14 @@ def linf_momentum_host(params: list[Tensor], bufs: list[Tensor], grads: list[Ten
     coordinate rules of :func:`linf_update` (a zero :math:`d_i` keeps :math:`\theta_i`, a
     non-finite one turns it NaN) and the rounding of the eager average and kernel
     (:func:`~torchfw.optim._linf_kernel.linf_momentum_step`). ``consts`` holds
-    :func:`momentum_kernel_constants`; ``views`` keeps NumPy views from step to step (without
-    it, views are taken for this call). Tensors that are not contiguous take the average and
-    the move of the PyTorch form.
+    :func:`momentum_kernel_constants`; ``views`` keeps NumPy views from step to step. Tensors
+    that are not contiguous take the average and the move of the PyTorch form.
     """
     from . import _linf_kernel
 
     n = len(params)
     ts = list(params) + list(bufs) + list(grads)
-    arrays = views(ts) if views is not None else _views_now(ts)
+    arrays = views(ts)
     if arrays is None:
         torch._foreach_lerp_(bufs, grads, 1.0 - momentum)
         _linf_host(params, bufs, linf_host_constants(radii, gammas, params))
@@ -452,13 +451,6 @@ def linf_momentum_host(params: list[Tensor], bufs: list[Tensor], grads: list[Ten
         step(arrays[i], arrays[n + i], arrays[2 * n + i], consts[i])
     # as _linf_compiled: autograd reads the version counters of tensors changed in place
     increment_version(params + bufs)
-
-
-def _views_now(ts: list[Tensor]) -> list[np.ndarray] | None:
-    """1-d NumPy views of contiguous tensors, taken now (None if one is not contiguous)."""
-    if not all(t.is_contiguous() for t in ts):
-        return None
-    return [t.detach().numpy().reshape(-1) for t in ts]
 
 
 def _compiled_kernels() -> bool:

@@ -111,11 +111,12 @@ __all__ = ["StochasticFrankWolfe", "make_feasible", "constraints_for", "expected
            "lmo_to_state", "lmo_from_state"]
 
 
-def _linf_kernel_ready() -> bool:
-    """Whether the fused L-inf kernel exists (numba) and compiled kernels run now."""
+def _has_linf_kernel() -> bool:
+    """Whether the fused L-inf kernel exists (numba). Whether compiled kernels run now (the
+    cold start may defer them for a while) is the step's own test, at every step."""
     from . import _linf_kernel
 
-    return _linf_kernel.linf_momentum_step is not None and _compiled_kernels()
+    return _linf_kernel.linf_momentum_step is not None
 
 
 def _params_of(params) -> list[Tensor]:
@@ -752,14 +753,14 @@ class StochasticFrankWolfe(torch.optim.Optimizer):
         compiled graph, took as long per entry, plus the call.
         """
         out = []
+        params = bucket["params"]
         for (kind, track), idx in bucket["fast"].items():
-            params = bucket["params"]
             like = params[idx[0]]
             take: list[int] = []
             if not compiling and kind == "linf" and not track and bucket["hyper"][0] != 0 \
                     and like.device.type == "cpu" and like.dtype in _NUMPY \
                     and not any(isinstance(bucket["groups"][i]["lr"], Tensor) for i in idx) \
-                    and _linf_kernel_ready():
+                    and _has_linf_kernel():
                 take = [i for i in idx if params[i].is_contiguous()]
             rest = [i for i in idx if i not in take]
             out += [(kind, track, part, fuse) for part, fuse in ((take, True), (rest, False))
